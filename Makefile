@@ -1,0 +1,49 @@
+# AIMON Admin. `make run` starts the product on its embedded default; `make test` runs
+# the whole test suite. Both create .venv and install what they need first.
+
+PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: run test lint format install install-dev clean-db
+
+$(BIN)/python:
+	$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "AIMON Admin needs Python 3.11")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed-runtime: requirements.txt | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -r requirements.txt
+	touch $@
+
+$(VENV)/.installed-dev: requirements.txt requirements-dev.txt | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	touch $@ $(VENV)/.installed-runtime
+
+install: $(VENV)/.installed-runtime
+install-dev: $(VENV)/.installed-dev
+
+## The product on its embedded default: SQLite, no Redis, Celery eager, demo data.
+run: $(VENV)/.installed-runtime
+	DJANGO_DEBUG=1 $(BIN)/python manage.py migrate --noinput
+	DJANGO_DEBUG=1 $(BIN)/python manage.py demo_data
+	DJANGO_DEBUG=1 $(BIN)/uvicorn aimon_admin.asgi:application --host $(HOST) --port $(PORT)
+
+## The whole suite: lint, then the tests on SQLite, then on PostgreSQL + Redis.
+test: $(VENV)/.installed-dev
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python scripts/run_tests.py
+
+lint: $(VENV)/.installed-dev
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(VENV)/.installed-dev
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+clean-db:
+	rm -f db.sqlite3 db.sqlite3-wal db.sqlite3-shm .demo-credentials.json

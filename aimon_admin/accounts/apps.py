@@ -1,0 +1,23 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+from django.db.models.signals import post_migrate
+
+
+class AccountsConfig(AppConfig):
+    name = "aimon_admin.accounts"
+    label = "accounts"
+    verbose_name = "Accounts"
+
+    def ready(self) -> None:
+        from aimon_admin.accounts import signals  # noqa: F401
+
+        # The handler creates every app's permissions itself before it assigns them, so
+        # it does not depend on the order apps are migrated in.
+        post_migrate.connect(_sync_groups, sender=self)
+
+
+def _sync_groups(using: str = "default", **_: object) -> None:
+    from aimon_admin.accounts.services import role_groups_sync
+
+    role_groups_sync(using=using)

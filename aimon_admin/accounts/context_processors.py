@@ -1,0 +1,45 @@
+"""The navigation each person sees, from the permissions their role grants."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.http import HttpRequest
+from django.urls import reverse
+
+
+@dataclass(frozen=True)
+class NavItem:
+    label: str
+    url_name: str
+    permission: str | None  # None: everyone signed in
+
+    @property
+    def url(self) -> str:
+        return reverse(self.url_name)
+
+
+NAV_ITEMS: tuple[NavItem, ...] = (
+    NavItem("Home", "core:home", None),
+    NavItem("Runtimes", "runtimes:list", "runtimes.view_agentruntime"),
+    NavItem("API docs", "api-docs", None),
+)
+
+
+def navigation(request: HttpRequest) -> dict[str, object]:
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return {"nav_items": []}
+    items = [item for item in NAV_ITEMS if item.permission is None or user.has_perm(item.permission)]
+    current = request.path
+    return {
+        "nav_items": [
+            {"label": item.label, "url": item.url, "current": _is_current(item.url, current)}
+            for item in items
+        ],
+        "user_roles": user.roles if hasattr(user, "roles") else [],
+    }
+
+
+def _is_current(url: str, path: str) -> bool:
+    return path == url if url == "/" else path.startswith(url)

@@ -1,0 +1,31 @@
+"""The three kinds of people who use AIMON Admin, as groups with permissions."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class Role(models.TextChoices):
+    OPERATOR = "operator", "Operator"
+    APPROVER = "approver", "Approver"
+    AUDITOR = "auditor", "Auditor"
+
+
+# What each role's group is granted. Views check these permissions, never group names.
+ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
+    Role.OPERATOR: (
+        "runtimes.view_agentruntime",
+        "runtimes.add_agentruntime",
+        "runtimes.change_agentruntime",
+        "runtimes.view_runtimetoken",
+        "runtimes.add_runtimetoken",
+        "runtimes.change_runtimetoken",
+        "audit.view_auditevent",
+    ),
+    Role.APPROVER: (),
+    Role.AUDITOR: (
+        "runtimes.view_agentruntime",
+        "runtimes.view_runtimetoken",
+        "audit.view_auditevent",
+    ),
+}

@@ -1,0 +1,140 @@
+"""Writes for accounts: people, their roles, and the record of their sign-ins."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from django.apps import apps
+from django.contrib.auth.management import create_permissions
+from django.contrib.auth.models import Group, Permission
+from django.contrib.auth.password_validation import validate_password
+from django.db import transaction
+
+from aimon_admin.accounts.models import User
+from aimon_admin.accounts.roles import ROLE_PERMISSIONS, Role
+from aimon_admin.audit.choices import AuditAction, AuditLevel
+from aimon_admin.audit.services import audit_record
+from aimon_admin.core.actors import Actor
+
+
+class UserExistsError(ValueError):
+    pass
+
+
+def role_groups_sync(*, using: str = "default") -> None:
+    """Make each role's group hold exactly its permissions (idempotent; run after migrate)."""
+    for app_config in apps.get_app_configs():
+        create_permissions(app_config, verbosity=0, using=using)
+    for role, codenames in ROLE_PERMISSIONS.items():
+        group, _ = Group.objects.using(using).get_or_create(name=role)
+        permissions = []
+        for dotted in codenames:
+            app_label, codename = dotted.split(".", 1)
+            permissions.append(
+                Permission.objects.using(using).get(content_type__app_label=app_label, codename=codename)
+            )
+        group.permissions.set(permissions)
+
+
+def _role_groups(roles: list[str]) -> list[Group]:
+    for role in roles:
+        Role(role)  # refuses an unknown role with ValueError
+    groups = list(Group.objects.filter(name__in=roles))
+    if len(groups) != len(roles):
+        role_groups_sync()
+        groups = list(Group.objects.filter(name__in=roles))
+    return groups
+
+
+@transaction.atomic
+def user_create(
+    *,
+    username: str,
+    password: str | None,
+    roles: Iterable[str],
+    actor: Actor,
+    email: str = "",
+) -> User:
+    """Create a person with the given roles. `password` None makes an unusable one."""
+    roles = sorted(set(roles))
+    groups = _role_groups(roles)
+    if User.objects.filter(username__iexact=username).exists():
+        raise UserExistsError(f"a user named {username!r} already exists")
+    user = User(username=username, email=email)
+    if password is None:
+        user.set_unusable_password()
+    else:
+        validate_password(password, user=user)
+        user.set_password(password)
+    user.full_clean(exclude=["password"])
+    user.save()
+    user.groups.set(groups)
+    audit_record(
+        action=AuditAction.USER_CREATED,
+        actor=actor,
+        subject_type="user",
+        subject=username,
+        details={"roles": roles, "usable_password": password is not None},
+    )
+    return user
+
+
+@transaction.atomic
+def user_set_roles(*, user: User, roles: Iterable[str], actor: Actor) -> None:
+    roles = sorted(set(roles))
+    groups = _role_groups(roles)
+    before = sorted(user.roles)
+    if before == roles:
+        return
+    user.groups.set(groups)
+    audit_record(
+        action=AuditAction.USER_ROLES_CHANGED,
+        actor=actor,
+        subject_type="user",
+        subject=user.username,
+        details={"before": before, "after": roles},
+    )
+
+
+@transaction.atomic
+def user_set_password(*, user: User, password: str, actor: Actor) -> None:
+    validate_password(password, user=user)
+    user.set_password(password)
+    user.save(update_fields=["password"])
+    audit_record(
+        action=AuditAction.USER_PASSWORD_CHANGED,
+        actor=actor,
+        subject_type="user",
+        subject=user.username,
+    )
+
+
+@transaction.atomic
+def login_record(*, user: User) -> None:
+    audit_record(
+        action=AuditAction.LOGIN_SUCCEEDED,
+        actor=Actor.for_user(user),
+        subject_type="user",
+        subject=user.username,
+    )
+
+
+@transaction.atomic
+def login_failure_record(*, username: str) -> None:
+    audit_record(
+        action=AuditAction.LOGIN_FAILED,
+        actor=Actor.system("anonymous"),
+        level=AuditLevel.WARNING,
+        subject_type="user",
+        subject=username,
+    )
+
+
+@transaction.atomic
+def logout_record(*, user: User) -> None:
+    audit_record(
+        action=AuditAction.LOGOUT,
+        actor=Actor.for_user(user),
+        subject_type="user",
+        subject=user.username,
+    )

@@ -1,0 +1,27 @@
+"""Sign-in events from django.contrib.auth, written to the audit log (DESIGN A1)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.signals import user_logged_in, user_logged_out, user_login_failed
+from django.dispatch import receiver
+from django.http import HttpRequest
+
+from aimon_admin.accounts import services
+
+
+@receiver(user_logged_in)
+def _logged_in(sender: Any, request: HttpRequest, user: Any, **_: Any) -> None:
+    services.login_record(user=user)
+
+
+@receiver(user_login_failed)
+def _login_failed(sender: Any, credentials: dict, request: HttpRequest | None = None, **_: Any) -> None:
+    services.login_failure_record(username=str(credentials.get("username", ""))[:150])
+
+
+@receiver(user_logged_out)
+def _logged_out(sender: Any, request: HttpRequest, user: Any, **_: Any) -> None:
+    if user is not None:
+        services.logout_record(user=user)

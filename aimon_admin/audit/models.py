@@ -1,0 +1,125 @@
+"""The append-only, hash-chained audit log (DESIGN A1-A3).
+
+Rows are written only by `aimon_admin.audit.services.audit_record`. Every layer refuses
+to change or remove one: the model, its queryset, the admin, and a database trigger.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, NoReturn
+
+from django.conf import settings
+from django.db import models
+
+from aimon_admin.audit.choices import AuditAction, AuditLevel
+from aimon_admin.core.context import Channel
+
+APPEND_ONLY_MESSAGE = "Audit events are append-only: they are never changed or deleted."
+
+
+class AppendOnlyError(Exception):
+    """Raised when code tries to change or delete an audit event."""
+
+
+class AuditEventQuerySet(models.QuerySet):
+    def update(self, **kwargs: Any) -> NoReturn:
+        raise AppendOnlyError(APPEND_ONLY_MESSAGE)
+
+    def delete(self) -> NoReturn:
+        raise AppendOnlyError(APPEND_ONLY_MESSAGE)
+
+    def bulk_create(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise AppendOnlyError("Audit events are written one by one, by audit_record().")
+
+    def bulk_update(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise AppendOnlyError(APPEND_ONLY_MESSAGE)
+
+
+def _choices_check(field: str, choices: type[models.TextChoices]) -> models.CheckConstraint:
+    return models.CheckConstraint(
+        condition=models.Q(**{f"{field}__in": choices.values}),
+        name=f"audit_event_{field}_valid",
+        violation_error_message=f"Unknown audit {field}.",
+    )
+
+
+class AuditEvent(models.Model):
+    seq = models.BigIntegerField(unique=True, editable=False)
+    created_at = models.DateTimeField(editable=False, db_index=True)
+    # PROTECT, not SET_NULL: nulling the actor would be an UPDATE of an audit row, which
+    # the trigger refuses. People who leave are deactivated, never deleted.
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_constraint=True,
+    )
+    actor_label = models.CharField(max_length=200)
+    channel = models.CharField(max_length=16, choices=Channel.choices)
+    action = models.CharField(max_length=48, choices=AuditAction.choices)
+    level = models.CharField(max_length=8, choices=AuditLevel.choices, default=AuditLevel.INFO)
+    runtime = models.ForeignKey(
+        "runtimes.AgentRuntime", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    session_key = models.CharField(max_length=200, blank=True, default="")
+    subject_type = models.CharField(max_length=32, blank=True, default="")
+    subject = models.CharField(max_length=300, blank=True, default="")
+    details = models.JSONField(default=dict)
+    request_id = models.CharField(max_length=80, blank=True, default="")
+    prev_hash = models.CharField(max_length=64, unique=True, editable=False)
+    hash = models.CharField(max_length=64, unique=True, editable=False)
+
+    objects = AuditEventQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-seq"]
+        constraints = [
+            _choices_check("action", AuditAction),
+            _choices_check("level", AuditLevel),
+            _choices_check("channel", Channel),
+            models.CheckConstraint(condition=models.Q(seq__gte=1), name="audit_event_seq_positive"),
+        ]
+        indexes = [
+            models.Index(fields=["action", "-seq"], name="audit_action_seq"),
+            models.Index(fields=["runtime", "-seq"], name="audit_runtime_seq"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.seq} {self.action} by {self.actor_label}"
+
+    # Set only by audit_record(), so no other code path can insert a row.
+    _written_by_audit_record = False
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self._state.adding or not self._written_by_audit_record:
+            raise AppendOnlyError("Audit events are written only by audit_record().")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise AppendOnlyError(APPEND_ONLY_MESSAGE)
+
+    def content(self) -> dict[str, Any]:
+        """The event's hashed content (see aimon_admin.audit.chain)."""
+        return {
+            "seq": self.seq,
+            "created_at": format_timestamp(self.created_at),
+            "actor_id": self.actor_id,
+            "actor_label": self.actor_label,
+            "channel": self.channel,
+            "action": self.action,
+            "level": self.level,
+            "runtime_id": self.runtime_id,
+            "session_key": self.session_key,
+            "subject_type": self.subject_type,
+            "subject": self.subject,
+            "details": self.details,
+            "request_id": self.request_id,
+            "prev_hash": self.prev_hash,
+        }
+
+
+def format_timestamp(value: dt.datetime) -> str:
+    return value.astimezone(dt.UTC).isoformat(timespec="microseconds")

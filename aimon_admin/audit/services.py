@@ -1,0 +1,100 @@
+"""The one writer of the audit log (DESIGN A1-A3)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from django.db import connection
+from django.utils import timezone
+
+from aimon_admin.audit import chain
+from aimon_admin.audit.choices import AuditAction, AuditLevel
+from aimon_admin.audit.models import AuditEvent
+from aimon_admin.core.actors import Actor
+from aimon_admin.core.context import current_channel, current_request_id
+
+if TYPE_CHECKING:
+    from aimon_admin.runtimes.models import AgentRuntime
+
+# Any constant will do; it only has to be the same for every writer of the chain.
+_CHAIN_LOCK_KEY = 0x41494D4F4E  # "AIMON"
+
+
+class AuditOutsideTransactionError(RuntimeError):
+    """audit_record() was called outside a transaction, so A3 could not hold."""
+
+
+def audit_record(
+    *,
+    action: AuditAction,
+    actor: Actor,
+    level: AuditLevel = AuditLevel.INFO,
+    runtime: AgentRuntime | None = None,
+    session_key: str = "",
+    subject_type: str = "",
+    subject: str = "",
+    details: dict[str, Any] | None = None,
+) -> AuditEvent:
+    """Append one event to the chain, inside the caller's transaction (A3).
+
+    The caller's transaction must be open, so the event commits or rolls back with the
+    change it records. Writers are serialised on the chain head (an advisory lock on
+    PostgreSQL; SQLite transactions here take the write lock when they begin), so
+    concurrent writers can never fork the chain; the unique `prev_hash` would refuse a
+    fork even if they could.
+    """
+    if not connection.in_atomic_block:
+        raise AuditOutsideTransactionError(
+            "audit_record() must run inside the transaction of the change it records"
+        )
+    normalized_details = chain.normalize(details or {})
+    if runtime is None and actor.runtime is not None:
+        runtime = actor.runtime
+
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_CHAIN_LOCK_KEY])
+
+    head = AuditEvent.objects.order_by("-seq").values_list("seq", "hash").first()
+    prev_seq, prev_hash = head if head else (0, chain.GENESIS_HASH)
+
+    event = AuditEvent(
+        seq=prev_seq + 1,
+        created_at=timezone.now(),
+        actor=actor.user,
+        actor_label=actor.label[:200],
+        channel=current_channel(),
+        action=action,
+        level=level,
+        runtime=runtime,
+        session_key=session_key[:200],
+        subject_type=subject_type[:32],
+        subject=subject[:300],
+        details=normalized_details,
+        request_id=(current_request_id() or "")[:80],
+        prev_hash=prev_hash,
+    )
+    event.hash = chain.compute_hash(event.content())
+    event._written_by_audit_record = True
+    event.save(force_insert=True)
+    return event
+
+
+def audit_chain_head() -> tuple[int, str]:
+    """The last event's seq and hash (0 and the genesis hash for an empty log)."""
+    head = AuditEvent.objects.order_by("-seq").values_list("seq", "hash").first()
+    return head if head else (0, chain.GENESIS_HASH)
+
+
+def audit_verify_chain() -> tuple[int, chain.ChainProblem | None]:
+    """Walk the whole log in order; return how many events were read and the first problem."""
+    count = 0
+
+    def events():  # type: ignore[no-untyped-def]
+        nonlocal count
+        for event in AuditEvent.objects.order_by("seq").iterator(chunk_size=2000):
+            count += 1
+            yield event.pk, event.content(), event.hash
+
+    problem = chain.verify_chain(events())
+    return count, problem

@@ -1,0 +1,77 @@
+"""`python manage.py demo_data`: something to click on the embedded default (idempotent).
+
+Creates one person per role and a demo runtime with a token, and prints their
+credentials. The credentials are kept in DEMO_CREDENTIALS_FILE (git-ignored) so a
+second run prints the same ones instead of piling up new tokens. Never run this
+against a production database: it refuses unless DJANGO_DEBUG is on or --force is given.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import CommandError, CommandParser
+from django.db import transaction
+
+from aimon_admin.accounts.models import User
+from aimon_admin.accounts.roles import Role
+from aimon_admin.accounts.services import user_create, user_set_password
+from aimon_admin.core.commands import CliCommand
+from aimon_admin.registry.choices import SideEffectLevel
+from aimon_admin.runtimes.models import AgentRuntime
+from aimon_admin.runtimes.selectors import token_authenticate
+from aimon_admin.runtimes.services import runtime_create, token_issue
+
+DEMO_USERS = {"operator": Role.OPERATOR, "approver": Role.APPROVER, "auditor": Role.AUDITOR}
+DEMO_RUNTIME = "demo-agent"
+
+
+class Command(CliCommand):
+    help = "Load demo people and a demo runtime, and print their credentials (idempotent)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--force", action="store_true", help="run even without DJANGO_DEBUG")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if not settings.DEBUG and not options["force"]:
+            raise CommandError("demo_data is for the embedded demo (DJANGO_DEBUG=1); use --force")
+        path = settings.DEMO_CREDENTIALS_FILE
+        saved: dict[str, str] = json.loads(path.read_text()) if path.exists() else {}
+        actor = self.cli_actor()
+        with transaction.atomic():
+            for username, role in DEMO_USERS.items():
+                password = saved.get(username) or secrets.token_urlsafe(9)
+                user = User.objects.filter(username=username).first()
+                if user is None:
+                    user_create(username=username, password=password, roles=[role], actor=actor)
+                elif not user.check_password(password):
+                    user_set_password(user=user, password=password, actor=actor)
+                saved[username] = password
+
+            runtime = AgentRuntime.objects.filter(name=DEMO_RUNTIME).first()
+            if runtime is None:
+                runtime = runtime_create(
+                    name=DEMO_RUNTIME,
+                    ceiling=SideEffectLevel.MUTATING,
+                    exempt_at_or_below=SideEffectLevel.READ_ONLY,
+                    owner=User.objects.get(username="operator"),
+                    description="A runtime for trying AIMON Admin out.",
+                    actor=actor,
+                )
+            token = saved.get("token")
+            if not token or token_authenticate(token) is None:
+                _, token = token_issue(runtime=runtime, actor=actor, label="demo")
+                saved["token"] = token
+
+        path.write_text(json.dumps(saved, indent=2))
+        path.chmod(0o600)
+        self.stdout.write("\nDemo people (sign in at http://127.0.0.1:8000/):")
+        for username, role in DEMO_USERS.items():
+            self.stdout.write(f"  {role.label:<9} {username:<9} password: {saved[username]}")
+        self.stdout.write(f"\nDemo runtime {DEMO_RUNTIME}, API token:\n  {saved['token']}")
+        self.stdout.write(
+            f"  try: curl -H 'Authorization: Bearer {saved['token']}' http://127.0.0.1:8000/api/v1/runtime\n"
+        )

@@ -1,0 +1,92 @@
+"""Middleware: request ids and the API's body size limit.
+
+Both are sync and async capable, so an async view (the approval long-poll) runs
+without a thread hop through them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from aimon_admin.core.context import Channel, bind, new_request_id
+
+REQUEST_ID_HEADER = "X-Request-ID"
+_VALID_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
+
+API_PREFIX = "/api/"
+BODY_TOO_LARGE_MESSAGE = "Request body is larger than the 1 MiB limit."
+BAD_LENGTH_MESSAGE = "Content-Length is not a number."
+
+
+class _DualMiddleware:
+    """A middleware with a `before` hook (may answer early) and an `after` hook."""
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable) -> None:
+        self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
+
+    def before(self, request: HttpRequest) -> HttpResponse | None:
+        return None
+
+    def after(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        return response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse | Awaitable[HttpResponse]:
+        if self.is_async:
+            return self._acall(request)
+        early = self.before(request)
+        if early is not None:
+            return early
+        return self.after(request, self.get_response(request))
+
+    async def _acall(self, request: HttpRequest) -> HttpResponse:
+        early = self.before(request)
+        if early is not None:
+            return early
+        return self.after(request, await self.get_response(request))
+
+
+class RequestIdMiddleware(_DualMiddleware):
+    """Give every request an id (the caller's, if it is well-formed) and echo it back."""
+
+    def before(self, request: HttpRequest) -> HttpResponse | None:
+        supplied = request.headers.get(REQUEST_ID_HEADER, "")
+        request_id = supplied if _VALID_REQUEST_ID.match(supplied) else new_request_id()
+        request.request_id = request_id  # type: ignore[attr-defined]
+        channel = Channel.API if request.path.startswith(API_PREFIX) else Channel.BROWSER
+        bind(channel=channel, request_id=request_id)
+        return None
+
+    def after(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        response[REQUEST_ID_HEADER] = request.request_id  # type: ignore[attr-defined]
+        return response
+
+
+class ApiBodyLimitMiddleware(_DualMiddleware):
+    """Refuse API bodies over the limit with 413 before anything reads them (API.md).
+
+    Bodies without a Content-Length (chunked) are caught when read, by
+    DATA_UPLOAD_MAX_MEMORY_SIZE and the API exception handler, which also answer 413.
+    """
+
+    def before(self, request: HttpRequest) -> HttpResponse | None:
+        if not request.path.startswith(API_PREFIX):
+            return None
+        length = request.META.get("CONTENT_LENGTH") or "0"
+        try:
+            too_large = int(length) > settings.API_MAX_BODY_BYTES
+        except ValueError:
+            return JsonResponse({"error": "bad_request", "detail": BAD_LENGTH_MESSAGE}, status=400)
+        if too_large:
+            return JsonResponse({"error": "payload_too_large", "detail": BODY_TOO_LARGE_MESSAGE}, status=413)
+        return None

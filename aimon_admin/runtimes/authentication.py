@@ -1,0 +1,62 @@
+"""DRF authentication for runtimes: ``Authorization: Bearer <runtime token>``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rest_framework import authentication, exceptions
+from rest_framework.request import Request
+
+from aimon_admin.core.actors import Actor
+from aimon_admin.runtimes.models import AgentRuntime, RuntimeToken
+from aimon_admin.runtimes.selectors import token_authenticate
+
+INVALID_TOKEN_MESSAGE = "Invalid, revoked or unknown runtime token."  # noqa: S105 - not a secret
+MALFORMED_HEADER_MESSAGE = "Malformed Authorization header: expected 'Bearer <token>'."
+
+
+@dataclass(frozen=True)
+class RuntimeCaller:
+    """`request.user` on the API: the runtime a token names. Never a person."""
+
+    runtime: AgentRuntime
+    token: RuntimeToken
+
+    is_authenticated = True
+    is_anonymous = False
+    is_active = True
+    is_staff = False
+    is_superuser = False
+    pk = None
+
+    @property
+    def actor(self) -> Actor:
+        return Actor.for_runtime(self.runtime)
+
+    def has_perm(self, perm: str, obj: object = None) -> bool:
+        return False
+
+    def __str__(self) -> str:
+        return f"runtime:{self.runtime.name}"
+
+
+class RuntimeTokenAuthentication(authentication.BaseAuthentication):
+    keyword = "Bearer"
+
+    def authenticate(self, request: Request) -> tuple[RuntimeCaller, RuntimeToken] | None:
+        header = authentication.get_authorization_header(request).split()
+        if not header:
+            return None
+        if header[0].lower() != self.keyword.lower().encode() or len(header) != 2:
+            raise exceptions.AuthenticationFailed(MALFORMED_HEADER_MESSAGE)
+        try:
+            raw = header[1].decode("ascii")
+        except UnicodeDecodeError as exc:
+            raise exceptions.AuthenticationFailed(INVALID_TOKEN_MESSAGE) from exc
+        token = token_authenticate(raw)
+        if token is None:
+            raise exceptions.AuthenticationFailed(INVALID_TOKEN_MESSAGE)
+        return RuntimeCaller(runtime=token.runtime, token=token), token
+
+    def authenticate_header(self, request: Request) -> str:
+        return f'{self.keyword} realm="aimon"'

@@ -1,0 +1,76 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from aimon_admin.accounts.models import User
+from aimon_admin.registry.choices import SideEffectLevel
+from aimon_admin.runtimes.models import RUNTIME_NAME_VALIDATOR, AgentRuntime
+
+CEILING_HELP = "READ_ONLY hides and refuses every tool that writes; MUTATING permits them (T6)."
+THRESHOLD_HELP = (
+    "READ_ONLY (default): every write asks. MUTATING: non-destructive writes run without a "
+    "question. Destructive tools always ask, whatever this says (T7)."
+)
+
+
+class _RuntimeSettingsFields(forms.Form):
+    ceiling = forms.ChoiceField(choices=SideEffectLevel.choices, help_text=CEILING_HELP)
+    exempt_at_or_below = forms.ChoiceField(
+        label="Approval gate: no question at or below",
+        choices=SideEffectLevel.choices,
+        help_text=THRESHOLD_HELP,
+    )
+    owner = forms.ModelChoiceField(
+        queryset=User.objects.filter(is_active=True).order_by("username"),
+        required=False,
+        to_field_name="username",
+        help_text="May grant agent-wide approvals for this runtime (S13).",
+    )
+    description = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False)
+
+
+class RuntimeCreateForm(_RuntimeSettingsFields):
+    name = forms.CharField(max_length=100, validators=[RUNTIME_NAME_VALIDATOR])
+    field_order = ["name", "ceiling", "exempt_at_or_below", "owner", "description"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["ceiling"].initial = SideEffectLevel.MUTATING
+        self.fields["exempt_at_or_below"].initial = SideEffectLevel.READ_ONLY
+
+    def clean_name(self) -> str:
+        name = self.cleaned_data["name"]
+        if AgentRuntime.objects.filter(name=name).exists():
+            raise forms.ValidationError("A runtime with this name already exists.")
+        return name
+
+
+class RuntimeSettingsForm(_RuntimeSettingsFields):
+    is_active = forms.BooleanField(
+        label="Active",
+        required=False,
+        help_text="An inactive runtime's tokens are refused.",
+    )
+
+    @classmethod
+    def for_runtime(cls, runtime: AgentRuntime, data: Any = None) -> RuntimeSettingsForm:
+        return cls(
+            data,
+            initial={
+                "ceiling": runtime.ceiling,
+                "exempt_at_or_below": runtime.exempt_at_or_below,
+                "owner": runtime.owner.username if runtime.owner else None,
+                "description": runtime.description,
+                "is_active": runtime.is_active,
+            },
+        )
+
+
+class TokenIssueForm(forms.Form):
+    label = forms.CharField(
+        max_length=100,
+        required=False,
+        help_text="What this token is for, e.g. the host it is installed on.",
+    )

@@ -1,0 +1,107 @@
+"""Agent runtimes (AIMON instances) and the bearer tokens they call the API with."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+
+from aimon_admin.registry.choices import SideEffectLevel
+
+RUNTIME_NAME_VALIDATOR = RegexValidator(
+    r"^[a-z0-9][a-z0-9._-]{0,99}$",
+    "Use 1-100 lower-case letters, digits, dots, dashes or underscores, starting with a letter or digit.",
+)
+
+
+class AgentRuntime(models.Model):
+    """One agent runtime: its ceiling (T6) and its approval gate threshold (T7)."""
+
+    name = models.CharField(max_length=100, unique=True, validators=[RUNTIME_NAME_VALIDATOR])
+    description = models.TextField(blank=True, default="")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="owned_runtimes",
+        help_text="The person who may grant agent-wide approvals for this runtime (S13).",
+    )
+    ceiling = models.CharField(
+        max_length=16,
+        choices=SideEffectLevel.choices,
+        default=SideEffectLevel.MUTATING,
+        help_text="Tools above this level are hidden from the model and refused (T6).",
+    )
+    exempt_at_or_below = models.CharField(
+        max_length=16,
+        choices=SideEffectLevel.choices,
+        default=SideEffectLevel.READ_ONLY,
+        help_text=(
+            "Permitted tools at or below this level run without a question, except "
+            "destructive ones, which always ask (T7)."
+        ),
+    )
+    is_active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(ceiling__in=SideEffectLevel.values),
+                name="runtime_ceiling_valid",
+                violation_error_message="Ceiling must be READ_ONLY or MUTATING.",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(exempt_at_or_below__in=SideEffectLevel.values),
+                name="runtime_exempt_at_or_below_valid",
+                violation_error_message="The gate threshold must be READ_ONLY or MUTATING.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class RuntimeTokenQuerySet(models.QuerySet):
+    def active(self) -> RuntimeTokenQuerySet:
+        return self.filter(revoked_at__isnull=True)
+
+
+class RuntimeToken(models.Model):
+    """A bearer token naming one runtime. Only a SHA-256 of the token is stored."""
+
+    runtime = models.ForeignKey(AgentRuntime, on_delete=models.PROTECT, related_name="tokens")
+    label = models.CharField(max_length=100, blank=True, default="")
+    prefix = models.CharField(max_length=16, help_text="The token's first characters, to tell it apart.")
+    token_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+
+    objects = RuntimeTokenQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(revoked_by__isnull=True) | models.Q(revoked_at__isnull=False),
+                name="runtime_token_revoked_by_needs_revoked_at",
+                violation_error_message="A token can only name who revoked it once it is revoked.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.runtime.name})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None

@@ -1,0 +1,16 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from aimon_admin.runtimes import views
+
+app_name = "runtimes"
+
+urlpatterns = [
+    path("", views.runtime_list_view, name="list"),
+    path("new/", views.runtime_create_view, name="create"),
+    path("<str:name>/", views.runtime_detail_view, name="detail"),
+    path("<str:name>/settings/", views.runtime_settings_view, name="settings"),
+    path("<str:name>/tokens/", views.token_issue_view, name="token-issue"),
+    path("<str:name>/tokens/<int:token_id>/revoke/", views.token_revoke_view, name="token-revoke"),
+]

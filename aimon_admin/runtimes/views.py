@@ -1,0 +1,139 @@
+"""Operator pages for agent runtimes: create, settings (ceiling and gate), tokens."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required, permission_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from aimon_admin.core.actors import Actor
+from aimon_admin.runtimes import selectors, services
+from aimon_admin.runtimes.forms import RuntimeCreateForm, RuntimeSettingsForm, TokenIssueForm
+from aimon_admin.runtimes.models import AgentRuntime, RuntimeToken
+
+SETTINGS_SAVED_MESSAGE = "Settings saved."
+SETTINGS_UNCHANGED_MESSAGE = "Nothing changed."
+TOKEN_REVOKED_MESSAGE = "Token {prefix}… revoked. Requests that present it are refused from now on."  # noqa: S105 - not a secret
+
+
+def _runtime(name: str) -> AgentRuntime:
+    return get_object_or_404(AgentRuntime.objects.select_related("owner"), name=name)
+
+
+@require_GET
+@login_required
+@permission_required("runtimes.view_agentruntime", raise_exception=True)
+def runtime_list_view(request: HttpRequest) -> HttpResponse:
+    return render(request, "runtimes/list.html", {"runtimes": selectors.runtime_list()})
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+@permission_required("runtimes.add_agentruntime", raise_exception=True)
+def runtime_create_view(request: HttpRequest) -> HttpResponse:
+    form = RuntimeCreateForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        runtime = services.runtime_create(
+            name=data["name"],
+            ceiling=data["ceiling"],
+            exempt_at_or_below=data["exempt_at_or_below"],
+            owner=data["owner"],
+            description=data["description"],
+            actor=Actor.for_user(request.user),
+        )
+        messages.success(request, f"Runtime {runtime.name} created. Issue it a token below.")
+        return redirect("runtimes:detail", name=runtime.name)
+    return render(request, "runtimes/create.html", {"form": form})
+
+
+def _detail_context(request: HttpRequest, runtime: AgentRuntime, **extra: object) -> dict:
+    context = {
+        "runtime": runtime,
+        "tokens": selectors.runtime_tokens(runtime=runtime),
+        "settings_form": RuntimeSettingsForm.for_runtime(runtime),
+        "token_form": TokenIssueForm(),
+        "can_change": request.user.has_perm("runtimes.change_agentruntime"),
+        "can_issue": request.user.has_perm("runtimes.add_runtimetoken"),
+    }
+    context.update(extra)
+    return context
+
+
+@require_GET
+@login_required
+@permission_required("runtimes.view_agentruntime", raise_exception=True)
+def runtime_detail_view(request: HttpRequest, name: str) -> HttpResponse:
+    runtime = _runtime(name)
+    return render(request, "runtimes/detail.html", _detail_context(request, runtime))
+
+
+@require_POST
+@login_required
+@permission_required("runtimes.change_agentruntime", raise_exception=True)
+def runtime_settings_view(request: HttpRequest, name: str) -> HttpResponse:
+    runtime = _runtime(name)
+    form = RuntimeSettingsForm.for_runtime(runtime, data=request.POST)
+    saved = None
+    if form.is_valid():
+        data = form.cleaned_data
+        changed = services.runtime_update_settings(
+            runtime=runtime,
+            ceiling=data["ceiling"],
+            exempt_at_or_below=data["exempt_at_or_below"],
+            owner=data["owner"],
+            description=data["description"],
+            is_active=data["is_active"],
+            actor=Actor.for_user(request.user),
+        )
+        saved = SETTINGS_SAVED_MESSAGE if changed else SETTINGS_UNCHANGED_MESSAGE
+        runtime.refresh_from_db()
+        form = RuntimeSettingsForm.for_runtime(runtime)
+    context = _detail_context(request, runtime, settings_form=form, settings_saved=saved)
+    if request.htmx:
+        # An invalid form re-renders with 200: htmx 2 does not swap 4xx responses.
+        return render(request, "runtimes/detail.html#settings", context)
+    if saved:
+        messages.success(request, saved)
+        return redirect("runtimes:detail", name=runtime.name)
+    return render(request, "runtimes/detail.html", context)
+
+
+@require_POST
+@login_required
+@permission_required("runtimes.add_runtimetoken", raise_exception=True)
+def token_issue_view(request: HttpRequest, name: str) -> HttpResponse:
+    runtime = _runtime(name)
+    form = TokenIssueForm(request.POST)
+    if not form.is_valid():
+        return render(request, "runtimes/detail.html", _detail_context(request, runtime, token_form=form))
+    token, plaintext = services.token_issue(
+        runtime=runtime, label=form.cleaned_data["label"], actor=Actor.for_user(request.user)
+    )
+    # Shown in this response only: the token is never stored, so it cannot be shown again.
+    response = render(
+        request,
+        "runtimes/token_issued.html",
+        {"runtime": runtime, "token": token, "plaintext": plaintext},
+    )
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+@permission_required("runtimes.change_runtimetoken", raise_exception=True)
+def token_revoke_view(request: HttpRequest, name: str, token_id: int) -> HttpResponse:
+    runtime = _runtime(name)
+    token = get_object_or_404(RuntimeToken, pk=token_id, runtime=runtime)
+    if request.method == "POST":
+        try:
+            services.token_revoke(token=token, actor=Actor.for_user(request.user))
+        except services.TokenAlreadyRevokedError:
+            messages.info(request, services.TOKEN_ALREADY_REVOKED_MESSAGE)
+        else:
+            messages.success(request, TOKEN_REVOKED_MESSAGE.format(prefix=token.prefix))
+        return redirect("runtimes:detail", name=runtime.name)
+    return render(request, "runtimes/token_revoke.html", {"runtime": runtime, "token": token})

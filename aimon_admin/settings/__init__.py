@@ -1,0 +1,1 @@
+"""Settings: `base` (read from the environment; what runs everywhere) and `test`."""

@@ -1,0 +1,20 @@
+"""Settings for the test suite: the real settings, with a fixed key and fast hashing.
+
+The database comes from DATABASE_URL like everywhere else (the Makefile runs the suite
+once on SQLite and once on PostgreSQL + Redis).
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("DJANGO_SECRET_KEY", "test-only-secret-key-not-for-production-use-0123456789")
+
+from aimon_admin.settings.base import *  # noqa: F403
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+STORAGES["staticfiles"]["BACKEND"] = "django.contrib.staticfiles.storage.StaticFilesStorage"  # noqa: F405
+LOGGING["root"]["level"] = "WARNING"  # noqa: F405
+# Static files straight from the app folders: the suite never runs collectstatic.
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = True

@@ -1,0 +1,27 @@
+"""URL configuration: browser pages, the runtime API under /api/v1/, and its schema."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import include, path, re_path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+
+from aimon_admin.core import views as core_views
+
+urlpatterns = [
+    path("", include("aimon_admin.core.urls")),
+    path("accounts/", include("aimon_admin.accounts.urls")),
+    path("runtimes/", include("aimon_admin.runtimes.urls")),
+    re_path(r"^api/v1/", include("aimon_admin.api_urls")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("api/redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
+    path("django-admin/", admin.site.urls),
+    # Unknown API paths answer JSON even with DEBUG on (runtimes parse every answer).
+    re_path(r"^api/", core_views.api_not_found),
+]
+
+handler400 = core_views.bad_request
+handler403 = core_views.permission_denied
+handler404 = core_views.page_not_found
+handler500 = core_views.server_error

@@ -1,0 +1,133 @@
+"""Shared fixtures: people in each role, runtimes and their API clients, services checks.
+
+Tests that need a service this machine lacks (Redis, Chromium) skip with a line that
+says so; with AIMON_REQUIRE_SERVICES=1 (as .ci/run sets) such a skip fails instead.
+Tests marked `postgres` are deselected on the SQLite run (the PostgreSQL run has them).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+
+import pytest
+from django.db import connection
+from django.test import TransactionTestCase
+from rest_framework.test import APIClient
+
+from aimon_admin.accounts.models import User
+from aimon_admin.accounts.roles import Role
+from aimon_admin.accounts.services import user_create
+from aimon_admin.audit import triggers
+from aimon_admin.core.actors import Actor
+from aimon_admin.runtimes.models import AgentRuntime
+from aimon_admin.runtimes.services import runtime_create, token_issue
+
+REQUIRE_SERVICES = os.environ.get("AIMON_REQUIRE_SERVICES") == "1"
+TEST_ACTOR = Actor.system("pytest")
+PASSWORD = "correct horse battery staple 42"
+
+
+def skip_or_fail(reason: str) -> None:
+    """Skip for a missing service, unless the run requires every service (CI)."""
+    if REQUIRE_SERVICES:
+        pytest.fail(f"{reason} (AIMON_REQUIRE_SERVICES=1 turns this skip into a failure)")
+    pytest.skip(reason)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    from django.conf import settings
+
+    engine = settings.DATABASES["default"]["ENGINE"]
+    if engine.endswith("postgresql"):
+        return
+    keep, dropped = [], []
+    for item in items:
+        (dropped if item.get_closest_marker("postgres") else keep).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+
+
+# Transactional tests empty every table between tests, the audit table included; the
+# append-only triggers refuse that, so they step aside for exactly that flush.
+_original_fixture_teardown = TransactionTestCase._fixture_teardown
+
+
+def _fixture_teardown_with_audit_flush(self: TransactionTestCase) -> None:
+    triggers.drop(connection)
+    try:
+        _original_fixture_teardown(self)
+    finally:
+        triggers.install(connection)
+
+
+TransactionTestCase._fixture_teardown = _fixture_teardown_with_audit_flush
+
+
+@pytest.fixture
+def make_user(db: None) -> Callable[..., User]:
+    def make(username: str, *roles: str, password: str = PASSWORD) -> User:
+        return user_create(username=username, password=password, roles=roles, actor=TEST_ACTOR)
+
+    return make
+
+
+@pytest.fixture
+def operator(make_user: Callable[..., User]) -> User:
+    return make_user("olivia", Role.OPERATOR)
+
+
+@pytest.fixture
+def approver(make_user: Callable[..., User]) -> User:
+    return make_user("alice", Role.APPROVER)
+
+
+@pytest.fixture
+def other_approver(make_user: Callable[..., User]) -> User:
+    return make_user("bob", Role.APPROVER)
+
+
+@pytest.fixture
+def auditor(make_user: Callable[..., User]) -> User:
+    return make_user("audrey", Role.AUDITOR)
+
+
+@pytest.fixture
+def runtime(db: None) -> AgentRuntime:
+    return runtime_create(name="agent-one", actor=TEST_ACTOR)
+
+
+@pytest.fixture
+def other_runtime(db: None) -> AgentRuntime:
+    return runtime_create(name="agent-two", actor=TEST_ACTOR)
+
+
+@pytest.fixture
+def runtime_token(runtime: AgentRuntime) -> str:
+    return token_issue(runtime=runtime, actor=TEST_ACTOR, label="tests")[1]
+
+
+@pytest.fixture
+def api(runtime_token: str) -> APIClient:
+    """An API client authenticated as `runtime`."""
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {runtime_token}")
+    return client
+
+
+@pytest.fixture
+def redis_url() -> Iterator[str]:
+    """A reachable Redis (database 15, flushed around the test), or a visible skip."""
+    import redis
+
+    url = os.environ.get("AIMON_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+    client = redis.Redis.from_url(url, socket_connect_timeout=2)
+    try:
+        client.ping()
+    except redis.exceptions.RedisError as exc:
+        skip_or_fail(f"Redis is not reachable at {url}: {exc}")
+    client.flushdb()
+    yield url
+    client.flushdb()
+    client.close()
