@@ -1,11 +1,19 @@
-"""ASGI entry point: the product is served by an ASGI server (uvicorn) in production."""
+"""ASGI entry point: the product is served by an ASGI server (uvicorn) in production.
+
+Long-polls are async views, so a waiting runtime holds no worker thread.
+"""
 
 from __future__ import annotations
 
 import os
 
+from django.conf import settings
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "aimon_admin.settings.base")
 
-application = get_asgi_application()
+django_application = get_asgi_application()
+
+from aimon_admin.core.asgi import BodySizeLimitMiddleware  # noqa: E402  (needs settings loaded)
+
+application = BodySizeLimitMiddleware(django_application, limit=settings.API_MAX_BODY_BYTES)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.urls import include, path, re_path
-from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from aimon_admin.core import views as core_views
 
@@ -15,7 +15,6 @@ urlpatterns = [
     re_path(r"^api/v1/", include("aimon_admin.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
-    path("api/redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
     path("django-admin/", admin.site.urls),
     # Unknown API paths answer JSON even with DEBUG on (runtimes parse every answer).
     re_path(r"^api/", core_views.api_not_found),

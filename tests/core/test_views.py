@@ -1,0 +1,52 @@
+"""The home page and navigation per role; error pages."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from aimon_admin.accounts.models import User
+
+pytestmark = pytest.mark.django_db
+
+
+def nav_labels(client: Client) -> list[str]:
+    import re
+
+    html = client.get("/").content.decode()
+    nav = re.search(r'<nav aria-label="Main".*?</nav>', html, re.S)
+    assert nav
+    return re.findall(r"<a [^>]*>([^<]+)</a>", nav.group(0))
+
+
+@pytest.mark.parametrize(
+    ("fixture", "expected"),
+    [
+        ("operator", ["Home", "Runtimes", "API docs"]),
+        ("auditor", ["Home", "Runtimes", "API docs"]),
+        ("approver", ["Home", "API docs"]),
+    ],
+)
+def test_navigation_fits_the_role(request: pytest.FixtureRequest, fixture: str, expected: list[str]) -> None:
+    user: User = request.getfixturevalue(fixture)
+    client = Client()
+    client.force_login(user)
+    assert nav_labels(client) == expected
+
+
+def test_a_user_without_a_role_is_told_to_ask_for_one(make_user) -> None:  # type: ignore[no-untyped-def]
+    client = Client()
+    client.force_login(make_user("nobody"))
+    assert "Your account has no role yet" in client.get("/").content.decode()
+
+
+def test_unknown_pages_get_a_styled_404(operator: User, settings) -> None:  # type: ignore[no-untyped-def]
+    settings.DEBUG = False
+    client = Client()
+    client.force_login(operator)
+    response = client.get("/no/such/page/")
+    assert response.status_code == 404
+    html = response.content.decode()
+    assert "There is nothing here" in html
+    assert "Request id:" in html
+    assert "/static/css/app.css" in html

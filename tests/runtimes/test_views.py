@@ -1,0 +1,196 @@
+"""Operator pages for runtimes, for every role: full pages, htmx fragments, refusals."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.test import Client
+
+from aimon_admin.accounts.models import User
+from aimon_admin.audit.choices import AuditAction
+from aimon_admin.audit.models import AuditEvent
+from aimon_admin.runtimes.models import AgentRuntime, RuntimeToken
+from aimon_admin.runtimes.services import token_issue
+from aimon_admin.runtimes.tokens import token_hash
+from tests.conftest import TEST_ACTOR
+
+pytestmark = pytest.mark.django_db
+
+SETTINGS = {"ceiling": "READ_ONLY", "exempt_at_or_below": "READ_ONLY", "owner": "", "description": ""}
+
+
+def logged_in(user: User) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+# (path template, method) -> expected status for operator, auditor, approver.
+PAGES = [
+    ("/runtimes/", "get", 200, 200, 403),
+    ("/runtimes/new/", "get", 200, 403, 403),
+    ("/runtimes/agent-one/", "get", 200, 200, 403),
+    ("/runtimes/agent-one/tokens/{token}/revoke/", "get", 200, 403, 403),
+]
+
+
+@pytest.mark.parametrize(("path", "method", "as_operator", "as_auditor", "as_approver"), PAGES)
+def test_each_role_reaches_exactly_its_runtime_pages(
+    runtime: AgentRuntime,
+    operator: User,
+    auditor: User,
+    approver: User,
+    path: str,
+    method: str,
+    as_operator: int,
+    as_auditor: int,
+    as_approver: int,
+) -> None:
+    token, _ = token_issue(runtime=runtime, actor=TEST_ACTOR)
+    url = path.format(token=token.pk)
+    for user, expected in ((operator, as_operator), (auditor, as_auditor), (approver, as_approver)):
+        response = getattr(logged_in(user), method)(url)
+        assert response.status_code == expected, (user.username, url)
+
+
+@pytest.mark.parametrize("url", ["/", "/runtimes/", "/runtimes/new/", "/runtimes/agent-one/"])
+def test_anonymous_visitors_are_sent_to_sign_in(runtime: AgentRuntime, client: Client, url: str) -> None:
+    response = client.get(url)
+    assert response.status_code == 302
+    assert response["Location"].startswith("/accounts/login/?next=")
+
+
+@pytest.mark.parametrize(
+    ("url", "data"),
+    [
+        ("/runtimes/new/", {"name": "x", **SETTINGS}),
+        ("/runtimes/agent-one/settings/", SETTINGS),
+        ("/runtimes/agent-one/tokens/", {"label": "x"}),
+    ],
+)
+def test_auditors_and_approvers_cannot_change_anything(
+    runtime: AgentRuntime, auditor: User, approver: User, url: str, data: dict
+) -> None:
+    clients = [logged_in(user) for user in (auditor, approver)]
+    before = AuditEvent.objects.count()
+    for client in clients:
+        assert client.post(url, data).status_code == 403
+    assert AuditEvent.objects.count() == before
+    runtime.refresh_from_db()
+    assert runtime.ceiling == "MUTATING"
+
+
+def test_auditor_cannot_revoke_a_token(runtime: AgentRuntime, auditor: User) -> None:
+    token, _ = token_issue(runtime=runtime, actor=TEST_ACTOR)
+    assert logged_in(auditor).post(f"/runtimes/agent-one/tokens/{token.pk}/revoke/").status_code == 403
+    token.refresh_from_db()
+    assert token.revoked_at is None
+
+
+def test_unknown_runtime_is_404(operator: User) -> None:
+    assert logged_in(operator).get("/runtimes/nope/").status_code == 404
+
+
+def test_a_token_of_another_runtime_is_404_under_this_one(
+    runtime: AgentRuntime, other_runtime: AgentRuntime, operator: User
+) -> None:
+    token, _ = token_issue(runtime=other_runtime, actor=TEST_ACTOR)
+    response = logged_in(operator).post(f"/runtimes/agent-one/tokens/{token.pk}/revoke/")
+    assert response.status_code == 404
+    token.refresh_from_db()
+    assert token.revoked_at is None
+
+
+def test_operator_creates_a_runtime(operator: User) -> None:
+    client = logged_in(operator)
+    response = client.post(
+        "/runtimes/new/",
+        {"name": "builder", "ceiling": "MUTATING", "exempt_at_or_below": "MUTATING", "owner": "olivia"},
+    )
+    assert response.status_code == 302
+    assert response["Location"] == "/runtimes/builder/"
+    runtime = AgentRuntime.objects.get(name="builder")
+    assert runtime.owner == operator
+    assert runtime.exempt_at_or_below == "MUTATING"
+    assert AuditEvent.objects.get(action=AuditAction.RUNTIME_CREATED).actor == operator
+
+
+def test_create_form_names_the_bad_field(operator: User, runtime: AgentRuntime) -> None:
+    response = logged_in(operator).post(
+        "/runtimes/new/", {"name": "agent-one", "ceiling": "SOMETIMES", "exempt_at_or_below": "READ_ONLY"}
+    )
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "A runtime with this name already exists." in page
+    assert "Select a valid choice. SOMETIMES is not one of the available choices." in page
+
+
+def test_settings_saved_by_htmx_return_the_settings_fragment(runtime: AgentRuntime, operator: User) -> None:
+    response = logged_in(operator).post(
+        "/runtimes/agent-one/settings/", SETTINGS, headers={"HX-Request": "true"}
+    )
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert html.lstrip().startswith('<section class="card" id="runtime-settings">')
+    assert "<html" not in html
+    assert "Settings saved." in html
+    runtime.refresh_from_db()
+    assert runtime.ceiling == "READ_ONLY"
+    assert AuditEvent.objects.get(action=AuditAction.RUNTIME_SETTINGS_CHANGED).channel == "BROWSER"
+
+
+def test_invalid_settings_by_htmx_re_render_with_200_and_change_nothing(
+    runtime: AgentRuntime, operator: User
+) -> None:
+    response = logged_in(operator).post(
+        "/runtimes/agent-one/settings/",
+        {**SETTINGS, "ceiling": "EVERYTHING"},
+        headers={"HX-Request": "true"},
+    )
+    assert response.status_code == 200
+    assert "EVERYTHING is not one of the available choices" in response.content.decode()
+    runtime.refresh_from_db()
+    assert runtime.ceiling == "MUTATING"
+
+
+def test_settings_without_htmx_redirect_back_with_a_message(runtime: AgentRuntime, operator: User) -> None:
+    client = logged_in(operator)
+    response = client.post("/runtimes/agent-one/settings/", SETTINGS, follow=True)
+    assert response.redirect_chain == [("/runtimes/agent-one/", 302)]
+    assert "Settings saved." in response.content.decode()
+
+
+def test_issued_token_is_shown_once_and_works(runtime: AgentRuntime, operator: User) -> None:
+    client = logged_in(operator)
+    response = client.post("/runtimes/agent-one/tokens/", {"label": "host-1"})
+    assert response.status_code == 200
+    assert response["Cache-Control"] == "no-store"
+    match = re.search(r'id="new-token"[^>]*value="(aimon_[^"]+)"', response.content.decode())
+    assert match
+    token = match.group(1)
+    assert RuntimeToken.objects.get(label="host-1").token_hash == token_hash(token)
+    detail = client.get("/runtimes/agent-one/").content.decode()
+    assert token not in detail
+    assert token[:12] in detail
+
+
+def test_revoke_asks_for_confirmation_before_revoking(runtime: AgentRuntime, operator: User) -> None:
+    token, _ = token_issue(runtime=runtime, actor=TEST_ACTOR, label="host-1")
+    client = logged_in(operator)
+    page = client.get(f"/runtimes/agent-one/tokens/{token.pk}/revoke/").content.decode()
+    assert "will be refused from the moment you confirm" in page
+    token.refresh_from_db()
+    assert token.revoked_at is None
+    response = client.post(f"/runtimes/agent-one/tokens/{token.pk}/revoke/", follow=True)
+    assert "revoked. Requests that present it are refused from now on." in response.content.decode()
+    token.refresh_from_db()
+    assert token.revoked_by == operator
+
+
+def test_auditor_sees_settings_read_only(runtime: AgentRuntime, auditor: User) -> None:
+    page = logged_in(auditor).get("/runtimes/agent-one/").content.decode()
+    assert "Save settings" not in page
+    assert "Issue token" not in page
+    assert "Revoke…" not in page
+    assert "MUTATING" in page
