@@ -43,13 +43,29 @@ class NotCanonicalError(ValueError):
     """A value that cannot be written to the audit log as canonical JSON."""
 
 
+def _text(value: str) -> str:
+    # PostgreSQL's jsonb refuses NUL (SQLite would keep it: the two must agree), and a lone
+    # surrogate has no UTF-8 form to hash.
+    if "\x00" in value:
+        raise NotCanonicalError("audit details cannot hold NUL characters")
+    try:
+        value.encode()
+    except UnicodeEncodeError as exc:
+        raise NotCanonicalError("audit details must be valid Unicode (no lone surrogates)") from exc
+    return value
+
+
 def normalize(value: Any) -> Any:
     """Return `value` as plain JSON types that survive a database round trip unchanged.
 
     Floats are refused: PostgreSQL's jsonb may rewrite them, which would break the
-    hash. Callers pass numbers as ints and anything else as strings.
+    hash. Callers pass numbers as ints and anything else as strings. Strings holding NUL
+    or lone surrogates are refused too: PostgreSQL cannot store the first, UTF-8 cannot
+    hash the second.
     """
-    if value is None or isinstance(value, (bool, str)):
+    if isinstance(value, str):
+        return _text(value)
+    if value is None or isinstance(value, bool):
         return value
     if isinstance(value, int):
         return value
@@ -58,7 +74,7 @@ def normalize(value: Any) -> Any:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise NotCanonicalError(f"audit detail keys must be strings, not {key!r}")
-            out[key] = normalize(item)
+            out[_text(key)] = normalize(item)
         return out
     if isinstance(value, (list, tuple)):
         return [normalize(item) for item in value]

@@ -67,7 +67,7 @@ class AuditEvent(models.Model):
     session_key = models.CharField(max_length=200, blank=True, default="")
     subject_type = models.CharField(max_length=32, blank=True, default="")
     subject = models.CharField(max_length=300, blank=True, default="")
-    details = models.JSONField(default=dict)
+    details = models.JSONField(default=dict, blank=True)
     request_id = models.CharField(max_length=80, blank=True, default="")
     prev_hash = models.CharField(max_length=64, unique=True, editable=False)
     hash = models.CharField(max_length=64, unique=True, editable=False)

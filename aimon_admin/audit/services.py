@@ -20,6 +20,14 @@ if TYPE_CHECKING:
 _CHAIN_LOCK_KEY = 0x41494D4F4E  # "AIMON"
 
 
+def _column_text(value: str, limit: int) -> str:
+    """Plain text columns take any caller's text: NUL (refused by PostgreSQL) and lone
+    surrogates (no UTF-8 form) become U+FFFD rather than failing the change."""
+    value = value.replace("\x00", "\ufffd")
+    value = value.encode("utf-8", "replace").decode("utf-8") if not value.isascii() else value
+    return value[:limit]
+
+
 class AuditOutsideTransactionError(RuntimeError):
     """audit_record() was called outside a transaction, so A3 could not hold."""
 
@@ -62,14 +70,14 @@ def audit_record(
         seq=prev_seq + 1,
         created_at=timezone.now(),
         actor=actor.user,
-        actor_label=actor.label[:200],
+        actor_label=_column_text(actor.label, 200),
         channel=current_channel(),
         action=action,
         level=level,
         runtime=runtime,
-        session_key=session_key[:200],
-        subject_type=subject_type[:32],
-        subject=subject[:300],
+        session_key=_column_text(session_key, 200),
+        subject_type=_column_text(subject_type, 32),
+        subject=_column_text(subject, 300),
         details=normalized_details,
         request_id=(current_request_id() or "")[:80],
         prev_hash=prev_hash,

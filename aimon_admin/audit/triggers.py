@@ -21,6 +21,8 @@ _POSTGRES_INSTALL = [
     END
     $$;
     """,
+    f"DROP TRIGGER IF EXISTS {TABLE}_no_update_delete ON {TABLE};",
+    f"DROP TRIGGER IF EXISTS {TABLE}_no_truncate ON {TABLE};",
     f"""
     CREATE TRIGGER {TABLE}_no_update_delete BEFORE UPDATE OR DELETE ON {TABLE}
     FOR EACH ROW EXECUTE FUNCTION aimon_audit_refuse_change();

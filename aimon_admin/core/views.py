@@ -18,8 +18,12 @@ ERROR_TITLES = {
     404: "Not found",
     500: "Something went wrong",
 }
-ERROR_MESSAGES = {
+ERROR_MESSAGES: dict[int | str, str] = {
     400: "The request could not be understood.",
+    "csrf": (
+        "The form had expired or was sent from another site, so nothing was changed. "
+        "Go back, reload the page and try again."
+    ),
     403: "Your role does not allow this page.",
     404: "There is nothing here, or it is not yours to see.",
     500: "The error has been logged with its request id. Nothing was changed.",
@@ -43,18 +47,21 @@ def healthz(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": "ok", "database": "up"})
 
 
-def _error(request: HttpRequest, status: int) -> HttpResponse:
+def _error(request: HttpRequest, status: int, message: str | None = None) -> HttpResponse:
+    message = message or ERROR_MESSAGES[status]
     if request.path.startswith(API_PREFIX):
-        return JsonResponse(error_body(status, ERROR_MESSAGES[status]), status=status)
+        return JsonResponse(error_body(status, message), status=status)
     context = {
         "status": status,
         "title": ERROR_TITLES[status],
-        "message": ERROR_MESSAGES[status],
+        "message": message,
         "request_id": getattr(request, "request_id", ""),
     }
-    # A 500 page must not need the database (it may be why we are here): no request
-    # context, so no context processors touch it.
-    return render(request if status != 500 else None, "core/error.html", context, status=status)
+    if status == 500:
+        # A 500 page must not need the database (it may be why we are here): a standalone
+        # template rendered without the request, so no context processor touches it.
+        return render(None, "core/error_500.html", context, status=status)
+    return render(request, "core/error.html", context, status=status)
 
 
 @csrf_exempt  # API callers authenticate with tokens, not cookies; there is nothing to forge
@@ -68,6 +75,10 @@ def bad_request(request: HttpRequest, exception: Exception | None = None) -> Htt
 
 def permission_denied(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     return _error(request, 403)
+
+
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    return _error(request, 403, ERROR_MESSAGES["csrf"])
 
 
 def page_not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:

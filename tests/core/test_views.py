@@ -50,3 +50,21 @@ def test_unknown_pages_get_a_styled_404(operator: User, settings) -> None:  # ty
     assert "There is nothing here" in html
     assert "Request id:" in html
     assert "/static/css/app.css" in html
+
+
+def test_a_form_without_csrf_token_gets_the_styled_403(operator: User) -> None:
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(operator)
+    response = client.post("/runtimes/new/", {"name": "x"})
+    assert response.status_code == 403
+    html = response.content.decode()
+    assert "The form had expired or was sent from another site" in html
+    assert 'aria-label="Main"' in html
+
+
+def test_the_500_page_needs_no_database(rf, settings) -> None:  # type: ignore[no-untyped-def]
+    from aimon_admin.core.views import server_error
+
+    response = server_error(rf.get("/anything"))
+    assert response.status_code == 500
+    assert "Nothing was changed" in response.content.decode()
