@@ -29,7 +29,7 @@ install-dev: $(VENV)/.installed-dev
 run: $(VENV)/.installed-runtime
 	DJANGO_DEBUG=1 $(BIN)/python manage.py migrate --noinput
 	DJANGO_DEBUG=1 $(BIN)/python manage.py demo_data
-	DJANGO_DEBUG=1 $(BIN)/uvicorn aimon_admin.asgi:application --host $(HOST) --port $(PORT)
+	DJANGO_DEBUG=1 $(BIN)/uvicorn aimon_admin.asgi:application --host $(HOST) --port $(PORT) --lifespan off
 
 ## The whole suite: lint, then the tests on SQLite, then on PostgreSQL + Redis.
 test: $(VENV)/.installed-dev
