@@ -24,3 +24,58 @@ class IdempotencyBehavior(models.TextChoices):
 
     IDEMPOTENT = "IDEMPOTENT", "Idempotent"
     NON_IDEMPOTENT = "NON_IDEMPOTENT", "Non-idempotent"
+
+
+class ToolSource(models.TextChoices):
+    LOCAL = "LOCAL", "Local (the runtime's own)"
+    MCP = "MCP", "MCP server"
+
+
+class AnnotationTrust(models.TextChoices):
+    """T13: exactly two values; IGNORE is the default."""
+
+    IGNORE = "IGNORE", "Ignore the server's claims"
+    TRUST = "TRUST", "Trust the server's claims"
+
+
+class McpTransport(models.TextChoices):
+    STDIO = "STDIO", "stdio (a local command)"
+    STREAMABLE_HTTP = "STREAMABLE_HTTP", "Streamable HTTP"
+
+
+class ToolDecision(models.TextChoices):
+    ALLOW = "ALLOW", "Allow"
+    ASK = "ASK", "Ask"
+    DENY = "DENY", "Deny"
+
+
+class GateReason(models.TextChoices):
+    """Why the ceiling and gate decided as they did (API.md tool decisions)."""
+
+    ABOVE_CEILING = "ABOVE_CEILING", "Above the runtime's ceiling: hidden and refused"
+    READ_ONLY_EXEMPT = "READ_ONLY_EXEMPT", "Read-only: never asks"
+    DESTRUCTIVE_ALWAYS_ASKS = "DESTRUCTIVE_ALWAYS_ASKS", "Destructive: always asks"
+    EXEMPT_AT_OR_BELOW = "EXEMPT_AT_OR_BELOW", "At or below the gate threshold: no question"
+    NOT_EXEMPT = "NOT_EXEMPT", "Above the gate threshold: asks"
+    UNATTENDED_NO_CHANNEL = "UNATTENDED_NO_CHANNEL", "Would ask, but nobody can be asked: denied"
+
+
+class ReviewFinding(models.TextChoices):
+    """An operator's finding on a MUTATING tool still at the default DESTRUCTIVE (seed §8.1)."""
+
+    CONFIRMED_DESTRUCTIVE = "CONFIRMED_DESTRUCTIVE", "Confirmed destructive: keep asking"
+    SHOULD_DECLARE_NON_DESTRUCTIVE = (
+        "SHOULD_DECLARE_NON_DESTRUCTIVE",
+        "Not destructive: its declaration should say NON_DESTRUCTIVE",
+    )
+    NEEDS_APPROVAL_HANDLER = (
+        "NEEDS_APPROVAL_HANDLER",
+        "Needed unattended: give that path an approval handler or redesign the tool",
+    )
+
+
+class SyncStatus(models.TextChoices):
+    QUEUED = "QUEUED", "Queued"
+    RUNNING = "RUNNING", "Running"
+    SUCCEEDED = "SUCCEEDED", "Succeeded"
+    FAILED = "FAILED", "Failed"

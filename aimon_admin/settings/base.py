@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "aimon_admin.core",
     "aimon_admin.audit",
     "aimon_admin.runtimes",
+    "aimon_admin.registry",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",

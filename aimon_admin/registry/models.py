@@ -1,0 +1,227 @@
+"""Tools (a runtime's own, or an MCP server's), MCP servers, and MCP sync runs."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
+from django.db import models
+from django.db.models import Q
+
+from aimon_admin.registry.choices import (
+    AnnotationTrust,
+    DestructiveBehavior,
+    IdempotencyBehavior,
+    McpTransport,
+    ReviewFinding,
+    SideEffectLevel,
+    SyncStatus,
+    ToolSource,
+)
+from aimon_admin.registry.policy import ToolAxes
+
+SERVER_NAME_VALIDATOR = RegexValidator(
+    r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$",
+    "Use 1-100 letters, digits, dots, dashes or underscores, starting with a letter or digit.",
+)
+
+
+def _in(field: str, choices: type[models.TextChoices], name: str, label: str) -> models.CheckConstraint:
+    return models.CheckConstraint(
+        condition=Q(**{f"{field}__in": choices.values}),
+        name=name,
+        violation_error_message=f"Unknown {label}.",
+    )
+
+
+class McpServer(models.Model):
+    name = models.CharField(max_length=100, unique=True, validators=[SERVER_NAME_VALIDATOR])
+    transport = models.CharField(max_length=20, choices=McpTransport.choices)
+    command = models.CharField(max_length=500, blank=True, default="")
+    args = models.JSONField(default=list, blank=True)
+    env = models.JSONField(default=dict, blank=True, help_text="Never sent to runtimes.")
+    url = models.URLField(max_length=500, blank=True, default="")
+    headers = models.JSONField(default=dict, blank=True, help_text="Never sent to runtimes.")
+    timeout_seconds = models.PositiveIntegerField(
+        default=30, validators=[MinValueValidator(1), MaxValueValidator(600)]
+    )
+    annotation_trust = models.CharField(
+        max_length=8, choices=AnnotationTrust.choices, default=AnnotationTrust.IGNORE
+    )
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            _in("transport", McpTransport, "mcp_server_transport_valid", "transport"),
+            _in("annotation_trust", AnnotationTrust, "mcp_server_trust_valid", "annotation trust"),
+            models.CheckConstraint(
+                condition=~Q(transport=McpTransport.STDIO) | ~Q(command=""),
+                name="mcp_server_stdio_has_command",
+                violation_error_message="A stdio server needs a command.",
+            ),
+            models.CheckConstraint(
+                condition=~Q(transport=McpTransport.STREAMABLE_HTTP) | ~Q(url=""),
+                name="mcp_server_http_has_url",
+                violation_error_message="A streamable HTTP server needs a URL.",
+            ),
+            models.CheckConstraint(
+                condition=Q(timeout_seconds__gte=1, timeout_seconds__lte=600),
+                name="mcp_server_timeout_range",
+                violation_error_message="The timeout must be 1-600 seconds.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class McpSyncRun(models.Model):
+    """One sync of an MCP server's tools: its progress while it runs, its outcome after."""
+
+    server = models.ForeignKey(McpServer, on_delete=models.PROTECT, related_name="sync_runs")
+    status = models.CharField(max_length=12, choices=SyncStatus.choices, default=SyncStatus.QUEUED)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    progress = models.CharField(max_length=300, blank=True, default="")
+    tools_seen = models.PositiveIntegerField(default=0)
+    tools_added = models.PositiveIntegerField(default=0)
+    tools_changed = models.PositiveIntegerField(default=0)
+    tools_absent = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True, default="")
+    attempts = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            _in("status", SyncStatus, "mcp_sync_status_valid", "sync status"),
+            models.UniqueConstraint(
+                fields=["server"],
+                condition=Q(status__in=[SyncStatus.QUEUED, SyncStatus.RUNNING]),
+                name="mcp_sync_one_active_per_server",
+                violation_error_message="A sync of this server is already queued or running.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"sync of {self.server.name} ({self.status})"
+
+    @property
+    def active(self) -> bool:
+        return self.status in (SyncStatus.QUEUED, SyncStatus.RUNNING)
+
+
+class Tool(models.Model):
+    """A tool as the gate sees it. After resolution (T12) nothing downstream can tell an
+    MCP tool from a local one: both carry the same three resolved axes."""
+
+    source = models.CharField(max_length=8, choices=ToolSource.choices)
+    runtime = models.ForeignKey(
+        "runtimes.AgentRuntime", on_delete=models.PROTECT, null=True, blank=True, related_name="tools"
+    )
+    server = models.ForeignKey(
+        McpServer, on_delete=models.PROTECT, null=True, blank=True, related_name="tools"
+    )
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True, default="")
+    input_schema = models.JSONField(default=dict, blank=True)
+    # LOCAL: the axes the runtime declared, as sent. MCP: the annotations verbatim (T10),
+    # unknown fields and wrong types included.
+    claims = models.JSONField(null=True, blank=True)
+    fingerprint = models.CharField(max_length=64)
+
+    side_effect_level = models.CharField(max_length=16, choices=SideEffectLevel.choices)
+    destructive_behavior = models.CharField(max_length=16, choices=DestructiveBehavior.choices)
+    idempotency_behavior = models.CharField(max_length=16, choices=IdempotencyBehavior.choices)
+    open_world_hint = models.BooleanField(default=True)  # T14: shown, read by no axis
+    explanations = models.JSONField(default=dict, blank=True)
+    claim_warnings = models.JSONField(default=list, blank=True)
+    resolved_at = models.DateTimeField()
+    resolved_under_trust = models.CharField(
+        max_length=8, choices=AnnotationTrust.choices, blank=True, default=""
+    )
+
+    # T15: the definition an operator (or first sight) accepted, and whether a change that
+    # claims less risk is waiting for review (resolved as IGNORE meanwhile).
+    accepted_claims = models.JSONField(null=True, blank=True)
+    accepted_fingerprint = models.CharField(max_length=64, blank=True, default="")
+    awaiting_review = models.BooleanField(default=False)
+
+    present = models.BooleanField(default=True)
+    first_seen_at = models.DateTimeField(auto_now_add=True)
+    last_seen_at = models.DateTimeField()
+    absent_since = models.DateTimeField(null=True, blank=True)
+
+    # Seed §8.1: an operator's finding on a MUTATING tool still at the default DESTRUCTIVE.
+    review_finding = models.CharField(max_length=40, choices=ReviewFinding.choices, blank=True, default="")
+    review_note = models.TextField(blank=True, default="")
+    reviewed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    reviewed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+        constraints = [
+            _in("source", ToolSource, "tool_source_valid", "tool source"),
+            _in("side_effect_level", SideEffectLevel, "tool_level_valid", "side-effect level"),
+            _in(
+                "destructive_behavior", DestructiveBehavior, "tool_destructive_valid", "destructive behavior"
+            ),
+            _in(
+                "idempotency_behavior", IdempotencyBehavior, "tool_idempotency_valid", "idempotency behavior"
+            ),
+            models.CheckConstraint(
+                condition=(
+                    Q(source=ToolSource.LOCAL, runtime__isnull=False, server__isnull=True)
+                    | Q(source=ToolSource.MCP, runtime__isnull=True, server__isnull=False)
+                ),
+                name="tool_owner_matches_source",
+                violation_error_message=(
+                    "A local tool belongs to a runtime, an MCP tool to its server, never both."
+                ),
+            ),
+            models.CheckConstraint(
+                condition=~Q(side_effect_level=SideEffectLevel.READ_ONLY)
+                | Q(destructive_behavior=DestructiveBehavior.NON_DESTRUCTIVE),
+                name="tool_read_only_is_non_destructive",
+                violation_error_message="A read-only tool is stored as non-destructive (T5).",
+            ),
+            models.UniqueConstraint(
+                fields=["runtime", "name"],
+                condition=Q(source=ToolSource.LOCAL),
+                name="tool_local_name_unique_per_runtime",
+                violation_error_message="This runtime already has a tool of that name.",
+            ),
+            models.UniqueConstraint(
+                fields=["server", "name"],
+                condition=Q(source=ToolSource.MCP),
+                name="tool_mcp_name_unique_per_server",
+                violation_error_message="This server already has a tool of that name.",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["side_effect_level", "destructive_behavior"], name="tool_axes"),
+            models.Index(fields=["server", "present"], name="tool_server_present"),
+            models.Index(fields=["runtime", "present"], name="tool_runtime_present"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.server.name}/{self.name}" if self.server_id else self.name
+
+    @property
+    def axes(self) -> ToolAxes:
+        return ToolAxes(
+            SideEffectLevel(self.side_effect_level),
+            DestructiveBehavior(self.destructive_behavior),
+            IdempotencyBehavior(self.idempotency_behavior),
+        )
+
+    @property
+    def read_only(self) -> bool:
+        return self.side_effect_level == SideEffectLevel.READ_ONLY

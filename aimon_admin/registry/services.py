@@ -1,0 +1,504 @@
+"""Writes for the registry: tool catalogs, MCP servers, trust, drift reviews (T10-T15).
+
+Resolution runs here, once, when a definition is registered or synced (T12); nothing
+reads claims at decision time.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from aimon_admin.audit.choices import AuditAction, AuditLevel
+from aimon_admin.audit.services import audit_record
+from aimon_admin.core.actors import Actor
+from aimon_admin.registry import policy
+from aimon_admin.registry.choices import AnnotationTrust, ReviewFinding, SideEffectLevel, ToolSource
+from aimon_admin.registry.models import McpServer, Tool
+from aimon_admin.runtimes.models import AgentRuntime
+
+DEFINITION_NOT_AWAITING_REVIEW = "This tool's definition is not waiting for review."
+
+
+class RegistryError(ValueError):
+    """A registry write refused for a reason the caller can show as it is."""
+
+
+def _axes_dict(tool: Tool) -> dict[str, str]:
+    return {
+        "side_effect_level": tool.side_effect_level,
+        "destructive_behavior": tool.destructive_behavior,
+        "idempotency_behavior": tool.idempotency_behavior,
+    }
+
+
+def _apply_resolution(tool: Tool, resolution: policy.Resolution, now: dt.datetime) -> None:
+    tool.side_effect_level = resolution.axes.level
+    tool.destructive_behavior = resolution.axes.destructive
+    tool.idempotency_behavior = resolution.axes.idempotency
+    tool.open_world_hint = resolution.open_world
+    tool.explanations = resolution.explanations
+    tool.claim_warnings = list(resolution.warnings)
+    tool.resolved_at = now
+    tool.resolved_under_trust = resolution.trust or ""
+
+
+def _resolve_mcp(tool: Tool, trust: str, now: dt.datetime) -> None:
+    _apply_resolution(tool, policy.resolve(tool.claims, trust, held_for_review=tool.awaiting_review), now)
+
+
+# --- A runtime's own tools ---------------------------------------------------------------------
+
+
+@dataclass
+class CatalogResult:
+    registered: int
+    added: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+
+
+LOCAL_AXES = ("side_effect_level", "destructive_behavior", "idempotency_behavior")
+
+
+@transaction.atomic
+def local_tools_replace(
+    *, runtime: AgentRuntime, tools: Sequence[Mapping[str, Any]], actor: Actor
+) -> CatalogResult:
+    """Replace a runtime's local catalog whole (PUT /api/v1/tools).
+
+    Each item: name, description, input_schema and the declared axes (absent = the
+    worst default, T1-T3). Tools left out are marked absent, never deleted.
+    """
+    names = [item["name"] for item in tools]
+    if len(set(names)) != len(names):
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        raise RegistryError(f"tool names must be unique; repeated: {', '.join(duplicates)}")
+    now = timezone.now()
+    existing = {tool.name: tool for tool in Tool.objects.select_for_update().filter(runtime=runtime)}
+    result = CatalogResult(registered=len(tools))
+    changes: list[dict[str, Any]] = []
+    for item in tools:
+        declared = {axis: item[axis] for axis in LOCAL_AXES if item.get(axis)}
+        description = item.get("description") or ""
+        schema = item.get("input_schema") or {}
+        fingerprint = policy.definition_fingerprint(item["name"], description, schema, declared)
+        tool = existing.get(item["name"])
+        if tool is not None and tool.fingerprint == fingerprint and tool.present:
+            tool.last_seen_at = now
+            tool.save(update_fields=["last_seen_at"])
+            continue
+        if tool is None:
+            tool = Tool(source=ToolSource.LOCAL, runtime=runtime, name=item["name"])
+            result.added.append(tool.name)
+            before = None
+        else:
+            before = _axes_dict(tool) if tool.present else None
+            if tool.fingerprint != fingerprint:
+                result.changed.append(tool.name)
+            else:
+                result.added.append(tool.name)  # was absent, back unchanged
+        tool.description = description
+        tool.input_schema = schema
+        tool.claims = declared
+        tool.fingerprint = fingerprint
+        tool.accepted_claims = declared
+        tool.accepted_fingerprint = fingerprint
+        tool.present = True
+        tool.absent_since = None
+        tool.last_seen_at = now
+        _apply_resolution(tool, policy.resolve_declared(declared), now)
+        tool.save()
+        changes.append({"name": tool.name, "before": before, "after": _axes_dict(tool)})
+    gone = [tool for name, tool in existing.items() if name not in set(names) and tool.present]
+    if gone:
+        Tool.objects.filter(pk__in=[tool.pk for tool in gone]).update(present=False, absent_since=now)
+        result.removed = sorted(tool.name for tool in gone)
+    if result.added or result.changed or result.removed:
+        audit_record(
+            action=AuditAction.LOCAL_TOOLS_REPLACED,
+            actor=actor,
+            runtime=runtime,
+            subject_type="runtime",
+            subject=runtime.name,
+            details={
+                "registered": result.registered,
+                "added": sorted(result.added),
+                "changed": sorted(result.changed),
+                "removed": result.removed,
+                "axes": changes,
+            },
+        )
+    return result
+
+
+# --- MCP tool listings (the project's own sync, or relayed by a runtime) -------------------------
+
+
+@dataclass
+class ListingResult:
+    tools: list[Tool]
+    added: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    absent: list[str] = field(default_factory=list)
+    held_for_review: list[str] = field(default_factory=list)
+
+
+def _listing_item(item: Mapping[str, Any]) -> tuple[str, Any, Any, Any]:
+    return item["name"], item.get("description"), item.get("inputSchema"), item.get("annotations")
+
+
+@transaction.atomic
+def mcp_tools_record(
+    *,
+    server: McpServer,
+    listing: Sequence[Mapping[str, Any]],
+    actor: Actor,
+    complete: bool,
+) -> ListingResult:
+    """Store a server's `tools/list` result and resolve each tool once (T10-T12, T15).
+
+    `complete` is true for the project's own sync, which saw every page: tools it did
+    not see are marked absent (never deleted). A runtime's relayed listing adds and
+    updates only. A changed definition is audited with its old and new claims; one that
+    claims less risk than the accepted definition is held as IGNORE until an operator
+    accepts it, whoever relayed it (T15); one that claims more takes effect at once.
+    """
+    names = [item["name"] for item in listing]
+    if len(set(names)) != len(names):
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        raise RegistryError(f"tool names must be unique; repeated: {', '.join(duplicates)}")
+    now = timezone.now()
+    trust = server.annotation_trust
+    existing = {
+        tool.name: tool
+        for tool in Tool.objects.select_for_update().filter(server=server).select_related("server")
+    }
+    result = ListingResult(tools=[])
+    new_tools: list[Tool] = []
+    seen_unchanged: list[int] = []
+
+    for item in listing:
+        name, description, schema, annotations = _listing_item(item)
+        fingerprint = policy.definition_fingerprint(name, description, schema, annotations)
+        tool = existing.get(name)
+        if tool is None:
+            tool = Tool(
+                source=ToolSource.MCP,
+                server=server,
+                name=name,
+                description=description if isinstance(description, str) else "",
+                input_schema=schema if schema is not None else {},
+                claims=annotations,
+                fingerprint=fingerprint,
+                accepted_claims=annotations,
+                accepted_fingerprint=fingerprint,
+                last_seen_at=now,
+            )
+            _resolve_mcp(tool, trust, now)
+            new_tools.append(tool)
+            result.added.append(name)
+            continue
+        if tool.fingerprint == fingerprint:
+            if not tool.present:
+                tool.present, tool.absent_since, tool.last_seen_at = True, None, now
+                tool.save(update_fields=["present", "absent_since", "last_seen_at"])
+                result.added.append(name)
+            else:
+                seen_unchanged.append(tool.pk)
+            result.tools.append(tool)
+            continue
+        _definition_changed(tool, description, schema, annotations, fingerprint, now, trust, actor)
+        result.changed.append(name)
+        if tool.awaiting_review:
+            result.held_for_review.append(name)
+        result.tools.append(tool)
+
+    if new_tools:
+        result.tools.extend(Tool.objects.bulk_create(new_tools))
+    if seen_unchanged:
+        Tool.objects.filter(pk__in=seen_unchanged).update(last_seen_at=now)
+    if complete:
+        seen = set(names)
+        gone = [tool for name, tool in existing.items() if name not in seen and tool.present]
+        if gone:
+            Tool.objects.filter(pk__in=[tool.pk for tool in gone]).update(present=False, absent_since=now)
+            result.absent = sorted(tool.name for tool in gone)
+    return result
+
+
+def _definition_changed(
+    tool: Tool,
+    description: Any,
+    schema: Any,
+    annotations: Any,
+    fingerprint: str,
+    now: dt.datetime,
+    trust: str,
+    actor: Actor,
+) -> None:
+    before_claims, before_axes = tool.claims, _axes_dict(tool)
+    lowered = policy.claims_lowered_risk(tool.accepted_claims, annotations)
+    tool.description = description if isinstance(description, str) else ""
+    tool.input_schema = schema if schema is not None else {}
+    tool.claims = annotations
+    tool.fingerprint = fingerprint
+    tool.present, tool.absent_since, tool.last_seen_at = True, None, now
+    if lowered:
+        tool.awaiting_review = True  # the accepted definition stays the baseline
+    else:
+        tool.awaiting_review = False
+        tool.accepted_claims = annotations
+        tool.accepted_fingerprint = fingerprint
+    _resolve_mcp(tool, trust, now)
+    tool.save()
+    audit_record(
+        action=AuditAction.TOOL_DEFINITION_CHANGED,
+        actor=actor,
+        level=AuditLevel.WARNING if lowered else AuditLevel.INFO,
+        subject_type="tool",
+        subject=f"{tool.server.name}/{tool.name}",
+        details={
+            "server": tool.server.name,
+            "tool": tool.name,
+            "claims_before": before_claims,
+            "claims_after": annotations,
+            "claims_less_risk": lowered,
+            "held_for_review": tool.awaiting_review,
+            "axes_before": before_axes,
+            "axes_after": _axes_dict(tool),
+            "trust": trust,
+        },
+    )
+
+
+@transaction.atomic
+def mcp_tools_relay(
+    *, server: McpServer, runtime: AgentRuntime, listing: Sequence[Mapping[str, Any]]
+) -> ListingResult:
+    """A runtime hands over a `tools/list` result it fetched itself (API.md)."""
+    actor = Actor.for_runtime(runtime)
+    result = mcp_tools_record(server=server, listing=listing, actor=actor, complete=False)
+    audit_record(
+        action=AuditAction.MCP_TOOLS_RELAYED,
+        actor=actor,
+        runtime=runtime,
+        subject_type="mcp_server",
+        subject=server.name,
+        details={
+            "tools": len(listing),
+            "added": sorted(result.added),
+            "changed": sorted(result.changed),
+            "held_for_review": sorted(result.held_for_review),
+        },
+    )
+    return result
+
+
+# --- MCP servers -------------------------------------------------------------------------------
+
+SERVER_FIELDS = ("transport", "command", "args", "env", "url", "headers", "timeout_seconds", "enabled")
+SECRET_FIELDS = ("env", "headers")
+
+
+def _server_snapshot(server: McpServer) -> dict[str, Any]:
+    """The server's settings for the audit log; env and header values are secrets, so
+    only their names are recorded."""
+    snap: dict[str, Any] = {
+        "transport": server.transport,
+        "command": server.command,
+        "args": list(server.args or []),
+        "url": server.url,
+        "timeout_seconds": server.timeout_seconds,
+        "enabled": server.enabled,
+        "annotation_trust": server.annotation_trust,
+    }
+    for secret in SECRET_FIELDS:
+        snap[f"{secret}_names"] = sorted((getattr(server, secret) or {}).keys())
+    return snap
+
+
+@transaction.atomic
+def mcp_server_create(
+    *, name: str, actor: Actor, annotation_trust: str = AnnotationTrust.IGNORE, **fields: Any
+) -> McpServer:
+    if McpServer.objects.filter(name=name).exists():
+        raise RegistryError(f"an MCP server named {name!r} already exists")
+    unknown = set(fields) - set(SERVER_FIELDS)
+    if unknown:
+        raise RegistryError(f"unknown server settings: {', '.join(sorted(unknown))}")
+    server = McpServer(name=name, annotation_trust=AnnotationTrust(annotation_trust), **fields)
+    server.full_clean()
+    server.save()
+    audit_record(
+        action=AuditAction.MCP_SERVER_CREATED,
+        actor=actor,
+        subject_type="mcp_server",
+        subject=server.name,
+        details=_server_snapshot(server),
+    )
+    return server
+
+
+@transaction.atomic
+def mcp_server_update(*, server: McpServer, actor: Actor, **fields: Any) -> bool:
+    """Change a server's connection settings (not its trust: see mcp_server_set_trust)."""
+    unknown = set(fields) - set(SERVER_FIELDS)
+    if unknown:
+        raise RegistryError(f"unknown server settings: {', '.join(sorted(unknown))}")
+    server = McpServer.objects.select_for_update().get(pk=server.pk)
+    before = _server_snapshot(server)
+    secrets_before = {secret: getattr(server, secret) for secret in SECRET_FIELDS}
+    for key, value in fields.items():
+        setattr(server, key, value)
+    after = _server_snapshot(server)
+    secrets_changed = [s for s in SECRET_FIELDS if getattr(server, s) != secrets_before[s]]
+    if before == after and not secrets_changed:
+        return False
+    server.full_clean()
+    server.save()
+    changed = sorted({key for key in after if before[key] != after[key]} | set(secrets_changed))
+    audit_record(
+        action=AuditAction.MCP_SERVER_CHANGED,
+        actor=actor,
+        subject_type="mcp_server",
+        subject=server.name,
+        details={
+            "changed": changed,
+            "before": {k: before[k] for k in before if before[k] != after[k]},
+            "after": {k: after[k] for k in after if before[k] != after[k]},
+        },
+    )
+    return True
+
+
+@dataclass(frozen=True)
+class TrustChange:
+    tool: str
+    before: dict[str, str]
+    after: dict[str, str]
+
+
+def trust_change_preview(*, server: McpServer, trust: str) -> list[TrustChange]:
+    """What switching `server` to `trust` would do to each present tool's axes (T13)."""
+    trust = AnnotationTrust(trust)
+    now = timezone.now()
+    changes = []
+    for tool in server.tools.filter(present=True).order_by("name"):
+        before = _axes_dict(tool)
+        _resolve_mcp(tool, trust, now)
+        after = _axes_dict(tool)
+        if before != after:
+            changes.append(TrustChange(tool.name, before, after))
+    return changes
+
+
+@transaction.atomic
+def mcp_server_set_trust(*, server: McpServer, trust: str, actor: Actor) -> list[TrustChange]:
+    """T13: change trust and re-resolve every tool of the server from its stored claims.
+
+    An unknown value raises ValueError: it is never read as IGNORE.
+    """
+    trust = AnnotationTrust(trust)
+    server = McpServer.objects.select_for_update().get(pk=server.pk)
+    if server.annotation_trust == trust:
+        return []
+    before_trust = server.annotation_trust
+    server.annotation_trust = trust
+    server.save(update_fields=["annotation_trust", "updated_at"])
+    now = timezone.now()
+    changes = []
+    for tool in Tool.objects.select_for_update().filter(server=server).order_by("name"):
+        before = _axes_dict(tool)
+        _resolve_mcp(tool, trust, now)
+        tool.save(
+            update_fields=[
+                "side_effect_level",
+                "destructive_behavior",
+                "idempotency_behavior",
+                "open_world_hint",
+                "explanations",
+                "claim_warnings",
+                "resolved_at",
+                "resolved_under_trust",
+            ]
+        )
+        after = _axes_dict(tool)
+        if before != after:
+            changes.append(TrustChange(tool.name, before, after))
+    audit_record(
+        action=AuditAction.MCP_TRUST_CHANGED,
+        actor=actor,
+        level=AuditLevel.WARNING if trust == AnnotationTrust.TRUST else AuditLevel.INFO,
+        subject_type="mcp_server",
+        subject=server.name,
+        details={
+            "before": before_trust,
+            "after": trust,
+            "tools": [{"tool": c.tool, "before": c.before, "after": c.after} for c in changes],
+        },
+    )
+    return changes
+
+
+# --- Reviews -----------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def tool_accept_definition(*, tool: Tool, actor: Actor) -> Tool:
+    """T15: an operator accepts a changed definition that claims less risk."""
+    tool = Tool.objects.select_for_update().select_related("server").get(pk=tool.pk)
+    if not tool.awaiting_review or tool.server is None:
+        raise RegistryError(DEFINITION_NOT_AWAITING_REVIEW)
+    before_axes = _axes_dict(tool)
+    previous_claims = tool.accepted_claims
+    tool.awaiting_review = False
+    tool.accepted_claims = tool.claims
+    tool.accepted_fingerprint = tool.fingerprint
+    _resolve_mcp(tool, tool.server.annotation_trust, timezone.now())
+    tool.save()
+    audit_record(
+        action=AuditAction.TOOL_DEFINITION_ACCEPTED,
+        actor=actor,
+        level=AuditLevel.WARNING,
+        subject_type="tool",
+        subject=f"{tool.server.name}/{tool.name}",
+        details={
+            "server": tool.server.name,
+            "tool": tool.name,
+            "claims_before": previous_claims,
+            "claims_accepted": tool.claims,
+            "axes_before": before_axes,
+            "axes_after": _axes_dict(tool),
+        },
+    )
+    return tool
+
+
+@transaction.atomic
+def tool_record_review(*, tool: Tool, finding: str, note: str, actor: Actor) -> Tool:
+    """Seed §8.1: record an operator's finding on a MUTATING tool at the default DESTRUCTIVE."""
+    finding = ReviewFinding(finding)
+    tool = Tool.objects.select_for_update().get(pk=tool.pk)
+    if tool.side_effect_level != SideEffectLevel.MUTATING:
+        raise RegistryError("Only MUTATING tools are reviewed for their destructive trait.")
+    before = {"finding": tool.review_finding, "note": tool.review_note}
+    tool.review_finding = finding
+    tool.review_note = note
+    tool.reviewed_by = actor.user
+    tool.reviewed_at = timezone.now()
+    tool.save(update_fields=["review_finding", "review_note", "reviewed_by", "reviewed_at"])
+    audit_record(
+        action=AuditAction.TOOL_REVIEW_RECORDED,
+        actor=actor,
+        runtime=tool.runtime,
+        subject_type="tool",
+        subject=str(tool),
+        details={"before": before, "after": {"finding": finding, "note": note}},
+    )
+    return tool
