@@ -18,8 +18,14 @@ from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.services import audit_record
 from aimon_admin.core.actors import Actor
 from aimon_admin.registry import policy
-from aimon_admin.registry.choices import AnnotationTrust, ReviewFinding, SideEffectLevel, ToolSource
-from aimon_admin.registry.models import McpServer, Tool
+from aimon_admin.registry.choices import (
+    AnnotationTrust,
+    ReviewFinding,
+    SideEffectLevel,
+    SyncStatus,
+    ToolSource,
+)
+from aimon_admin.registry.models import McpServer, McpSyncRun, Tool
 from aimon_admin.runtimes.models import AgentRuntime
 
 DEFINITION_NOT_AWAITING_REVIEW = "This tool's definition is not waiting for review."
@@ -444,6 +450,31 @@ def mcp_server_set_trust(*, server: McpServer, trust: str, actor: Actor) -> list
         },
     )
     return changes
+
+
+# --- Sync ------------------------------------------------------------------------------------
+
+SYNC_ALREADY_ACTIVE = "A sync of this server is already queued or running."
+
+
+@transaction.atomic
+def mcp_sync_request(*, server: McpServer, actor: Actor) -> McpSyncRun:
+    """Queue a sync of `server` (the Celery task starts once this transaction commits)."""
+    from aimon_admin.registry.tasks import sync_mcp_server
+
+    server = McpServer.objects.select_for_update().get(pk=server.pk)
+    if McpSyncRun.objects.filter(server=server, status__in=[SyncStatus.QUEUED, SyncStatus.RUNNING]).exists():
+        raise RegistryError(SYNC_ALREADY_ACTIVE)
+    run = McpSyncRun.objects.create(server=server, requested_by=actor.user, progress="Queued")
+    audit_record(
+        action=AuditAction.MCP_SYNC_REQUESTED,
+        actor=actor,
+        subject_type="mcp_server",
+        subject=server.name,
+        details={"run_id": run.pk},
+    )
+    transaction.on_commit(lambda: sync_mcp_server.delay(run.pk))
+    return run
 
 
 # --- Reviews -----------------------------------------------------------------------------------

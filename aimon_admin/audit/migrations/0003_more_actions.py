@@ -5,25 +5,86 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('audit', '0002_append_only_triggers'),
-        ('runtimes', '0001_initial'),
+        ("audit", "0002_append_only_triggers"),
+        ("runtimes", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.RemoveConstraint(
-            model_name='auditevent',
-            name='audit_event_action_valid',
+            model_name="auditevent",
+            name="audit_event_action_valid",
         ),
         migrations.AlterField(
-            model_name='auditevent',
-            name='action',
-            field=models.CharField(choices=[('USER_CREATED', 'User created'), ('USER_ROLES_CHANGED', 'User roles changed'), ('USER_PASSWORD_CHANGED', 'User password changed'), ('LOGIN_SUCCEEDED', 'Login succeeded'), ('LOGIN_FAILED', 'Login failed'), ('LOGOUT', 'Logout'), ('RUNTIME_CREATED', 'Runtime created'), ('RUNTIME_SETTINGS_CHANGED', 'Runtime settings changed'), ('TOKEN_ISSUED', 'Runtime token issued'), ('TOKEN_REVOKED', 'Runtime token revoked'), ('LOCAL_TOOLS_REPLACED', "Runtime's local tool catalog replaced"), ('MCP_SERVER_CREATED', 'MCP server created'), ('MCP_SERVER_CHANGED', 'MCP server settings changed'), ('MCP_TRUST_CHANGED', 'MCP annotation trust changed'), ('MCP_SYNC_REQUESTED', 'MCP sync requested'), ('MCP_SYNC_SUCCEEDED', 'MCP sync succeeded'), ('MCP_SYNC_FAILED', 'MCP sync failed'), ('MCP_TOOLS_RELAYED', 'MCP tool list relayed by a runtime'), ('TOOL_DEFINITION_CHANGED', 'Tool definition changed'), ('TOOL_DEFINITION_ACCEPTED', 'Changed tool definition accepted'), ('TOOL_REVIEW_RECORDED', 'Tool review finding recorded'), ('CONFIG_LOADED', 'Configuration file loaded'), ('AUDIT_CHAIN_VERIFIED', 'Audit chain verified'), ('AUDIT_CHAIN_BROKEN', 'Audit chain found broken')], max_length=48),
+            model_name="auditevent",
+            name="action",
+            field=models.CharField(
+                choices=[
+                    ("USER_CREATED", "User created"),
+                    ("USER_ROLES_CHANGED", "User roles changed"),
+                    ("USER_PASSWORD_CHANGED", "User password changed"),
+                    ("LOGIN_SUCCEEDED", "Login succeeded"),
+                    ("LOGIN_FAILED", "Login failed"),
+                    ("LOGOUT", "Logout"),
+                    ("RUNTIME_CREATED", "Runtime created"),
+                    ("RUNTIME_SETTINGS_CHANGED", "Runtime settings changed"),
+                    ("TOKEN_ISSUED", "Runtime token issued"),
+                    ("TOKEN_REVOKED", "Runtime token revoked"),
+                    ("LOCAL_TOOLS_REPLACED", "Runtime's local tool catalog replaced"),
+                    ("MCP_SERVER_CREATED", "MCP server created"),
+                    ("MCP_SERVER_CHANGED", "MCP server settings changed"),
+                    ("MCP_TRUST_CHANGED", "MCP annotation trust changed"),
+                    ("MCP_SYNC_REQUESTED", "MCP sync requested"),
+                    ("MCP_SYNC_SUCCEEDED", "MCP sync succeeded"),
+                    ("MCP_SYNC_FAILED", "MCP sync failed"),
+                    ("MCP_TOOLS_RELAYED", "MCP tool list relayed by a runtime"),
+                    ("TOOL_DEFINITION_CHANGED", "Tool definition changed"),
+                    ("TOOL_DEFINITION_ACCEPTED", "Changed tool definition accepted"),
+                    ("TOOL_REVIEW_RECORDED", "Tool review finding recorded"),
+                    ("CONFIG_LOADED", "Configuration file loaded"),
+                    ("AUDIT_CHAIN_VERIFIED", "Audit chain verified"),
+                    ("AUDIT_CHAIN_BROKEN", "Audit chain found broken"),
+                ],
+                max_length=48,
+            ),
         ),
         migrations.AddConstraint(
-            model_name='auditevent',
-            constraint=models.CheckConstraint(condition=models.Q(('action__in', ['USER_CREATED', 'USER_ROLES_CHANGED', 'USER_PASSWORD_CHANGED', 'LOGIN_SUCCEEDED', 'LOGIN_FAILED', 'LOGOUT', 'RUNTIME_CREATED', 'RUNTIME_SETTINGS_CHANGED', 'TOKEN_ISSUED', 'TOKEN_REVOKED', 'LOCAL_TOOLS_REPLACED', 'MCP_SERVER_CREATED', 'MCP_SERVER_CHANGED', 'MCP_TRUST_CHANGED', 'MCP_SYNC_REQUESTED', 'MCP_SYNC_SUCCEEDED', 'MCP_SYNC_FAILED', 'MCP_TOOLS_RELAYED', 'TOOL_DEFINITION_CHANGED', 'TOOL_DEFINITION_ACCEPTED', 'TOOL_REVIEW_RECORDED', 'CONFIG_LOADED', 'AUDIT_CHAIN_VERIFIED', 'AUDIT_CHAIN_BROKEN'])), name='audit_event_action_valid', violation_error_message='Unknown audit action.'),
+            model_name="auditevent",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    (
+                        "action__in",
+                        [
+                            "USER_CREATED",
+                            "USER_ROLES_CHANGED",
+                            "USER_PASSWORD_CHANGED",
+                            "LOGIN_SUCCEEDED",
+                            "LOGIN_FAILED",
+                            "LOGOUT",
+                            "RUNTIME_CREATED",
+                            "RUNTIME_SETTINGS_CHANGED",
+                            "TOKEN_ISSUED",
+                            "TOKEN_REVOKED",
+                            "LOCAL_TOOLS_REPLACED",
+                            "MCP_SERVER_CREATED",
+                            "MCP_SERVER_CHANGED",
+                            "MCP_TRUST_CHANGED",
+                            "MCP_SYNC_REQUESTED",
+                            "MCP_SYNC_SUCCEEDED",
+                            "MCP_SYNC_FAILED",
+                            "MCP_TOOLS_RELAYED",
+                            "TOOL_DEFINITION_CHANGED",
+                            "TOOL_DEFINITION_ACCEPTED",
+                            "TOOL_REVIEW_RECORDED",
+                            "CONFIG_LOADED",
+                            "AUDIT_CHAIN_VERIFIED",
+                            "AUDIT_CHAIN_BROKEN",
+                        ],
+                    )
+                ),
+                name="audit_event_action_valid",
+                violation_error_message="Unknown audit action.",
+            ),
         ),
     ]
