@@ -36,6 +36,18 @@ class AuditAction(models.TextChoices):
     TOOL_DEFINITION_ACCEPTED = "TOOL_DEFINITION_ACCEPTED", "Changed tool definition accepted"
     TOOL_REVIEW_RECORDED = "TOOL_REVIEW_RECORDED", "Tool review finding recorded"
     CONFIG_LOADED = "CONFIG_LOADED", "Configuration file loaded"
+    # Skill approvals (DESIGN S4-S10)
+    SKILL_GRANTED = "SKILL_GRANTED", "Skill approval granted"
+    SKILL_GRANT_ESCALATED = "SKILL_GRANT_ESCALATED", "Session answer escalated to agent-wide"
+    SKILL_ABORT_DENIED = "SKILL_ABORT_DENIED", "Unanswered skill denied on abort"
+    SESSION_CLEARED = "SESSION_CLEARED", "Session approvals cleared"
+    SESSION_REVOKED = "SESSION_REVOKED", "Session approvals revoked"
+    AGENT_GRANTS_REVOKED = "AGENT_GRANTS_REVOKED", "Agent-wide approvals revoked"
+    GRANT_REVOKED = "GRANT_REVOKED", "Single approval revoked"
+    SESSION_EXPIRED = "SESSION_EXPIRED", "Idle session's approvals expired"
+    RULE_CREATED = "RULE_CREATED", "Skill rule created"
+    RULE_CHANGED = "RULE_CHANGED", "Skill rule changed"
+    RULE_DELETED = "RULE_DELETED", "Skill rule deleted"
     # The audit log itself
     AUDIT_CHAIN_VERIFIED = "AUDIT_CHAIN_VERIFIED", "Audit chain verified"
     AUDIT_CHAIN_BROKEN = "AUDIT_CHAIN_BROKEN", "Audit chain found broken"

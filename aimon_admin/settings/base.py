@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "aimon_admin.audit",
     "aimon_admin.runtimes",
     "aimon_admin.registry",
+    "aimon_admin.approvals",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -261,5 +262,10 @@ LOGGING = {
 }
 
 # --- Product settings -------------------------------------------------------------------------
+# S12: session approvals end when a session has been idle this long.
+AIMON_SESSION_IDLE_TTL_SECONDS = env_int("AIMON_SESSION_IDLE_TTL_SECONDS", 24 * 3600)
+# S9: an approval request nobody answers expires after this many seconds by default.
+AIMON_REQUEST_DEFAULT_TIMEOUT_SECONDS = 300
+
 # Where `make run` keeps the demo credentials it prints (never used outside the demo).
 DEMO_CREDENTIALS_FILE = BASE_DIR / ".demo-credentials.json"

@@ -1,0 +1,76 @@
+"""Skill approval enums (DESIGN part S), the same in the database, the API and the audit."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class SkillDecision(models.TextChoices):
+    ALLOW = "ALLOW", "Allow"
+    DENY = "DENY", "Deny"
+    ASK = "ASK", "Ask"
+
+
+class GrantDecision(models.TextChoices):
+    """What a grant holds: only a concrete answer is ever stored."""
+
+    ALLOW = "ALLOW", "Allow"
+    DENY = "DENY", "Deny"
+
+
+class GrantScope(models.TextChoices):
+    """Ordered narrowest first: TURN < SESSION < AGENT."""
+
+    TURN = "TURN", "This turn"
+    SESSION = "SESSION", "This session"
+    AGENT = "AGENT", "Every session of this agent"
+
+
+class DecisionSource(models.TextChoices):
+    """The layer of the chain that answered (S2)."""
+
+    TURN = "TURN", "Turn"
+    SESSION = "SESSION", "Session"
+    INVOKING_SESSION = "INVOKING_SESSION", "Invoking session"
+    AGENT = "AGENT", "Agent"
+    RULE = "RULE", "Rule"
+    DEFAULT = "DEFAULT", "Default"
+
+
+class Answer(models.TextChoices):
+    """The four buttons (S4; labels fixed by API.md)."""
+
+    ALLOW_ONCE = "ALLOW_ONCE", "Allow once"
+    ALLOW_SESSION = "ALLOW_SESSION", "Allow for this session"
+    ALLOW_AGENT = "ALLOW_AGENT", "Always allow for this agent"
+    DENY = "DENY", "Deny"
+
+
+class GrantOrigin(models.TextChoices):
+    """How a grant came to be."""
+
+    ANSWER = "ANSWER", "A person's answer"
+    ESCALATION = "ESCALATION", "A session answer with no session, made agent-wide (S6)"
+    ABORT = "ABORT", "An unanswered request aborted (S9)"
+
+
+class RevokeReason(models.TextChoices):
+    CLEAR = "CLEAR", "Session cleared"
+    REVOKE = "REVOKE", "Session approvals revoked"
+    REVOKE_AGENT = "REVOKE_AGENT", "Agent-wide approvals revoked"
+    SINGLE = "SINGLE", "Revoked on its own"
+    SUPERSEDED = "SUPERSEDED", "Replaced by a newer answer"
+    EXPIRED = "EXPIRED", "The session was idle past its TTL"
+
+
+class RequestStatus(models.TextChoices):
+    PENDING = "PENDING", "Pending"
+    ANSWERED = "ANSWERED", "Answered"
+    EXPIRED = "EXPIRED", "Expired"
+    CANCELLED = "CANCELLED", "Cancelled"
+
+
+class RuleAction(models.TextChoices):
+    ALLOW = "ALLOW", "Allow"
+    DENY = "DENY", "Deny"
+    ASK = "ASK", "Ask"

@@ -1,0 +1,290 @@
+"""Sessions, grants, approval requests and skill rules (DESIGN part S).
+
+Grants are never deleted: revoking one sets `revoked_at`/`revoked_by`, so an auditor
+can ask what was in force at any moment.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from aimon_admin.approvals.choices import (
+    GrantDecision,
+    GrantOrigin,
+    GrantScope,
+    RequestStatus,
+    RevokeReason,
+    RuleAction,
+)
+
+
+def _in(field: str, choices: type[models.TextChoices], name: str, label: str) -> models.CheckConstraint:
+    return models.CheckConstraint(
+        condition=Q(**{f"{field}__in": choices.values}),
+        name=name,
+        violation_error_message=f"Unknown {label}.",
+    )
+
+
+class Session(models.Model):
+    """A runtime's session, keyed by (runtime, session_id); its principal is fixed when
+    it is first seen (S12)."""
+
+    runtime = models.ForeignKey("runtimes.AgentRuntime", on_delete=models.PROTECT, related_name="sessions")
+    session_id = models.CharField(max_length=200)
+    principal = models.CharField(max_length=200, blank=True, default="")
+    first_seen_at = models.DateTimeField(auto_now_add=True)
+    last_seen_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-last_seen_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["runtime", "session_id"],
+                name="session_unique_per_runtime",
+                violation_error_message="This runtime already has a session with that id.",
+            )
+        ]
+        indexes = [models.Index(fields=["principal", "-last_seen_at"], name="session_principal")]
+
+    def __str__(self) -> str:
+        return f"{self.runtime.name}/{self.session_id}"
+
+
+class GrantQuerySet(models.QuerySet):
+    def active(self) -> GrantQuerySet:
+        return self.filter(revoked_at__isnull=True)
+
+
+class Grant(models.Model):
+    """A concrete ALLOW or DENY for one skill, at TURN, SESSION or AGENT scope."""
+
+    runtime = models.ForeignKey("runtimes.AgentRuntime", on_delete=models.PROTECT, related_name="grants")
+    scope = models.CharField(max_length=8, choices=GrantScope.choices)
+    decision = models.CharField(max_length=8, choices=GrantDecision.choices)
+    skill = models.CharField(max_length=200)
+    session = models.ForeignKey(
+        Session, on_delete=models.PROTECT, null=True, blank=True, related_name="grants"
+    )
+    turn_id = models.CharField(max_length=200, blank=True, default="")
+    origin = models.CharField(max_length=12, choices=GrantOrigin.choices)
+    granted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    request = models.ForeignKey(
+        "approvals.ApprovalRequest", on_delete=models.PROTECT, null=True, blank=True, related_name="grants"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    revoke_reason = models.CharField(max_length=16, choices=RevokeReason.choices, blank=True, default="")
+
+    objects = GrantQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            _in("scope", GrantScope, "grant_scope_valid", "grant scope"),
+            _in("decision", GrantDecision, "grant_decision_valid", "grant decision"),
+            _in("origin", GrantOrigin, "grant_origin_valid", "grant origin"),
+            models.CheckConstraint(
+                condition=(
+                    Q(scope=GrantScope.AGENT, session__isnull=True, turn_id="")
+                    | Q(scope=GrantScope.SESSION, session__isnull=False, turn_id="")
+                    | (Q(scope=GrantScope.TURN, session__isnull=False) & ~Q(turn_id=""))
+                ),
+                name="grant_scope_matches_holder",
+                violation_error_message=(
+                    "An AGENT grant has no session, a SESSION grant has a session, and a TURN "
+                    "grant has a session and a turn."
+                ),
+            ),
+            models.CheckConstraint(
+                condition=Q(revoked_at__isnull=True) | ~Q(revoke_reason=""),
+                name="grant_revocation_has_reason",
+                violation_error_message="A revoked grant records why.",
+            ),
+            models.CheckConstraint(
+                condition=~Q(origin=GrantOrigin.ABORT)
+                | Q(decision=GrantDecision.DENY, scope=GrantScope.SESSION),
+                name="grant_abort_is_session_deny",
+                violation_error_message="An aborted request only ever denies for the session (S9).",
+            ),
+            models.UniqueConstraint(
+                fields=["runtime", "skill"],
+                condition=Q(scope=GrantScope.AGENT, revoked_at__isnull=True),
+                name="grant_one_active_agent_grant",
+                violation_error_message="This skill already has an agent-wide grant in force.",
+            ),
+            models.UniqueConstraint(
+                fields=["session", "skill"],
+                condition=Q(scope=GrantScope.SESSION, revoked_at__isnull=True),
+                name="grant_one_active_session_grant",
+                violation_error_message="This skill already has a session grant in force.",
+            ),
+            models.UniqueConstraint(
+                fields=["session", "turn_id", "skill"],
+                condition=Q(scope=GrantScope.TURN, revoked_at__isnull=True),
+                name="grant_one_active_turn_grant",
+                violation_error_message="This skill already has a grant for this turn.",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["runtime", "skill"], name="grant_runtime_skill"),
+            models.Index(fields=["session", "skill"], name="grant_session_skill"),
+            models.Index(fields=["runtime", "scope", "-created_at"], name="grant_runtime_scope"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.scope} {self.decision} {self.skill}"
+
+
+class ApprovalRequest(models.Model):
+    """A runtime asking a person about one or more skills (S4-S9)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    runtime = models.ForeignKey(
+        "runtimes.AgentRuntime", on_delete=models.PROTECT, related_name="approval_requests"
+    )
+    session = models.ForeignKey(
+        Session, on_delete=models.PROTECT, null=True, blank=True, related_name="requests"
+    )
+    invoking_session = models.ForeignKey(
+        Session, on_delete=models.PROTECT, null=True, blank=True, related_name="forked_requests"
+    )
+    turn_id = models.CharField(max_length=200, blank=True, default="")
+    principal = models.CharField(
+        max_length=200, blank=True, default="", help_text="Whose request it is (S13), resolved at creation."
+    )
+    reason = models.TextField(blank=True, default="")
+    status = models.CharField(max_length=12, choices=RequestStatus.choices, default=RequestStatus.PENDING)
+    idempotency_key = models.CharField(max_length=200, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    answered_at = models.DateTimeField(null=True, blank=True)
+    answered_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    closed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            _in("status", RequestStatus, "request_status_valid", "request status"),
+            models.UniqueConstraint(
+                fields=["runtime", "idempotency_key"],
+                condition=~Q(idempotency_key=""),
+                name="request_idempotency_key_unique",
+                violation_error_message="This runtime already used that Idempotency-Key.",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["status", "expires_at"], name="request_status_expiry"),
+            models.Index(fields=["principal", "status", "-created_at"], name="request_principal_status"),
+            models.Index(fields=["runtime", "status", "-created_at"], name="request_runtime_status"),
+        ]
+
+    def __str__(self) -> str:
+        return f"request {self.id} ({self.status})"
+
+    @property
+    def is_fork(self) -> bool:
+        return self.session_id is None and self.invoking_session_id is not None
+
+
+class ApprovalItem(models.Model):
+    """One skill of a request, and what became of it."""
+
+    request = models.ForeignKey(ApprovalRequest, on_delete=models.PROTECT, related_name="items")
+    position = models.PositiveSmallIntegerField()
+    skill = models.CharField(max_length=200)
+    widest_scope = models.CharField(max_length=8, choices=GrantScope.choices, default=GrantScope.AGENT)
+    decision = models.CharField(max_length=8, choices=GrantDecision.choices, blank=True, default="")
+    scope = models.CharField(max_length=8, choices=GrantScope.choices, blank=True, default="")
+    source = models.CharField(max_length=20, blank=True, default="")
+    answered_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    answered_at = models.DateTimeField(null=True, blank=True)
+    grant = models.ForeignKey(Grant, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+
+    class Meta:
+        ordering = ["request", "position"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["request", "skill"],
+                name="approval_item_skill_unique",
+                violation_error_message="A request names each skill once.",
+            ),
+            models.CheckConstraint(
+                condition=Q(decision="") | Q(decision__in=GrantDecision.values),
+                name="approval_item_decision_valid",
+                violation_error_message="Unknown decision.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.skill}: {self.decision or 'unanswered'}"
+
+    @property
+    def answered(self) -> bool:
+        return bool(self.decision)
+
+
+class SkillRule(models.Model):
+    """An operator's rule for skills matching a pattern: ALLOW, DENY or ASK, and the
+    widest scope an answer may take (so "always" can be forbidden for dangerous skills)."""
+
+    runtime = models.ForeignKey(
+        "runtimes.AgentRuntime",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="skill_rules",
+        help_text="Empty: every runtime.",
+    )
+    pattern = models.CharField(max_length=200, help_text="A skill name, or a glob such as deploy-*.")
+    action = models.CharField(max_length=8, choices=RuleAction.choices)
+    widest_scope = models.CharField(max_length=8, choices=GrantScope.choices, default=GrantScope.AGENT)
+    note = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["pattern", "id"]
+        constraints = [
+            _in("action", RuleAction, "rule_action_valid", "rule action"),
+            _in("widest_scope", GrantScope, "rule_widest_scope_valid", "scope"),
+            models.UniqueConstraint(
+                fields=["runtime", "pattern"],
+                condition=Q(runtime__isnull=False),
+                name="rule_pattern_unique_per_runtime",
+                violation_error_message="A rule for this pattern already exists for this runtime.",
+            ),
+            models.UniqueConstraint(
+                fields=["pattern"],
+                condition=Q(runtime__isnull=True),
+                name="rule_pattern_unique_global",
+                violation_error_message="A rule for this pattern already exists for every runtime.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.pattern} → {self.action}"
+
+
+class RuleSetVersion(models.Model):
+    """A counter bumped with every rule change, so each process knows when its cached
+    rule index is stale, whichever node made the change."""
+
+    version = models.PositiveBigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"rules v{self.version}"

@@ -1,0 +1,267 @@
+"""DESIGN part S as pure functions: the decision chain, what an answer reaches, who may
+answer, and how skill rules match. Standard library and enums only.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from aimon_admin.approvals.choices import (
+    Answer,
+    DecisionSource,
+    GrantDecision,
+    GrantScope,
+    RuleAction,
+    SkillDecision,
+)
+
+# --- The chain (S2, S3) ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Layers:
+    """What each store holds for one skill; None where it holds nothing in force."""
+
+    turn: GrantDecision | None = None
+    session: GrantDecision | None = None
+    invoking_session: GrantDecision | None = None
+    agent: GrantDecision | None = None
+    rule: RuleAction | None = None
+
+
+def chain_decide(layers: Layers) -> tuple[SkillDecision, DecisionSource]:
+    """S2: narrowest first; the first concrete ALLOW or DENY wins, else the rule, else ASK.
+
+    A session DENY made now therefore beats an older agent-wide ALLOW, and a fork reads
+    its invoking session's denials as well as its approvals (S3).
+    """
+    for held, source in (
+        (layers.turn, DecisionSource.TURN),
+        (layers.session, DecisionSource.SESSION),
+        (layers.invoking_session, DecisionSource.INVOKING_SESSION),
+        (layers.agent, DecisionSource.AGENT),
+    ):
+        if held is not None:
+            return SkillDecision(held), source
+    if layers.rule is not None:
+        return SkillDecision(layers.rule), DecisionSource.RULE
+    return SkillDecision.ASK, DecisionSource.DEFAULT
+
+
+# --- What an answer reaches (S4, S6, S9) ---------------------------------------------------------
+
+_SCOPE_WIDTH = {GrantScope.TURN: 0, GrantScope.SESSION: 1, GrantScope.AGENT: 2}
+
+
+def scope_within(scope: GrantScope | str, widest: GrantScope | str) -> bool:
+    return _SCOPE_WIDTH[GrantScope(scope)] <= _SCOPE_WIDTH[GrantScope(widest)]
+
+
+class Holder:
+    """Where a grant is written."""
+
+    SESSION = "session"
+    INVOKING_SESSION = "invoking_session"
+    AGENT = "agent"
+
+
+@dataclass(frozen=True)
+class GrantTarget:
+    scope: GrantScope
+    decision: GrantDecision
+    holder: str  # Holder.*
+    escalated: bool = False
+
+
+@dataclass(frozen=True)
+class RequestShape:
+    """The parts of a request that decide what each answer reaches."""
+
+    has_session: bool
+    has_invoking_session: bool
+    has_turn: bool
+
+    @property
+    def session_holder(self) -> str | None:
+        """Where a SESSION-scope grant lands: the session, else the invoking one (S4)."""
+        if self.has_session:
+            return Holder.SESSION
+        if self.has_invoking_session:
+            return Holder.INVOKING_SESSION
+        return None
+
+    @property
+    def escalates(self) -> bool:
+        """S6: no session to hold a session answer, so it would become agent-wide."""
+        return self.session_holder is None
+
+
+class AnswerNotOffered(ValueError):
+    """An answer this request does not offer to this person."""
+
+
+def grant_for_answer(answer: Answer | str, shape: RequestShape) -> GrantTarget:
+    """S4 and S6: the grant an answer writes.
+
+    Allow once → TURN ALLOW on the turn's session; Allow for this session → SESSION
+    ALLOW (a fork's lands on its invoking session); Deny → SESSION DENY likewise;
+    Always allow → AGENT ALLOW. A session answer with no session at all is written to
+    the agent store and marked escalated.
+    """
+    answer = Answer(answer)
+    if answer == Answer.ALLOW_AGENT:
+        return GrantTarget(GrantScope.AGENT, GrantDecision.ALLOW, Holder.AGENT)
+    holder = shape.session_holder
+    if answer == Answer.ALLOW_ONCE:
+        if not shape.has_turn or holder is None:
+            raise AnswerNotOffered("Allow once needs a turn of a session")
+        return GrantTarget(GrantScope.TURN, GrantDecision.ALLOW, holder)
+    decision = GrantDecision.ALLOW if answer == Answer.ALLOW_SESSION else GrantDecision.DENY
+    if holder is None:
+        return GrantTarget(GrantScope.AGENT, decision, Holder.AGENT, escalated=True)
+    return GrantTarget(GrantScope.SESSION, decision, holder)
+
+
+def abort_target(shape: RequestShape) -> GrantTarget | None:
+    """S9: an aborted request denies each unanswered skill for the session, never agent-wide.
+
+    With no session at all there is nowhere to write it: the skill stays ASK, which an
+    unattended execution refuses anyway.
+    """
+    holder = shape.session_holder
+    if holder is None:
+        return None
+    return GrantTarget(GrantScope.SESSION, GrantDecision.DENY, holder)
+
+
+def answers_offered(
+    shape: RequestShape, *, may_grant_agent: bool, widest_scope: GrantScope | str
+) -> list[Answer]:
+    """The buttons a person sees for one skill; the server refuses any other answer.
+
+    - Allow once: only with a turn of a session.
+    - Allow for this session: unless it would escalate to agent-wide (S6) for someone
+      who may not grant agent scope, or a rule caps the skill below what it would reach.
+    - Always allow for this agent: operators and the runtime's owner only (S13), and
+      only where no rule caps the skill below AGENT.
+    - Deny: always.
+    """
+    offered: list[Answer] = []
+    if shape.has_turn and shape.session_holder is not None:
+        offered.append(Answer.ALLOW_ONCE)
+    session_reach = GrantScope.AGENT if shape.escalates else GrantScope.SESSION
+    if scope_within(session_reach, widest_scope) and (not shape.escalates or may_grant_agent):
+        offered.append(Answer.ALLOW_SESSION)
+    if may_grant_agent and scope_within(GrantScope.AGENT, widest_scope):
+        offered.append(Answer.ALLOW_AGENT)
+    offered.append(Answer.DENY)
+    return offered
+
+
+# --- Who may answer (S13) ----------------------------------------------------------------------
+
+
+def effective_principal(
+    request_principal: str | None, session_principal: str | None, invoking_principal: str | None
+) -> str | None:
+    """A request belongs to its own principal, else its session's, else its invoking one's."""
+    return request_principal or session_principal or invoking_principal or None
+
+
+def may_answer(
+    *,
+    username: str,
+    is_operator: bool,
+    is_owner: bool,
+    principal: str | None,
+    principal_is_user: bool,
+) -> bool:
+    """S13: the principal answers their own; operators answer all; a request with no
+    principal (or one naming nobody here) goes to operators and the runtime's owner."""
+    if is_operator:
+        return True
+    if principal and principal_is_user:
+        return username == principal
+    return is_owner
+
+
+def may_grant_agent_scope(*, is_operator: bool, is_owner: bool) -> bool:
+    """S13: agent scope is granted only by operators and the runtime's owner."""
+    return is_operator or is_owner
+
+
+# --- Skill rules -------------------------------------------------------------------------------
+
+_WILDCARDS = "*?["
+_SEVERITY = {RuleAction.DENY: 0, RuleAction.ASK: 1, RuleAction.ALLOW: 2}
+
+
+@dataclass(frozen=True)
+class RuleSpec:
+    id: int
+    runtime_id: int | None
+    pattern: str
+    action: RuleAction
+    widest_scope: GrantScope
+
+    @property
+    def literal_prefix(self) -> str:
+        cut = min((self.pattern.find(c) for c in _WILDCARDS if c in self.pattern), default=-1)
+        return self.pattern if cut == -1 else self.pattern[:cut]
+
+    @property
+    def is_exact(self) -> bool:
+        return not any(c in self.pattern for c in _WILDCARDS)
+
+    def matches(self, skill: str) -> bool:
+        return self.pattern == skill if self.is_exact else fnmatch.fnmatchcase(skill, self.pattern)
+
+    def precedence(self) -> tuple[int, int, int, int, int]:
+        """Lower sorts first: exact, then longer literal prefix, then runtime-specific,
+        then the stricter action (DENY, ASK, ALLOW), then the older rule."""
+        return (
+            0 if self.is_exact else 1,
+            -len(self.literal_prefix),
+            0 if self.runtime_id is not None else 1,
+            _SEVERITY[self.action],
+            self.id,
+        )
+
+
+class RuleIndex:
+    """Skill rules indexed by literal prefix, so a lookup never scans every rule.
+
+    A lookup touches at most one bucket per prefix of the skill name (≤ 201), each
+    holding only the patterns that share that literal prefix.
+    """
+
+    def __init__(self, rules: Iterable[RuleSpec]) -> None:
+        self._exact: dict[tuple[int | None, str], list[RuleSpec]] = {}
+        self._by_prefix: dict[str, list[RuleSpec]] = {}
+        for rule in rules:
+            if rule.is_exact:
+                self._exact.setdefault((rule.runtime_id, rule.pattern), []).append(rule)
+            else:
+                self._by_prefix.setdefault(rule.literal_prefix, []).append(rule)
+        for bucket in (*self._exact.values(), *self._by_prefix.values()):
+            bucket.sort(key=RuleSpec.precedence)
+
+    def lookup(self, runtime_id: int, skill: str) -> RuleSpec | None:
+        """The rule that decides `skill` for `runtime_id`, or None."""
+        candidates: list[RuleSpec] = []
+        for key in ((runtime_id, skill), (None, skill)):
+            candidates.extend(self._exact.get(key, ()))
+        if candidates:
+            return min(candidates, key=RuleSpec.precedence)
+        for cut in range(len(skill), -1, -1):
+            bucket = self._by_prefix.get(skill[:cut])
+            if not bucket:
+                continue
+            matching = [
+                rule for rule in bucket if rule.runtime_id in (None, runtime_id) and rule.matches(skill)
+            ]
+            if matching:
+                return min(matching, key=RuleSpec.precedence)
+        return None

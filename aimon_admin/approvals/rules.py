@@ -1,0 +1,155 @@
+"""Skill rules: writes (audited, A1) and the per-process rule index the chain reads.
+
+The index is rebuilt only when the rule set's version changes. The version lives in
+the database (bumped in the same transaction as every rule change) and is read through
+the cache, which every node shares when REDIS_URL is set, so a change on one node is
+seen by the next decision on every node.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from django.core.cache import cache
+from django.db import transaction
+from django.db.models import F
+
+from aimon_admin.approvals.choices import GrantScope, RuleAction
+from aimon_admin.approvals.models import RuleSetVersion, SkillRule
+from aimon_admin.approvals.policy import RuleIndex, RuleSpec
+from aimon_admin.audit.choices import AuditAction
+from aimon_admin.audit.services import audit_record
+from aimon_admin.core.actors import Actor
+from aimon_admin.runtimes.models import AgentRuntime
+
+VERSION_CACHE_KEY = "aimon:rules-version"
+VERSION_CACHE_SECONDS = 60  # a bound on staleness even if a cache write were ever lost
+
+_lock = threading.Lock()
+_cached: tuple[int, RuleIndex] | None = None
+
+
+def _current_version() -> int:
+    version = cache.get(VERSION_CACHE_KEY)
+    if version is None:
+        row = RuleSetVersion.objects.filter(pk=1).values_list("version", flat=True).first()
+        version = row or 0
+        # add, not set: a reader that raced a rule change never overwrites the new number
+        cache.add(VERSION_CACHE_KEY, version, timeout=VERSION_CACHE_SECONDS)
+    return int(version)
+
+
+def rule_index() -> RuleIndex:
+    """The index of every rule, rebuilt when the rule set changed anywhere."""
+    global _cached
+    version = _current_version()
+    cached = _cached
+    if cached is not None and cached[0] == version:
+        return cached[1]
+    with _lock:
+        specs = [
+            RuleSpec(
+                id=rule.pk,
+                runtime_id=rule.runtime_id,
+                pattern=rule.pattern,
+                action=RuleAction(rule.action),
+                widest_scope=GrantScope(rule.widest_scope),
+            )
+            for rule in SkillRule.objects.all()
+        ]
+        index = RuleIndex(specs)
+        _cached = (version, index)
+        return index
+
+
+def _bump_version() -> None:
+    RuleSetVersion.objects.get_or_create(pk=1)
+    RuleSetVersion.objects.filter(pk=1).update(version=F("version") + 1)
+    version = RuleSetVersion.objects.values_list("version", flat=True).get(pk=1)
+    transaction.on_commit(
+        lambda: cache.set(VERSION_CACHE_KEY, version, timeout=VERSION_CACHE_SECONDS)
+    )
+
+
+def _snapshot(rule: SkillRule) -> dict[str, object]:
+    return {
+        "runtime": rule.runtime.name if rule.runtime else None,
+        "pattern": rule.pattern,
+        "action": rule.action,
+        "widest_scope": rule.widest_scope,
+        "note": rule.note,
+    }
+
+
+@transaction.atomic
+def rule_create(
+    *,
+    pattern: str,
+    action: str,
+    actor: Actor,
+    runtime: AgentRuntime | None = None,
+    widest_scope: str = GrantScope.AGENT,
+    note: str = "",
+) -> SkillRule:
+    rule = SkillRule(
+        runtime=runtime,
+        pattern=pattern,
+        action=RuleAction(action),
+        widest_scope=GrantScope(widest_scope),
+        note=note,
+    )
+    rule.full_clean()
+    rule.save()
+    _bump_version()
+    audit_record(
+        action=AuditAction.RULE_CREATED,
+        actor=actor,
+        runtime=runtime,
+        subject_type="rule",
+        subject=pattern,
+        details=_snapshot(rule),
+    )
+    return rule
+
+
+@transaction.atomic
+def rule_update(
+    *, rule: SkillRule, actor: Actor, action: str, widest_scope: str, note: str = ""
+) -> SkillRule:
+    rule = SkillRule.objects.select_for_update().select_related("runtime").get(pk=rule.pk)
+    before = _snapshot(rule)
+    rule.action = RuleAction(action)
+    rule.widest_scope = GrantScope(widest_scope)
+    rule.note = note
+    after = _snapshot(rule)
+    if before == after:
+        return rule
+    rule.full_clean()
+    rule.save()
+    _bump_version()
+    audit_record(
+        action=AuditAction.RULE_CHANGED,
+        actor=actor,
+        runtime=rule.runtime,
+        subject_type="rule",
+        subject=rule.pattern,
+        details={"before": before, "after": after},
+    )
+    return rule
+
+
+@transaction.atomic
+def rule_delete(*, rule: SkillRule, actor: Actor) -> None:
+    rule = SkillRule.objects.select_related("runtime").get(pk=rule.pk)
+    before = _snapshot(rule)
+    runtime = rule.runtime
+    rule.delete()
+    _bump_version()
+    audit_record(
+        action=AuditAction.RULE_DELETED,
+        actor=actor,
+        runtime=runtime,
+        subject_type="rule",
+        subject=before["pattern"],  # type: ignore[arg-type]
+        details={"before": before},
+    )

@@ -1,0 +1,679 @@
+"""Writes for skill approvals: sessions, requests, answers, aborts, clears and revokes.
+
+Every grant, escalation, abort-deny, clear and revoke writes its audit event in the
+same transaction (A3). Exactly-once answers use conditional UPDATEs, which hold on
+SQLite and PostgreSQL alike.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from aimon_admin.accounts.models import User
+from aimon_admin.accounts.roles import Role
+from aimon_admin.approvals import policy, rules, wakeups
+from aimon_admin.approvals.choices import (
+    Answer,
+    DecisionSource,
+    GrantDecision,
+    GrantOrigin,
+    GrantScope,
+    RequestStatus,
+    RevokeReason,
+    SkillDecision,
+)
+from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, Session
+from aimon_admin.audit.choices import AuditAction, AuditLevel
+from aimon_admin.audit.services import audit_record
+from aimon_admin.core.actors import Actor
+from aimon_admin.runtimes.models import AgentRuntime
+
+logger = logging.getLogger(__name__)
+
+SEEN_RESOLUTION = dt.timedelta(seconds=60)
+
+PRINCIPAL_CONFLICT_MESSAGE = (
+    "Session {session!r} belongs to principal {fixed!r}; its principal is fixed when first seen."
+)
+REQUEST_CLOSED_MESSAGE = "This request is already {status}."
+NOT_YOURS_MESSAGE = "This request is not yours to answer."
+ANSWER_NOT_OFFERED_MESSAGE = "{answer} is not offered for {skill}."
+ESCALATION_REACH = (
+    "applies to all sessions of the runtime, has no expiry, survives clear, and is removed "
+    "only by an agent-wide revoke"
+)
+
+
+class ApprovalError(ValueError):
+    """A refused approval write, with a message fit to show as it is."""
+
+
+class PrincipalConflictError(ApprovalError):
+    pass
+
+
+class RequestClosedError(ApprovalError):
+    pass
+
+
+class NotAllowedError(ApprovalError):
+    pass
+
+
+# --- Sessions (S12) ----------------------------------------------------------------------------
+
+
+def session_idle_ttl() -> dt.timedelta:
+    return dt.timedelta(seconds=settings.AIMON_SESSION_IDLE_TTL_SECONDS)
+
+
+def session_touch(*, runtime: AgentRuntime, session_id: str | None, principal: str | None) -> Session | None:
+    """The session (runtime, session_id), created at first sight; None without an id.
+
+    The principal is fixed once a non-empty one has been named; naming another raises
+    PrincipalConflictError (API: 409). A session seen again after idling past its TTL
+    first loses its turn and session approvals (S12).
+    """
+    if not session_id:
+        return None
+    now = timezone.now()
+    session, created = Session.objects.get_or_create(
+        runtime=runtime,
+        session_id=session_id,
+        defaults={"principal": principal or "", "last_seen_at": now},
+    )
+    if created:
+        return session
+    if principal and session.principal and session.principal != principal:
+        raise PrincipalConflictError(
+            PRINCIPAL_CONFLICT_MESSAGE.format(session=session_id, fixed=session.principal)
+        )
+    updates: dict[str, object] = {}
+    if principal and not session.principal:
+        updates["principal"] = principal
+    if now - session.last_seen_at > session_idle_ttl():
+        _expire_session_grants(session, now)
+    if now - session.last_seen_at > SEEN_RESOLUTION:
+        updates["last_seen_at"] = now
+    if updates:
+        Session.objects.filter(pk=session.pk).update(**updates)
+        for key, value in updates.items():
+            setattr(session, key, value)
+    return session
+
+
+def session_lookup(*, runtime: AgentRuntime, session_id: str | None) -> Session | None:
+    if not session_id:
+        return None
+    return Session.objects.filter(runtime=runtime, session_id=session_id).first()
+
+
+def _expire_session_grants(session: Session, now: dt.datetime) -> None:
+    with transaction.atomic():
+        count = (
+            Grant.objects.active()
+            .filter(session=session)
+            .update(revoked_at=now, revoke_reason=RevokeReason.EXPIRED)
+        )
+        if count:
+            audit_record(
+                action=AuditAction.SESSION_EXPIRED,
+                actor=Actor.system("session-ttl"),
+                runtime=session.runtime,
+                session_key=session.session_id,
+                details={"removed": count, "idle_since": session.last_seen_at.isoformat()},
+            )
+
+
+# --- The chain (S2, S3) ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SkillVerdict:
+    skill: str
+    decision: SkillDecision
+    source: DecisionSource
+    widest_scope: GrantScope
+
+
+def _in_force(session: Session | None, now: dt.datetime) -> bool:
+    return session is not None and now - session.last_seen_at <= session_idle_ttl()
+
+
+def skills_decide(
+    *,
+    runtime: AgentRuntime,
+    skills: Sequence[str],
+    session: Session | None,
+    invoking_session: Session | None,
+    turn_id: str | None,
+) -> list[SkillVerdict]:
+    """Evaluate the chain for each skill: turn → session → invoking session → agent →
+    rules → default ASK (S2). One query for every store at once."""
+    now = timezone.now()
+    holders = [s.pk for s in (session, invoking_session) if _in_force(s, now)]
+    grants = (
+        Grant.objects.active()
+        .filter(runtime=runtime, skill__in=set(skills))
+        .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+        .filter(Q(scope=GrantScope.AGENT) | Q(session_id__in=holders))
+        .values_list("scope", "session_id", "turn_id", "skill", "decision")
+    )
+    held: dict[str, dict[str, str]] = {skill: {} for skill in skills}
+    for scope, session_pk, grant_turn, skill, decision in grants:
+        layer = _layer(scope, session_pk, grant_turn, session, invoking_session, turn_id)
+        if layer is not None:
+            held[skill][layer] = decision
+    index = rules.rule_index()
+    verdicts = []
+    for skill in skills:
+        rule = index.lookup(runtime.pk, skill)
+        decision, source = policy.chain_decide(
+            policy.Layers(
+                turn=_grant(held[skill].get("turn")),
+                session=_grant(held[skill].get("session")),
+                invoking_session=_grant(held[skill].get("invoking_session")),
+                agent=_grant(held[skill].get("agent")),
+                rule=rule.action if rule else None,
+            )
+        )
+        widest = rule.widest_scope if rule else GrantScope.AGENT
+        verdicts.append(SkillVerdict(skill, decision, source, GrantScope(widest)))
+    return verdicts
+
+
+def _grant(value: str | None) -> GrantDecision | None:
+    return GrantDecision(value) if value else None
+
+
+def _layer(
+    scope: str,
+    session_pk: int | None,
+    grant_turn: str,
+    session: Session | None,
+    invoking_session: Session | None,
+    turn_id: str | None,
+) -> str | None:
+    if scope == GrantScope.AGENT:
+        return "agent"
+    own = session is not None and session_pk == session.pk
+    if scope == GrantScope.TURN:
+        # A turn grant answers only that turn, of the session it was written to (the
+        # session, or for a fork the invoking session: where its session answers land).
+        holder = session or invoking_session
+        if turn_id and grant_turn == turn_id and holder is not None and session_pk == holder.pk:
+            return "turn"
+        return None
+    if own:
+        return "session"
+    if invoking_session is not None and session_pk == invoking_session.pk:
+        return "invoking_session"
+    return None
+
+
+# --- Requests (S4-S9) --------------------------------------------------------------------------
+
+
+@dataclass
+class RequestInput:
+    runtime: AgentRuntime
+    skills: list[str]
+    session_id: str | None = None
+    invoking_session_id: str | None = None
+    turn_id: str | None = None
+    principal: str | None = None
+    reason: str = ""
+    timeout_seconds: int | None = None
+    idempotency_key: str | None = None
+
+
+def request_shape(request: ApprovalRequest) -> policy.RequestShape:
+    return policy.RequestShape(
+        has_session=request.session_id is not None,
+        has_invoking_session=request.invoking_session_id is not None,
+        has_turn=bool(request.turn_id),
+    )
+
+
+def request_create(data: RequestInput) -> tuple[ApprovalRequest, bool]:
+    """Open a request (or return the one this Idempotency-Key already opened: created False).
+
+    Skills the chain already decides are filled in at once; if all are, the request is
+    ANSWERED from the start.
+    """
+    if data.idempotency_key:
+        existing = ApprovalRequest.objects.filter(
+            runtime=data.runtime, idempotency_key=data.idempotency_key
+        ).first()
+        if existing is not None:
+            return existing, False
+    try:
+        with transaction.atomic():
+            return _request_create(data), True
+    except IntegrityError:
+        if data.idempotency_key:
+            existing = ApprovalRequest.objects.filter(
+                runtime=data.runtime, idempotency_key=data.idempotency_key
+            ).first()
+            if existing is not None:
+                return existing, False
+        raise
+
+
+def _request_create(data: RequestInput) -> ApprovalRequest:
+    now = timezone.now()
+    session = session_touch(runtime=data.runtime, session_id=data.session_id, principal=data.principal)
+    invoking = session_touch(runtime=data.runtime, session_id=data.invoking_session_id, principal=None)
+    principal = policy.effective_principal(
+        data.principal,
+        session.principal if session else None,
+        invoking.principal if invoking else None,
+    )
+    timeout = data.timeout_seconds or settings.AIMON_REQUEST_DEFAULT_TIMEOUT_SECONDS
+    request = ApprovalRequest.objects.create(
+        runtime=data.runtime,
+        session=session,
+        invoking_session=invoking,
+        turn_id=data.turn_id or "",
+        principal=principal or "",
+        reason=data.reason,
+        idempotency_key=data.idempotency_key or "",
+        expires_at=now + dt.timedelta(seconds=timeout),
+    )
+    verdicts = skills_decide(
+        runtime=data.runtime,
+        skills=data.skills,
+        session=session,
+        invoking_session=invoking,
+        turn_id=data.turn_id,
+    )
+    items = []
+    for position, verdict in enumerate(verdicts):
+        decided = verdict.decision != SkillDecision.ASK
+        items.append(
+            ApprovalItem(
+                request=request,
+                position=position,
+                skill=verdict.skill,
+                widest_scope=verdict.widest_scope,
+                decision=verdict.decision if decided else "",
+                source=verdict.source if decided else "",
+                answered_at=now if decided else None,
+            )
+        )
+    ApprovalItem.objects.bulk_create(items)
+    if all(item.decision for item in items):
+        request.status = RequestStatus.ANSWERED
+        request.answered_at = now
+        request.closed_at = now
+        request.save(update_fields=["status", "answered_at", "closed_at"])
+    return request
+
+
+def _holder_session(request: ApprovalRequest, holder: str) -> Session | None:
+    if holder == policy.Holder.SESSION:
+        return request.session
+    if holder == policy.Holder.INVOKING_SESSION:
+        return request.invoking_session
+    return None
+
+
+def _write_grant(
+    *,
+    request: ApprovalRequest,
+    skill: str,
+    target: policy.GrantTarget,
+    origin: GrantOrigin,
+    user: User | None,
+    now: dt.datetime,
+) -> Grant:
+    """Write one grant, replacing whatever grant held the same key before."""
+    session = _holder_session(request, target.holder)
+    same_key = Grant.objects.active().filter(runtime=request.runtime, skill=skill, scope=target.scope)
+    if target.scope == GrantScope.AGENT:
+        same_key = same_key.filter(session__isnull=True)
+    else:
+        same_key = same_key.filter(session=session)
+    if target.scope == GrantScope.TURN:
+        same_key = same_key.filter(turn_id=request.turn_id)
+    same_key.update(revoked_at=now, revoked_by=user, revoke_reason=RevokeReason.SUPERSEDED)
+    return Grant.objects.create(
+        runtime=request.runtime,
+        scope=target.scope,
+        decision=target.decision,
+        skill=skill,
+        session=session,
+        turn_id=request.turn_id if target.scope == GrantScope.TURN else "",
+        origin=origin,
+        granted_by=user,
+        request=request,
+    )
+
+
+@dataclass
+class AnswerOutcome:
+    written: list[ApprovalItem] = field(default_factory=list)
+    already_answered: list[ApprovalItem] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    request_answered: bool = False
+
+
+def user_may_answer(user: User, request: ApprovalRequest) -> bool:
+    if not user.is_active or not user.is_authenticated:
+        return False
+    is_operator = user.has_role(Role.OPERATOR)
+    if not (is_operator or user.has_role(Role.APPROVER)):
+        return False
+    return policy.may_answer(
+        username=user.username,
+        is_operator=is_operator,
+        is_owner=request.runtime.owner_id == user.pk,
+        principal=request.principal or None,
+        principal_is_user=bool(request.principal)
+        and User.objects.filter(username=request.principal, is_active=True).exists(),
+    )
+
+
+def user_may_grant_agent(user: User, runtime: AgentRuntime) -> bool:
+    return policy.may_grant_agent_scope(
+        is_operator=user.has_role(Role.OPERATOR), is_owner=runtime.owner_id == user.pk
+    )
+
+
+def answers_for(user: User, request: ApprovalRequest, item: ApprovalItem) -> list[Answer]:
+    return policy.answers_offered(
+        request_shape(request),
+        may_grant_agent=user_may_grant_agent(user, request.runtime),
+        widest_scope=item.widest_scope,
+    )
+
+
+def request_answer(
+    *, request: ApprovalRequest, user: User, answer: Answer | str, skills: Sequence[str] | None = None
+) -> AnswerOutcome:
+    """A person answers one skill or every unanswered skill of a request (S4-S8, S13).
+
+    Each skill is written on its own (S8): a failure leaves that skill ASK and the rest
+    go on. Exactly once: an item already answered is reported, never overwritten. The
+    request is ANSWERED only once every skill holds a concrete grant (S7).
+    """
+    answer = Answer(answer)
+    request = ApprovalRequest.objects.select_related("runtime", "session", "invoking_session").get(
+        pk=request.pk
+    )
+    request_expire_if_due(request)
+    if request.status != RequestStatus.PENDING:
+        raise RequestClosedError(REQUEST_CLOSED_MESSAGE.format(status=request.status.lower()))
+    if not user_may_answer(user, request):
+        raise NotAllowedError(NOT_YOURS_MESSAGE)
+    items = list(request.items.all())
+    chosen = [i for i in items if skills is None or i.skill in set(skills)]
+    if skills is not None and len(chosen) != len(set(skills)):
+        raise ApprovalError("Unknown skill for this request.")
+    outcome = AnswerOutcome()
+    shape = request_shape(request)
+    for item in chosen:
+        if item.answered:
+            outcome.already_answered.append(item)
+            continue
+        if answer not in answers_for(user, request, item):
+            raise NotAllowedError(ANSWER_NOT_OFFERED_MESSAGE.format(answer=answer.label, skill=item.skill))
+    for item in chosen:
+        if item.answered:
+            continue
+        try:
+            with transaction.atomic():
+                written = _answer_item(request, item, answer, shape, user)
+        except Exception as exc:  # S8: one skill's failure must not stop the others
+            logger.exception("writing the grant for %s of request %s failed", item.skill, request.pk)
+            outcome.failed.append((item.skill, str(exc) or type(exc).__name__))
+            continue
+        if written is None:
+            item.refresh_from_db()
+            outcome.already_answered.append(item)
+        else:
+            outcome.written.append(written)
+    outcome.request_answered = _close_if_complete(request, user)
+    if outcome.written or outcome.request_answered:
+        wakeups.publish_after_commit(request.pk)
+    return outcome
+
+
+def _answer_item(
+    request: ApprovalRequest, item: ApprovalItem, answer: Answer, shape: policy.RequestShape, user: User
+) -> ApprovalItem | None:
+    now = timezone.now()
+    target = policy.grant_for_answer(answer, shape)
+    # Claim the item first: of two people answering at once, one update finds it open.
+    claimed = ApprovalItem.objects.filter(pk=item.pk, decision="").update(
+        decision=target.decision, scope=target.scope, answered_by=user, answered_at=now
+    )
+    if claimed != 1:
+        return None
+    origin = GrantOrigin.ESCALATION if target.escalated else GrantOrigin.ANSWER
+    grant = _write_grant(request=request, skill=item.skill, target=target, origin=origin, user=user, now=now)
+    ApprovalItem.objects.filter(pk=item.pk).update(grant=grant)
+    _audit_grant(request, item.skill, grant, target, user)
+    item.refresh_from_db()
+    return item
+
+
+def _audit_grant(
+    request: ApprovalRequest, skill: str, grant: Grant, target: policy.GrantTarget, user: User
+) -> None:
+    details: dict[str, object] = {
+        "decision": grant.decision,
+        "scope": grant.scope,
+        "request_id": str(request.pk),
+        "grant_id": grant.pk,
+        "answered_by": user.username,
+    }
+    if grant.session is not None and grant.session_id != request.session_id:
+        details["lands_on_invoking_session"] = grant.session.session_id
+    if target.escalated:
+        details["reach"] = ESCALATION_REACH
+        details["all_sessions"] = True
+        details["expires"] = False
+        details["survives_clear"] = True
+        details["removed_only_by"] = "Revoke agent-wide"
+    session_key = (
+        grant.session.session_id
+        if grant.session
+        else (request.invoking_session.session_id if request.invoking_session else "")
+    )
+    audit_record(
+        action=AuditAction.SKILL_GRANT_ESCALATED if target.escalated else AuditAction.SKILL_GRANTED,
+        actor=Actor.for_user(user),
+        level=AuditLevel.WARNING if target.escalated else AuditLevel.INFO,
+        runtime=request.runtime,
+        session_key=session_key,
+        subject_type="skill",
+        subject=skill,
+        details=details,
+    )
+
+
+def _close_if_complete(request: ApprovalRequest, user: User | None) -> bool:
+    """S7: ANSWERED only once no skill is left without a concrete decision."""
+    if request.items.filter(decision="").exists():
+        return False
+    now = timezone.now()
+    return (
+        ApprovalRequest.objects.filter(pk=request.pk, status=RequestStatus.PENDING).update(
+            status=RequestStatus.ANSWERED, answered_at=now, answered_by=user, closed_at=now
+        )
+        == 1
+    )
+
+
+def _abort(request: ApprovalRequest, status: RequestStatus, actor: Actor, why: str) -> bool:
+    """S9: close a PENDING request as `status`; each unanswered skill gets a SESSION DENY
+    where a session can hold it, never agent-wide. Returns False if it was not PENDING."""
+    now = timezone.now()
+    with transaction.atomic():
+        closed = ApprovalRequest.objects.filter(pk=request.pk, status=RequestStatus.PENDING).update(
+            status=status, closed_at=now
+        )
+        if closed != 1:
+            return False
+        target = policy.abort_target(request_shape(request))
+        for item in request.items.filter(decision=""):
+            if target is None:
+                audit_record(
+                    action=AuditAction.SKILL_ABORT_DENIED,
+                    actor=actor,
+                    runtime=request.runtime,
+                    subject_type="skill",
+                    subject=item.skill,
+                    details={
+                        "request_id": str(request.pk),
+                        "why": why,
+                        "written": False,
+                        "note": "no session to hold a denial; the skill stays ASK (never agent-wide)",
+                    },
+                )
+                continue
+            grant = _write_grant(
+                request=request, skill=item.skill, target=target, origin=GrantOrigin.ABORT, user=None, now=now
+            )
+            ApprovalItem.objects.filter(pk=item.pk, decision="").update(
+                decision=GrantDecision.DENY, scope=GrantScope.SESSION, answered_at=now, grant=grant
+            )
+            audit_record(
+                action=AuditAction.SKILL_ABORT_DENIED,
+                actor=actor,
+                runtime=request.runtime,
+                session_key=grant.session.session_id if grant.session else "",
+                subject_type="skill",
+                subject=item.skill,
+                details={"request_id": str(request.pk), "why": why, "written": True, "grant_id": grant.pk},
+            )
+    wakeups.publish_after_commit(request.pk)
+    return True
+
+
+def request_cancel(*, request: ApprovalRequest, actor: Actor, why: str = "cancelled by the runtime") -> None:
+    """The runtime cancels, or a person dismisses: S9. A closed request raises."""
+    request = ApprovalRequest.objects.select_related("runtime", "session", "invoking_session").get(
+        pk=request.pk
+    )
+    request_expire_if_due(request)
+    if not _abort(request, RequestStatus.CANCELLED, actor, why):
+        request.refresh_from_db()
+        raise RequestClosedError(REQUEST_CLOSED_MESSAGE.format(status=request.status.lower()))
+
+
+def request_expire_if_due(request: ApprovalRequest) -> bool:
+    """Every read treats an expired request as aborted (S9): close it now if it is due."""
+    if request.status != RequestStatus.PENDING or request.expires_at > timezone.now():
+        return False
+    expired = _abort(request, RequestStatus.EXPIRED, Actor.system("request-expiry"), "timed out")
+    if expired:
+        request.refresh_from_db()
+    return expired
+
+
+def requests_expire_due(*, limit: int = 500) -> int:
+    """The beat task's sweep: expire every request past its deadline."""
+    due = ApprovalRequest.objects.filter(
+        status=RequestStatus.PENDING, expires_at__lte=timezone.now()
+    ).select_related("runtime", "session", "invoking_session")[:limit]
+    return sum(1 for request in due if request_expire_if_due(request))
+
+
+# --- Clear and revoke (S10) --------------------------------------------------------------------
+
+
+def _revoke(grants: Q, *, actor: Actor, reason: RevokeReason, runtime: AgentRuntime) -> int:
+    return (
+        Grant.objects.active()
+        .filter(grants, runtime=runtime)
+        .update(revoked_at=timezone.now(), revoked_by=actor.user, revoke_reason=reason)
+    )
+
+
+@transaction.atomic
+def session_clear(*, runtime: AgentRuntime, session_id: str, actor: Actor) -> int:
+    """S10: drop the session's turn and session approvals (and denials)."""
+    session = session_lookup(runtime=runtime, session_id=session_id)
+    removed = 0
+    if session is not None:
+        removed = _revoke(Q(session=session), actor=actor, reason=RevokeReason.CLEAR, runtime=runtime)
+    audit_record(
+        action=AuditAction.SESSION_CLEARED,
+        actor=actor,
+        runtime=runtime,
+        session_key=session_id,
+        details={"removed": removed},
+    )
+    return removed
+
+
+@transaction.atomic
+def session_revoke(*, runtime: AgentRuntime, session_id: str, agent: bool, actor: Actor) -> tuple[int, int]:
+    """S10: revoke the session's approvals; with agent=True the runtime's agent-wide ones too."""
+    session = session_lookup(runtime=runtime, session_id=session_id)
+    removed_session = 0
+    if session is not None:
+        removed_session = _revoke(
+            Q(session=session), actor=actor, reason=RevokeReason.REVOKE, runtime=runtime
+        )
+    removed_agent = 0
+    if agent:
+        removed_agent = _revoke(
+            Q(scope=GrantScope.AGENT), actor=actor, reason=RevokeReason.REVOKE_AGENT, runtime=runtime
+        )
+    audit_record(
+        action=AuditAction.SESSION_REVOKED,
+        actor=actor,
+        level=AuditLevel.WARNING if agent else AuditLevel.INFO,
+        runtime=runtime,
+        session_key=session_id,
+        details={"removed_session": removed_session, "removed_agent": removed_agent, "agent": agent},
+    )
+    return removed_session, removed_agent
+
+
+@transaction.atomic
+def agent_grants_revoke(*, runtime: AgentRuntime, actor: Actor) -> int:
+    """Revoke agent-wide: every AGENT-scope grant of the runtime (S10)."""
+    removed = _revoke(
+        Q(scope=GrantScope.AGENT), actor=actor, reason=RevokeReason.REVOKE_AGENT, runtime=runtime
+    )
+    audit_record(
+        action=AuditAction.AGENT_GRANTS_REVOKED,
+        actor=actor,
+        level=AuditLevel.WARNING,
+        runtime=runtime,
+        details={"removed_agent": removed},
+    )
+    return removed
+
+
+@transaction.atomic
+def grant_revoke(*, grant: Grant, actor: Actor) -> bool:
+    """Revoke one grant on its own; False if it was no longer in force."""
+    revoked = (
+        Grant.objects.active()
+        .filter(pk=grant.pk)
+        .update(revoked_at=timezone.now(), revoked_by=actor.user, revoke_reason=RevokeReason.SINGLE)
+    )
+    if revoked:
+        audit_record(
+            action=AuditAction.GRANT_REVOKED,
+            actor=actor,
+            runtime=grant.runtime,
+            session_key=grant.session.session_id if grant.session else "",
+            subject_type="skill",
+            subject=grant.skill,
+            details={"grant_id": grant.pk, "scope": grant.scope, "decision": grant.decision},
+        )
+    return bool(revoked)
