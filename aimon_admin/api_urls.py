@@ -6,6 +6,8 @@ from collections.abc import Callable
 
 from django.urls import URLPattern, re_path
 
+from aimon_admin.approvals.api import views as approvals_views
+from aimon_admin.registry.api import views as registry_views
 from aimon_admin.runtimes.api.views import runtime_self
 
 app_name = "api"
@@ -18,4 +20,23 @@ def api_path(route: str, view: Callable, name: str) -> URLPattern:
 
 urlpatterns = [
     api_path("runtime", runtime_self, name="runtime-self"),
+    api_path("skill-decisions", approvals_views.skill_decisions, name="skill-decisions"),
+    api_path("approval-requests", approvals_views.approval_requests, name="approval-requests"),
+    api_path(
+        r"approval-requests/(?P<request_id>[^/]+)",
+        approvals_views.approval_request_detail,
+        name="approval-request-detail",
+    ),
+    api_path(
+        r"approval-requests/(?P<request_id>[^/]+)/cancel",
+        approvals_views.approval_request_cancel,
+        name="approval-request-cancel",
+    ),
+    # A session id may hold "/" (sent as %2F): the greedy group takes all but the verb.
+    api_path(r"sessions/(?P<session_id>.+)/clear", approvals_views.session_clear, name="session-clear"),
+    api_path(r"sessions/(?P<session_id>.+)/revoke", approvals_views.session_revoke, name="session-revoke"),
+    api_path("tools", registry_views.tools, name="tools"),
+    api_path("tool-decisions", registry_views.tool_decisions, name="tool-decisions"),
+    api_path("mcp-servers", registry_views.mcp_servers, name="mcp-servers"),
+    api_path(r"mcp-servers/(?P<name>[^/]+)/tools", registry_views.mcp_server_tools, name="mcp-server-tools"),
 ]

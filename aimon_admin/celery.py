@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from celery import Celery
-from celery.signals import task_prerun
+from celery.signals import task_postrun, task_prerun
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "aimon_admin.settings.base")
 
@@ -13,10 +14,27 @@ app = Celery("aimon_admin")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
+# The context each running task replaced, restored when it ends: an eager task runs
+# inside a request or a command, whose own events must not be labelled as the task's.
+_previous: dict[str, Any] = {}
+
 
 @task_prerun.connect
 def _mark_task_channel(task_id: str | None = None, **_: object) -> None:
     """Audit events written by a task say they came from a background task."""
-    from aimon_admin.core.context import Channel, bind
+    from aimon_admin.core.context import Channel, enter
 
-    bind(channel=Channel.TASK, request_id=f"task-{task_id}" if task_id else None)
+    _previous[task_id or ""] = enter(channel=Channel.TASK, request_id=f"task-{task_id}" if task_id else None)
+
+
+@task_postrun.connect
+def _restore_channel(task_id: str | None = None, **_: object) -> None:
+    from aimon_admin.core.context import leave
+
+    tokens = _previous.pop(task_id or "", None)
+    if tokens is None:
+        return
+    try:
+        leave(tokens)
+    except ValueError:  # set in another context (a pool that switched contexts): nothing to undo
+        return

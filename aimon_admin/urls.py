@@ -12,6 +12,8 @@ urlpatterns = [
     path("", include("aimon_admin.core.urls")),
     path("accounts/", include("aimon_admin.accounts.urls")),
     path("runtimes/", include("aimon_admin.runtimes.urls")),
+    path("registry/", include("aimon_admin.registry.urls")),
+    path("approvals/", include("aimon_admin.approvals.urls")),
     re_path(r"^api/v1/", include("aimon_admin.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),

@@ -21,7 +21,12 @@ class NavItem:
 
 NAV_ITEMS: tuple[NavItem, ...] = (
     NavItem("Home", "core:home", None),
+    NavItem("Approvals", "approvals:inbox", "approvals.answer_approvalrequest"),
     NavItem("Runtimes", "runtimes:list", "runtimes.view_agentruntime"),
+    NavItem("Tools", "registry:tool-list", "registry.view_tool"),
+    NavItem("MCP servers", "registry:server-list", "registry.view_mcpserver"),
+    NavItem("Gate simulator", "registry:simulator", "registry.view_tool"),
+    NavItem("Skill rules", "approvals:rules", "approvals.view_skillrule"),
     NavItem("API docs", "api-docs", None),
 )
 

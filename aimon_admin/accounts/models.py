@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import cached_property
+
 from django.contrib.auth.models import AbstractUser
 
 from aimon_admin.accounts.roles import Role
@@ -13,7 +15,7 @@ class User(AbstractUser):
     class Meta(AbstractUser.Meta):
         swappable = "AUTH_USER_MODEL"
 
-    @property
+    @cached_property
     def roles(self) -> list[str]:
         names = {group.name for group in self.groups.all()}
         return [role for role in Role.values if role in names]

@@ -87,6 +87,7 @@ def user_set_roles(*, user: User, roles: Iterable[str], actor: Actor) -> None:
     if before == roles:
         return
     user.groups.set(groups)
+    user.__dict__.pop("roles", None)  # the cached roles are stale now
     audit_record(
         action=AuditAction.USER_ROLES_CHANGED,
         actor=actor,

@@ -13,6 +13,7 @@ from django.db import models
 from django.db.models import Q
 
 from aimon_admin.approvals.choices import (
+    DecisionSource,
     GrantDecision,
     GrantOrigin,
     GrantScope,
@@ -95,6 +96,11 @@ class Grant(models.Model):
             _in("decision", GrantDecision, "grant_decision_valid", "grant decision"),
             _in("origin", GrantOrigin, "grant_origin_valid", "grant origin"),
             models.CheckConstraint(
+                condition=Q(revoke_reason="") | Q(revoke_reason__in=RevokeReason.values),
+                name="grant_revoke_reason_valid",
+                violation_error_message="Unknown revoke reason.",
+            ),
+            models.CheckConstraint(
                 condition=(
                     Q(scope=GrantScope.AGENT, session__isnull=True, turn_id="")
                     | Q(scope=GrantScope.SESSION, session__isnull=False, turn_id="")
@@ -176,6 +182,7 @@ class ApprovalRequest(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        permissions = [("answer_approvalrequest", "Can answer skill approval requests (S13 decides which)")]
         constraints = [
             _in("status", RequestStatus, "request_status_valid", "request status"),
             models.UniqueConstraint(
@@ -208,7 +215,7 @@ class ApprovalItem(models.Model):
     widest_scope = models.CharField(max_length=8, choices=GrantScope.choices, default=GrantScope.AGENT)
     decision = models.CharField(max_length=8, choices=GrantDecision.choices, blank=True, default="")
     scope = models.CharField(max_length=8, choices=GrantScope.choices, blank=True, default="")
-    source = models.CharField(max_length=20, blank=True, default="")
+    source = models.CharField(max_length=20, choices=DecisionSource.choices, blank=True, default="")
     answered_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )
@@ -227,6 +234,17 @@ class ApprovalItem(models.Model):
                 condition=Q(decision="") | Q(decision__in=GrantDecision.values),
                 name="approval_item_decision_valid",
                 violation_error_message="Unknown decision.",
+            ),
+            models.CheckConstraint(
+                condition=Q(scope="") | Q(scope__in=GrantScope.values),
+                name="approval_item_scope_valid",
+                violation_error_message="Unknown scope.",
+            ),
+            _in("widest_scope", GrantScope, "approval_item_widest_scope_valid", "scope"),
+            models.CheckConstraint(
+                condition=Q(source="") | Q(source__in=DecisionSource.values),
+                name="approval_item_source_valid",
+                violation_error_message="Unknown decision source.",
             ),
         ]
 

@@ -1,16 +1,16 @@
 """Skill rules: writes (audited, A1) and the per-process rule index the chain reads.
 
-The index is rebuilt only when the rule set's version changes. The version lives in
-the database (bumped in the same transaction as every rule change) and is read through
-the cache, which every node shares when REDIS_URL is set, so a change on one node is
-seen by the next decision on every node.
+The index is rebuilt only when the rule set's version changes. The version is one row
+in the database, bumped in the same transaction as every rule change and read (one
+primary-key lookup) by every evaluation, so a change committed on one node is seen by
+the next decision on every node. A shared cache would cost the same round trip and add
+a way to be stale.
 """
 
 from __future__ import annotations
 
 import threading
 
-from django.core.cache import cache
 from django.db import transaction
 from django.db.models import F
 
@@ -22,21 +22,12 @@ from aimon_admin.audit.services import audit_record
 from aimon_admin.core.actors import Actor
 from aimon_admin.runtimes.models import AgentRuntime
 
-VERSION_CACHE_KEY = "aimon:rules-version"
-VERSION_CACHE_SECONDS = 60  # a bound on staleness even if a cache write were ever lost
-
 _lock = threading.Lock()
 _cached: tuple[int, RuleIndex] | None = None
 
 
 def _current_version() -> int:
-    version = cache.get(VERSION_CACHE_KEY)
-    if version is None:
-        row = RuleSetVersion.objects.filter(pk=1).values_list("version", flat=True).first()
-        version = row or 0
-        # add, not set: a reader that raced a rule change never overwrites the new number
-        cache.add(VERSION_CACHE_KEY, version, timeout=VERSION_CACHE_SECONDS)
-    return int(version)
+    return RuleSetVersion.objects.filter(pk=1).values_list("version", flat=True).first() or 0
 
 
 def rule_index() -> RuleIndex:
@@ -65,10 +56,6 @@ def rule_index() -> RuleIndex:
 def _bump_version() -> None:
     RuleSetVersion.objects.get_or_create(pk=1)
     RuleSetVersion.objects.filter(pk=1).update(version=F("version") + 1)
-    version = RuleSetVersion.objects.values_list("version", flat=True).get(pk=1)
-    transaction.on_commit(
-        lambda: cache.set(VERSION_CACHE_KEY, version, timeout=VERSION_CACHE_SECONDS)
-    )
 
 
 def _snapshot(rule: SkillRule) -> dict[str, object]:
@@ -116,7 +103,7 @@ def rule_create(
 def rule_update(
     *, rule: SkillRule, actor: Actor, action: str, widest_scope: str, note: str = ""
 ) -> SkillRule:
-    rule = SkillRule.objects.select_for_update().select_related("runtime").get(pk=rule.pk)
+    rule = SkillRule.objects.select_for_update(of=("self",)).select_related("runtime").get(pk=rule.pk)
     before = _snapshot(rule)
     rule.action = RuleAction(action)
     rule.widest_scope = GrantScope(widest_scope)

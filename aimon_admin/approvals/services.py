@@ -271,7 +271,13 @@ def request_create(data: RequestInput) -> tuple[ApprovalRequest, bool]:
 def _request_create(data: RequestInput) -> ApprovalRequest:
     now = timezone.now()
     session = session_touch(runtime=data.runtime, session_id=data.session_id, principal=data.principal)
-    invoking = session_touch(runtime=data.runtime, session_id=data.invoking_session_id, principal=None)
+    # A fork's session answers land on its invoking session, so the principal a fork names
+    # is held to that session's, like any session's (S12, S13).
+    invoking = session_touch(
+        runtime=data.runtime,
+        session_id=data.invoking_session_id,
+        principal=data.principal if session is None else None,
+    )
     principal = policy.effective_principal(
         data.principal,
         session.principal if session else None,
@@ -441,7 +447,7 @@ def request_answer(
             outcome.already_answered.append(item)
         else:
             outcome.written.append(written)
-    outcome.request_answered = _close_if_complete(request, user)
+    outcome.request_answered = _close_if_complete(request)
     if outcome.written or outcome.request_answered:
         wakeups.publish_after_commit(request.pk)
     return outcome
@@ -501,14 +507,25 @@ def _audit_grant(
     )
 
 
-def _close_if_complete(request: ApprovalRequest, user: User | None) -> bool:
-    """S7: ANSWERED only once no skill is left without a concrete decision."""
+def _close_if_complete(request: ApprovalRequest) -> bool:
+    """S7: ANSWERED only once no skill is left without a concrete decision.
+
+    The request names whoever answered its last skill, not whoever's call closes it: the
+    loser of a race on an item (or a retry after a crash) may close it, having answered
+    nothing.
+    """
     if request.items.filter(decision="").exists():
         return False
+    last_answerer = (
+        request.items.exclude(answered_by=None)
+        .order_by("-answered_at", "-position")
+        .values_list("answered_by", flat=True)
+        .first()
+    )
     now = timezone.now()
     return (
         ApprovalRequest.objects.filter(pk=request.pk, status=RequestStatus.PENDING).update(
-            status=RequestStatus.ANSWERED, answered_at=now, answered_by=user, closed_at=now
+            status=RequestStatus.ANSWERED, answered_at=now, answered_by_id=last_answerer, closed_at=now
         )
         == 1
     )
@@ -541,12 +558,18 @@ def _abort(request: ApprovalRequest, status: RequestStatus, actor: Actor, why: s
                     },
                 )
                 continue
+            # Claim the item before writing, as an answer does: a person's answer that
+            # landed since the items were read keeps its grant instead of being superseded
+            # by this DENY (or colliding with it on the one-active-grant constraint).
+            claimed = ApprovalItem.objects.filter(pk=item.pk, decision="").update(
+                decision=GrantDecision.DENY, scope=GrantScope.SESSION, answered_at=now
+            )
+            if claimed != 1:
+                continue
             grant = _write_grant(
                 request=request, skill=item.skill, target=target, origin=GrantOrigin.ABORT, user=None, now=now
             )
-            ApprovalItem.objects.filter(pk=item.pk, decision="").update(
-                decision=GrantDecision.DENY, scope=GrantScope.SESSION, answered_at=now, grant=grant
-            )
+            ApprovalItem.objects.filter(pk=item.pk).update(grant=grant)
             audit_record(
                 action=AuditAction.SKILL_ABORT_DENIED,
                 actor=actor,

@@ -70,16 +70,17 @@ class LocalSubscription:
 
 # --- Redis --------------------------------------------------------------------------------------
 
-_redis_client = None
+_redis_client = None  # (url, client): a changed REDIS_URL (tests override it) gets its own client
 
 
 def _redis():  # type: ignore[no-untyped-def]
     global _redis_client
-    if _redis_client is None:
+    url = settings.REDIS_URL
+    if _redis_client is None or _redis_client[0] != url:
         import redis
 
-        _redis_client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=1, socket_timeout=1)
-    return _redis_client
+        _redis_client = (url, redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1))
+    return _redis_client[1]
 
 
 class RedisSubscription:
@@ -87,14 +88,15 @@ class RedisSubscription:
 
     def __init__(self, key: str) -> None:
         self.key = key
+        self.client = None
         self.pubsub = None
 
     async def open(self) -> None:
         import redis.asyncio as aioredis
 
         try:
-            client = aioredis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=1)
-            self.pubsub = client.pubsub()
+            self.client = aioredis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=1)
+            self.pubsub = self.client.pubsub()
             await self.pubsub.subscribe(self.key)
         except Exception as exc:  # Redis down: fall back to polling the database
             logger.warning("wake-ups unavailable, polling instead: %s", exc)
@@ -113,9 +115,12 @@ class RedisSubscription:
         return message is not None
 
     async def close(self) -> None:
-        if self.pubsub is not None:
+        # The client too: each subscription has its own connection pool.
+        for closable in (self.pubsub, self.client):
+            if closable is None:
+                continue
             try:
-                await self.pubsub.aclose()
+                await closable.aclose()
             except Exception as exc:
                 logger.debug("closing a wake-up subscription: %s", exc)
 

@@ -1,9 +1,26 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.db import connections
+from django.db.models.signals import post_migrate
 
 
 class AuditConfig(AppConfig):
     name = "aimon_admin.audit"
     label = "audit"
     verbose_name = "Audit log"
+
+    def ready(self) -> None:
+        post_migrate.connect(_ensure_append_only_triggers, sender=self)
+
+
+def _ensure_append_only_triggers(using: str = "default", **_: object) -> None:
+    """(Re)install the append-only triggers after every migrate.
+
+    On SQLite, a migration that alters the audit table rebuilds it, and the rebuild
+    drops its triggers; installing them again here (idempotently) means no migration,
+    now or later, can leave the log without them.
+    """
+    from aimon_admin.audit import triggers
+
+    triggers.install(connections[using])

@@ -28,6 +28,7 @@ logger = logging.getLogger(__name__)
 UNKNOWN_FIELD_MESSAGE = "Unknown field. Allowed fields: {allowed}."
 INVALID_CHOICE_MESSAGE = '"{input}" is not a valid value. Allowed values: {allowed}.'
 CONTROL_CHARS_MESSAGE = "Must not contain control characters."
+NESTED_TOO_DEEP_MESSAGE = "The JSON body is nested too deeply."
 UNAVAILABLE_MESSAGE = (
     "The service's database is unavailable, so nothing can be decided or recorded. "
     "Treat this as a refusal and retry later."
@@ -59,6 +60,8 @@ def error_body(status_code: int, detail: str, fields: dict[str, Any] | None = No
 
 def exception_handler(exc: Exception, context: dict) -> Response | None:
     """Turn every exception an API view can meet into a 4xx (or a 503) JSON body."""
+    if isinstance(exc, RecursionError):
+        return Response(error_body(400, NESTED_TOO_DEEP_MESSAGE), status=400)
     if isinstance(exc, RequestDataTooBig):
         return Response(error_body(413, BODY_TOO_LARGE_MESSAGE), status=413)
     if isinstance(exc, (OperationalError, InterfaceError)):

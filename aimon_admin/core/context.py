@@ -52,6 +52,17 @@ def bound(*, channel: str, request_id: str | None = None) -> Iterator[None]:
         _request_id.reset(request_token)
 
 
+def enter(*, channel: str, request_id: str | None = None) -> tuple[contextvars.Token, contextvars.Token]:
+    """Bind like `bound`, for callers that cannot use a with-block; undo with `leave`."""
+    return _channel.set(channel), _request_id.set(request_id or new_request_id())
+
+
+def leave(tokens: tuple[contextvars.Token, contextvars.Token]) -> None:
+    channel_token, request_token = tokens
+    _channel.reset(channel_token)
+    _request_id.reset(request_token)
+
+
 def current_request_id() -> str | None:
     return _request_id.get()
 

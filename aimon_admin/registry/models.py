@@ -209,6 +209,8 @@ class Tool(models.Model):
             models.Index(fields=["side_effect_level", "destructive_behavior"], name="tool_axes"),
             models.Index(fields=["server", "present"], name="tool_server_present"),
             models.Index(fields=["runtime", "present"], name="tool_runtime_present"),
+            # The tools page pages through name order (keyset on name, id).
+            models.Index(fields=["name", "id"], name="tool_name_id"),
         ]
 
     def __str__(self) -> str:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.db import connection
 from django.db.models import Q, QuerySet
 
 from aimon_admin.registry import policy
-from aimon_admin.registry.choices import SideEffectLevel, ToolSource
+from aimon_admin.registry.choices import DestructiveBehavior, IdempotencyBehavior, SideEffectLevel, ToolSource
 from aimon_admin.registry.models import McpServer, Tool
 from aimon_admin.runtimes.models import AgentRuntime
 
@@ -58,6 +59,56 @@ def tool_decide(
         attended=attended,
     )
     return ToolDecisionResult(tool=tool, axes=axes, result=result)
+
+
+@dataclass(frozen=True)
+class ToolGateAnswer:
+    registered: bool
+    axes: policy.ToolAxes
+    result: policy.GateResult
+
+
+# `tool_axes` as plain SQL. The sources are literals, not parameters, so SQLite can use the
+# partial unique indexes (runtime, name) and (server, name) that cover one source each.
+_LOCAL_AXES_SQL = (
+    "SELECT side_effect_level, destructive_behavior, idempotency_behavior FROM registry_tool"
+    " WHERE source = 'LOCAL' AND runtime_id = %s AND name = %s AND present = %s"
+)
+_MCP_AXES_SQL = (
+    "SELECT t.side_effect_level, t.destructive_behavior, t.idempotency_behavior FROM registry_tool t"
+    " INNER JOIN registry_mcpserver s ON s.id = t.server_id"
+    " WHERE t.source = 'MCP' AND s.name = %s AND s.enabled = %s AND t.name = %s AND t.present = %s"
+)
+
+
+def tool_axes(*, runtime: AgentRuntime, name: str, server: str | None) -> policy.ToolAxes | None:
+    """The axes of the tool `tool_lookup` finds, or None: the same rows, one lean query.
+
+    For the decision endpoint, which runs on every tool call: building the ORM query
+    costs several times more than running it (benchmarks/tool_decisions.py), so this is
+    plain SQL that reads three columns. Tests hold it to `tool_lookup`'s answers.
+    """
+    with connection.cursor() as cursor:
+        if server is None:
+            cursor.execute(_LOCAL_AXES_SQL, [runtime.pk, name, True])
+        else:
+            cursor.execute(_MCP_AXES_SQL, [server, True, name, True])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    return policy.ToolAxes(SideEffectLevel(row[0]), DestructiveBehavior(row[1]), IdempotencyBehavior(row[2]))
+
+
+def tool_gate(*, runtime: AgentRuntime, name: str, server: str | None, attended: bool) -> ToolGateAnswer:
+    """`tool_decide` without loading the tool: what the decision endpoint answers (T6-T9)."""
+    axes = tool_axes(runtime=runtime, name=name, server=server)
+    result = policy.gate_decision(
+        axes or policy.UNREGISTERED,
+        ceiling=runtime.ceiling,
+        exempt_at_or_below=runtime.exempt_at_or_below,
+        attended=attended,
+    )
+    return ToolGateAnswer(registered=axes is not None, axes=axes or policy.UNREGISTERED, result=result)
 
 
 def mcp_servers_enabled() -> QuerySet[McpServer]:

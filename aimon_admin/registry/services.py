@@ -7,9 +7,11 @@ reads claims at decision time.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from django.db import transaction
 from django.utils import timezone
@@ -41,6 +43,19 @@ def _axes_dict(tool: Tool) -> dict[str, str]:
         "destructive_behavior": tool.destructive_behavior,
         "idempotency_behavior": tool.idempotency_behavior,
     }
+
+
+def _audit_claims(value: Any) -> Any:
+    """Claims as the audit log can hold them. It refuses floats (PostgreSQL's jsonb may
+    rewrite them and break the hash), and claims are any JSON a server sent (T10), so a
+    float is recorded as its JSON text; the tool row keeps the claims verbatim."""
+    if isinstance(value, float):
+        return json.dumps(value)
+    if isinstance(value, Mapping):
+        return {str(key): _audit_claims(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_audit_claims(item) for item in value]
+    return value
 
 
 def _apply_resolution(tool: Tool, resolution: policy.Resolution, now: dt.datetime) -> None:
@@ -86,8 +101,12 @@ def local_tools_replace(
         duplicates = sorted({name for name in names if names.count(name) > 1})
         raise RegistryError(f"tool names must be unique; repeated: {', '.join(duplicates)}")
     now = timezone.now()
+    # One catalog replacement per runtime at a time: locking its existing tools does not stop
+    # two replacements from both inserting the same new name (a unique violation, a 5xx).
+    AgentRuntime.objects.select_for_update().only("pk").get(pk=runtime.pk)
     existing = {tool.name: tool for tool in Tool.objects.select_for_update().filter(runtime=runtime)}
     result = CatalogResult(registered=len(tools))
+    unchanged: list[int] = []
     changes: list[dict[str, Any]] = []
     for item in tools:
         declared = {axis: item[axis] for axis in LOCAL_AXES if item.get(axis)}
@@ -96,8 +115,7 @@ def local_tools_replace(
         fingerprint = policy.definition_fingerprint(item["name"], description, schema, declared)
         tool = existing.get(item["name"])
         if tool is not None and tool.fingerprint == fingerprint and tool.present:
-            tool.last_seen_at = now
-            tool.save(update_fields=["last_seen_at"])
+            unchanged.append(tool.pk)
             continue
         if tool is None:
             tool = Tool(source=ToolSource.LOCAL, runtime=runtime, name=item["name"])
@@ -121,6 +139,8 @@ def local_tools_replace(
         _apply_resolution(tool, policy.resolve_declared(declared), now)
         tool.save()
         changes.append({"name": tool.name, "before": before, "after": _axes_dict(tool)})
+    if unchanged:
+        Tool.objects.filter(pk__in=unchanged).update(last_seen_at=now)
     gone = [tool for name, tool in existing.items() if name not in set(names) and tool.present]
     if gone:
         Tool.objects.filter(pk__in=[tool.pk for tool in gone]).update(present=False, absent_since=now)
@@ -180,6 +200,10 @@ def mcp_tools_record(
         duplicates = sorted({name for name in names if names.count(name) > 1})
         raise RegistryError(f"tool names must be unique; repeated: {', '.join(duplicates)}")
     now = timezone.now()
+    # Read trust under the server's lock, as mcp_server_set_trust changes it: the caller's
+    # server may be stale (a sync fetches for seconds first), and resolving under a trust
+    # that was changed meanwhile would undo that change for these tools (T13).
+    server = McpServer.objects.select_for_update().get(pk=server.pk)
     trust = server.annotation_trust
     existing = {
         tool.name: tool
@@ -202,13 +226,24 @@ def mcp_tools_record(
                 input_schema=schema if schema is not None else {},
                 claims=annotations,
                 fingerprint=fingerprint,
-                accepted_claims=annotations,
-                accepted_fingerprint=fingerprint,
                 last_seen_at=now,
             )
+            if complete:
+                tool.accepted_claims, tool.accepted_fingerprint = annotations, fingerprint
+            else:
+                # T15: a tool first heard of from a runtime is not the server's word; it
+                # resolves as IGNORE until the project's own sync or an operator confirms it.
+                tool.awaiting_review = True
+                result.held_for_review.append(name)
             _resolve_mcp(tool, trust, now)
             new_tools.append(tool)
             result.added.append(name)
+            continue
+        if complete and not tool.accepted_fingerprint:
+            # The project's own sync is the first to vouch for a tool a runtime relayed.
+            _confirm_relayed(tool, description, schema, annotations, fingerprint, now, trust, actor)
+            result.changed.append(name)
+            result.tools.append(tool)
             continue
         if tool.fingerprint == fingerprint:
             if not tool.present:
@@ -236,6 +271,42 @@ def mcp_tools_record(
             Tool.objects.filter(pk__in=[tool.pk for tool in gone]).update(present=False, absent_since=now)
             result.absent = sorted(tool.name for tool in gone)
     return result
+
+
+def _confirm_relayed(
+    tool: Tool,
+    description: Any,
+    schema: Any,
+    annotations: Any,
+    fingerprint: str,
+    now: dt.datetime,
+    trust: str,
+    actor: Actor,
+) -> None:
+    before_axes = _axes_dict(tool)
+    tool.description = description if isinstance(description, str) else ""
+    tool.input_schema = schema if schema is not None else {}
+    tool.claims = annotations
+    tool.fingerprint = fingerprint
+    tool.accepted_claims, tool.accepted_fingerprint = annotations, fingerprint
+    tool.awaiting_review = False
+    tool.present, tool.absent_since, tool.last_seen_at = True, None, now
+    _resolve_mcp(tool, trust, now)
+    tool.save()
+    audit_record(
+        action=AuditAction.TOOL_DEFINITION_ACCEPTED,
+        actor=actor,
+        subject_type="tool",
+        subject=f"{tool.server.name}/{tool.name}",
+        details={
+            "server": tool.server.name,
+            "tool": tool.name,
+            "why": "first listed by a runtime; now confirmed by the server's own tools/list",
+            "claims_accepted": _audit_claims(annotations),
+            "axes_before": before_axes,
+            "axes_after": _axes_dict(tool),
+        },
+    )
 
 
 def _definition_changed(
@@ -272,8 +343,8 @@ def _definition_changed(
         details={
             "server": tool.server.name,
             "tool": tool.name,
-            "claims_before": before_claims,
-            "claims_after": annotations,
+            "claims_before": _audit_claims(before_claims),
+            "claims_after": _audit_claims(annotations),
             "claims_less_risk": lowered,
             "held_for_review": tool.awaiting_review,
             "axes_before": before_axes,
@@ -308,8 +379,23 @@ def mcp_tools_relay(
 
 # --- MCP servers -------------------------------------------------------------------------------
 
+# Names the server pages' own URLs use (/registry/servers/new/).
+RESERVED_SERVER_NAMES = frozenset({"new"})
 SERVER_FIELDS = ("transport", "command", "args", "env", "url", "headers", "timeout_seconds", "enabled")
 SECRET_FIELDS = ("env", "headers")
+
+
+def _redact_url(url: str) -> str:
+    """A URL for the audit log: credentials and query values are secrets, so they go."""
+    if not url:
+        return url
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    netloc = f"***@{host}" if parts.username or parts.password else host
+    query = "&".join(f"{key}=***" for key, _ in parse_qsl(parts.query, keep_blank_values=True))
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
 
 
 def _server_snapshot(server: McpServer) -> dict[str, Any]:
@@ -319,7 +405,7 @@ def _server_snapshot(server: McpServer) -> dict[str, Any]:
         "transport": server.transport,
         "command": server.command,
         "args": list(server.args or []),
-        "url": server.url,
+        "url": _redact_url(server.url),
         "timeout_seconds": server.timeout_seconds,
         "enabled": server.enabled,
         "annotation_trust": server.annotation_trust,
@@ -333,6 +419,8 @@ def _server_snapshot(server: McpServer) -> dict[str, Any]:
 def mcp_server_create(
     *, name: str, actor: Actor, annotation_trust: str = AnnotationTrust.IGNORE, **fields: Any
 ) -> McpServer:
+    if name.lower() in RESERVED_SERVER_NAMES:
+        raise RegistryError(f"{name!r} is reserved for the pages' own addresses; choose another name")
     if McpServer.objects.filter(name=name).exists():
         raise RegistryError(f"an MCP server named {name!r} already exists")
     unknown = set(fields) - set(SERVER_FIELDS)
@@ -391,11 +479,12 @@ class TrustChange:
 
 
 def trust_change_preview(*, server: McpServer, trust: str) -> list[TrustChange]:
-    """What switching `server` to `trust` would do to each present tool's axes (T13)."""
+    """What switching `server` to `trust` would do to each tool's axes (T13)."""
     trust = AnnotationTrust(trust)
     now = timezone.now()
     changes = []
-    for tool in server.tools.filter(present=True).order_by("name"):
+    # Every tool, absent ones too, exactly as mcp_server_set_trust re-resolves them.
+    for tool in Tool.objects.filter(server=server).order_by("name"):
         before = _axes_dict(tool)
         _resolve_mcp(tool, trust, now)
         after = _axes_dict(tool)
@@ -483,7 +572,9 @@ def mcp_sync_request(*, server: McpServer, actor: Actor) -> McpSyncRun:
 @transaction.atomic
 def tool_accept_definition(*, tool: Tool, actor: Actor) -> Tool:
     """T15: an operator accepts a changed definition that claims less risk."""
-    tool = Tool.objects.select_for_update().select_related("server").get(pk=tool.pk)
+    # Lock the tool row only: PostgreSQL refuses FOR UPDATE on the nullable side of the
+    # outer join that select_related("server") makes.
+    tool = Tool.objects.select_for_update(of=("self",)).select_related("server").get(pk=tool.pk)
     if not tool.awaiting_review or tool.server is None:
         raise RegistryError(DEFINITION_NOT_AWAITING_REVIEW)
     before_axes = _axes_dict(tool)
@@ -502,8 +593,8 @@ def tool_accept_definition(*, tool: Tool, actor: Actor) -> Tool:
         details={
             "server": tool.server.name,
             "tool": tool.name,
-            "claims_before": previous_claims,
-            "claims_accepted": tool.claims,
+            "claims_before": _audit_claims(previous_claims),
+            "claims_accepted": _audit_claims(tool.claims),
             "axes_before": before_axes,
             "axes_after": _axes_dict(tool),
         },

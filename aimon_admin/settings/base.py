@@ -156,7 +156,10 @@ CELERY_TASK_TIME_LIMIT = 300
 CELERY_TASK_SOFT_TIME_LIMIT = 240
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TIMEZONE = "UTC"
-CELERY_BEAT_SCHEDULE: dict[str, dict] = {}
+CELERY_BEAT_SCHEDULE: dict[str, dict] = {
+    # S9: close approval requests nobody answered in time (reads also expire them on sight).
+    "approvals-expire-due-requests": {"task": "approvals.expire_due_requests", "schedule": 30.0},
+}
 
 # --- Auth -------------------------------------------------------------------------------------
 AUTH_USER_MODEL = "accounts.User"
@@ -236,6 +239,10 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     "ENUM_NAME_OVERRIDES": {
         "SideEffectLevelEnum": "aimon_admin.registry.choices.SideEffectLevel",
+        "ToolDecisionEnum": "aimon_admin.registry.choices.ToolDecision",
+        "GateReasonEnum": "aimon_admin.registry.choices.GateReason",
+        "ToolSourceEnum": "aimon_admin.registry.choices.ToolSource",
+        "McpTransportEnum": "aimon_admin.registry.choices.McpTransport",
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",

@@ -5,15 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from django.db import connection
 
-# The helpers assert too (chain checks, raw row shapes); let pytest explain their failures.
-pytest.register_assert_rewrite("tests.audit.helpers")
-
-from django.db import connection  # noqa: E402
-
-from aimon_admin.audit import triggers  # noqa: E402
-from aimon_admin.audit.models import AuditEvent  # noqa: E402
-from tests.audit.helpers import record_events  # noqa: E402
+from aimon_admin.audit import triggers
+from aimon_admin.audit.models import AuditEvent
+from tests.audit.helpers import record_events
 
 
 @pytest.fixture

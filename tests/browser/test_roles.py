@@ -39,9 +39,24 @@ def api_get_runtime(live_server: LiveServer, token: str) -> tuple[int, dict[str,
 @pytest.mark.parametrize(
     ("role", "expected_nav"),
     [
-        ("operator", ["Home", "Runtimes", "API docs"]),
-        ("approver", ["Home", "API docs"]),
-        ("auditor", ["Home", "Runtimes", "API docs"]),
+        (
+            "operator",
+            [
+                "Home",
+                "Approvals",
+                "Runtimes",
+                "Tools",
+                "MCP servers",
+                "Gate simulator",
+                "Skill rules",
+                "API docs",
+            ],
+        ),
+        ("approver", ["Home", "Approvals", "API docs"]),
+        (
+            "auditor",
+            ["Home", "Runtimes", "Tools", "MCP servers", "Gate simulator", "Skill rules", "API docs"],
+        ),
     ],
     ids=["operator", "approver", "auditor"],
 )

@@ -184,3 +184,12 @@ def test_browser_sessions_do_not_authenticate_the_api(operator, runtime) -> None
     client = APIClient()
     client.force_login(operator)
     assert client.get("/api/v1/runtime").status_code == 401
+
+
+def test_json_nested_past_the_recursion_limit_is_400(caller: RuntimeCaller) -> None:
+    body = "[" * 100_000 + "]" * 100_000
+    request = APIRequestFactory().post("/api/v1/example", body, content_type="application/json")
+    force_authenticate(request, user=caller, token=caller.token)
+    response = example_view(request)
+    assert response.status_code == 400
+    assert response.data == {"error": "invalid", "detail": "The JSON body is nested too deeply."}

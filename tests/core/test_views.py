@@ -22,9 +22,24 @@ def nav_labels(client: Client) -> list[str]:
 @pytest.mark.parametrize(
     ("fixture", "expected"),
     [
-        ("operator", ["Home", "Runtimes", "API docs"]),
-        ("auditor", ["Home", "Runtimes", "API docs"]),
-        ("approver", ["Home", "API docs"]),
+        (
+            "operator",
+            [
+                "Home",
+                "Approvals",
+                "Runtimes",
+                "Tools",
+                "MCP servers",
+                "Gate simulator",
+                "Skill rules",
+                "API docs",
+            ],
+        ),
+        (
+            "auditor",
+            ["Home", "Runtimes", "Tools", "MCP servers", "Gate simulator", "Skill rules", "API docs"],
+        ),
+        ("approver", ["Home", "Approvals", "API docs"]),
     ],
 )
 def test_navigation_fits_the_role(request: pytest.FixtureRequest, fixture: str, expected: list[str]) -> None:

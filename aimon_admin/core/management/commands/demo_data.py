@@ -19,12 +19,46 @@ from django.db import transaction
 from aimon_admin.accounts.models import User
 from aimon_admin.accounts.roles import Role
 from aimon_admin.accounts.services import user_create, user_set_password
+from aimon_admin.approvals.choices import GrantScope, RequestStatus, RuleAction
+from aimon_admin.approvals.models import ApprovalRequest, SkillRule
+from aimon_admin.approvals.rules import rule_create
+from aimon_admin.approvals.services import RequestInput, request_create
+from aimon_admin.core.actors import Actor
 from aimon_admin.core.commands import CliCommand
 from aimon_admin.registry.choices import SideEffectLevel
+from aimon_admin.registry.services import local_tools_replace
 from aimon_admin.runtimes.models import AgentRuntime
 from aimon_admin.runtimes.selectors import token_authenticate
 from aimon_admin.runtimes.services import runtime_create, token_issue
 
+DEMO_TOOLS = [
+    {"name": "Read", "description": "Read a file.", "side_effect_level": "READ_ONLY"},
+    {
+        "name": "Write",
+        "description": "Write a file in the workspace.",
+        "side_effect_level": "MUTATING",
+        "destructive_behavior": "NON_DESTRUCTIVE",
+    },
+    {"name": "Bash", "description": "Run a shell command."},
+]
+DEMO_REQUESTS = [
+    {
+        "skills": ["deploy-staging", "notify-team"],
+        "session_id": "demo-session-1",
+        "turn_id": "turn-1",
+        "principal": "approver",
+        "reason": "Deploy the release branch to staging, then tell the team.",
+    },
+    {
+        "skills": ["read-logs", "drop-cache"],
+        "invoking_session_id": "demo-session-1",
+        "reason": "A sub-agent of demo-session-1 wants to read the logs and drop the cache.",
+    },
+    {
+        "skills": ["nightly-backup"],
+        "reason": "A scheduled run with no session wants to take the nightly backup.",
+    },
+]
 DEMO_USERS = {"operator": Role.OPERATOR, "approver": Role.APPROVER, "auditor": Role.AUDITOR}
 DEMO_RUNTIME = "demo-agent"
 
@@ -65,6 +99,19 @@ class Command(CliCommand):
             if not token or token_authenticate(token) is None:
                 _, token = token_issue(runtime=runtime, actor=actor, label="demo")
                 saved["token"] = token
+            local_tools_replace(runtime=runtime, tools=DEMO_TOOLS, actor=Actor.for_runtime(runtime))
+            if not SkillRule.objects.exists():
+                rule_create(
+                    pattern="drop-*",
+                    action=RuleAction.ASK,
+                    widest_scope=GrantScope.SESSION,
+                    note="Dangerous: never 'always'.",
+                    actor=actor,
+                )
+            pending = ApprovalRequest.objects.filter(runtime=runtime, status=RequestStatus.PENDING)
+            if not pending.exists():
+                for request in DEMO_REQUESTS:
+                    request_create(RequestInput(runtime=runtime, timeout_seconds=86400, **request))
 
         path.write_text(json.dumps(saved, indent=2))
         path.chmod(0o600)

@@ -1,0 +1,295 @@
+"""Input and output shapes of the approvals runtime API (API.md "Skill decisions",
+"Approval requests", "Session commands").
+
+Input serializers are strict: an unknown field is a 400 naming it, so a typo can never
+be read as "no session", and a field such as ``decision`` or ``approved`` can never
+carry an answer in (S11). The hot endpoints validate with `validate_flat`, which runs
+the declared fields without building a serializer. Output serializers only document
+the responses; the views build plain dicts, and every endpoint that returns an approval
+request renders it with `approval_request_body`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from drf_spectacular.extensions import OpenApiSerializerFieldExtension
+from drf_spectacular.plumbing import ResolvedComponent
+from rest_framework import serializers
+from rest_framework.fields import SkipField, empty
+
+from aimon_admin.approvals.choices import (
+    DecisionSource,
+    GrantDecision,
+    GrantScope,
+    RequestStatus,
+    SkillDecision,
+)
+from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest
+from aimon_admin.core.api import UNKNOWN_FIELD_MESSAGE, NameField, OptionalIdField, StrictSerializer
+
+MAX_SKILLS = 100
+MAX_REASON = 2000
+MIN_TIMEOUT, MAX_TIMEOUT = 1, 86400
+MAX_WAIT = 60
+MAX_IDEMPOTENCY_KEY = 200
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+
+DUPLICATE_SKILLS_MESSAGE = "Skill names must be unique; repeated: {names}."
+NOT_BOOLEAN_MESSAGE = "Must be true or false."
+WAIT_MESSAGE = f"Must be a whole number of seconds from 0 to {MAX_WAIT}."
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """JSON true or false only: a flag that widens a revoke is never guessed from "yes"."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            raise serializers.ValidationError(NOT_BOOLEAN_MESSAGE)
+        return data
+
+
+def unique_skills(skills: list[str]) -> list[str]:
+    seen: set[str] = set()
+    repeated: list[str] = []
+    for skill in skills:
+        if skill in seen and skill not in repeated:
+            repeated.append(skill)
+        seen.add(skill)
+    if repeated:
+        raise serializers.ValidationError(DUPLICATE_SKILLS_MESSAGE.format(names=", ".join(repeated)))
+    return skills
+
+
+# --- Inputs -----------------------------------------------------------------------------------
+
+
+class SkillDecisionIn(StrictSerializer):
+    """Which skills, for which session (S1). Unknown fields are refused, naming them."""
+
+    skills = serializers.ListField(
+        child=NameField(),
+        min_length=1,
+        max_length=MAX_SKILLS,
+        help_text=f"1-{MAX_SKILLS} skill names, each once.",
+    )
+    session_id = OptionalIdField(
+        help_text="The session asking; null or absent for forks and scheduled runs (S1)."
+    )
+    invoking_session_id = OptionalIdField(
+        help_text="The session that launched this execution, where the user really answers (S1, S3)."
+    )
+    turn_id = OptionalIdField(help_text="The turn, for answers that hold for one turn only.")
+    principal = OptionalIdField(
+        help_text="The end user's AIMON Admin username; fixed for a session when first seen (S12)."
+    )
+
+    @staticmethod
+    def validate_skills(value: list[str]) -> list[str]:
+        return unique_skills(value)
+
+
+class ApprovalRequestIn(SkillDecisionIn):
+    """The skills to ask a person about, as for a decision, plus what the approver sees."""
+
+    reason = serializers.CharField(
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        max_length=MAX_REASON,
+        trim_whitespace=False,
+        default="",
+        help_text="Shown to the approver.",
+    )
+    timeout_seconds = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=MIN_TIMEOUT,
+        max_value=MAX_TIMEOUT,
+        default=None,
+        help_text="Seconds until the request expires (S9); 300 when omitted.",
+    )
+
+    @staticmethod
+    def validate_reason(value: str | None) -> str:
+        # NUL and lone surrogates (which no database stores) are refused by the field itself.
+        return value or ""
+
+
+class EmptyIn(StrictSerializer):
+    """A body with no fields: absent, `{}`, nothing else."""
+
+
+class SessionRevokeIn(StrictSerializer):
+    """What a revoke reaches; the body may be absent (`agent` false)."""
+
+    agent = StrictBooleanField(
+        required=False,
+        default=False,
+        help_text="Also revoke the runtime's agent-wide approvals (S10).",
+    )
+
+
+def validate_flat(serializer_class: type[StrictSerializer], data: Any) -> dict[str, Any]:
+    """Validate `data` against a flat strict serializer's declared fields without building
+    one (a serializer instance deep-copies every field on every call). Same errors as
+    the serializer itself: unknown fields first, then each field, then `validate_<name>`."""
+    if data is None or data is empty:
+        data = {}
+    if not isinstance(data, Mapping):
+        message = serializers.Serializer.default_error_messages["invalid"].format(
+            datatype=type(data).__name__
+        )
+        raise serializers.ValidationError({"non_field_errors": [message]}, code="invalid")
+    fields = serializer_class._declared_fields  # type: ignore[attr-defined]
+    unknown = sorted(str(key) for key in data if key not in fields)
+    if unknown:
+        message = UNKNOWN_FIELD_MESSAGE.format(allowed=", ".join(sorted(fields)) or "none")
+        raise serializers.ValidationError({key: [message] for key in unknown})
+    values: dict[str, Any] = {}
+    errors: dict[str, Any] = {}
+    for name, field in fields.items():
+        try:
+            value = field.run_validation(data.get(name, empty))
+            check = getattr(serializer_class, f"validate_{name}", None)
+            values[name] = check(value) if check is not None else value
+        except serializers.ValidationError as exc:
+            errors[name] = exc.detail
+        except SkipField:
+            pass
+    if errors:
+        raise serializers.ValidationError(errors)
+    return values
+
+
+def validate_value(name: str, value: Any, field: serializers.Field | None = None) -> Any:
+    """One value from outside the body (a path segment, a header), checked like a body field
+    and reported under `name`."""
+    try:
+        return (field or NameField()).run_validation(value)
+    except serializers.ValidationError as exc:
+        raise serializers.ValidationError({name: exc.detail}) from exc
+
+
+# --- Outputs (documentation; the views build plain dicts) --------------------------------------
+
+
+class NamedEnumField(serializers.ChoiceField):
+    """An output enum documented as a named schema component (`enum_name`).
+
+    The same property names (`decision`, `source`, `status`) carry different value sets
+    across the API; naming each set explicitly keeps the generated schema free of enum
+    naming collisions without a settings entry per enum.
+    """
+
+    def __init__(self, enum: type, enum_name: str, **kwargs: Any) -> None:
+        self.enum = enum
+        self.enum_name = enum_name
+        super().__init__(enum.choices, **kwargs)
+
+
+class NamedEnumFieldExtension(OpenApiSerializerFieldExtension):
+    target_class = "aimon_admin.approvals.api.serializers.NamedEnumField"
+
+    def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
+        field: NamedEnumField = self.target
+        component = ResolvedComponent(
+            name=field.enum_name,
+            type=ResolvedComponent.SCHEMA,
+            object=field.enum_name,
+            schema={"type": "string", "enum": list(field.enum.values)},
+        )
+        auto_schema.registry.register_on_missing(component)
+        if field.allow_null:
+            return {"allOf": [component.ref], "nullable": True}
+        return component.ref
+
+
+class SkillDecisionOut(serializers.Serializer):
+    skill = serializers.CharField()
+    decision = NamedEnumField(SkillDecision, "SkillDecisionEnum")
+    source = NamedEnumField(DecisionSource, "DecisionSourceEnum", help_text="The layer that answered (S2).")
+
+
+class SkillDecisionsOut(serializers.Serializer):
+    decisions = SkillDecisionOut(many=True)
+
+
+class ApprovalItemOut(serializers.Serializer):
+    skill = serializers.CharField()
+    decision = NamedEnumField(GrantDecision, "ApprovalItemDecisionEnum", allow_null=True)
+    scope = NamedEnumField(
+        GrantScope,
+        "GrantScopeEnum",
+        allow_null=True,
+        help_text="Where a person's answer holds; null while unanswered and for items the chain "
+        "decided at creation.",
+    )
+    source = NamedEnumField(
+        DecisionSource,
+        "DecisionSourceEnum",
+        required=False,
+        help_text="Present only on items the chain already decided when the request was opened.",
+    )
+
+
+class ApprovalRequestOut(serializers.Serializer):
+    id = serializers.UUIDField()
+    status = NamedEnumField(RequestStatus, "ApprovalRequestStatusEnum")
+    created_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField()
+    items = ApprovalItemOut(many=True)
+    answered_by = serializers.CharField(allow_null=True, help_text="Username of whoever answered.")
+    answered_at = serializers.DateTimeField(allow_null=True)
+
+
+class SessionClearOut(serializers.Serializer):
+    removed = serializers.IntegerField(help_text="Turn and session approvals (and denials) removed.")
+
+
+class SessionRevokeOut(serializers.Serializer):
+    removed_session = serializers.IntegerField()
+    removed_agent = serializers.IntegerField()
+
+
+# --- Rendering --------------------------------------------------------------------------------
+
+
+def iso(value: dt.datetime | None) -> str | None:
+    """The API's timestamps: ISO 8601 in UTC with a `Z`, as DRF writes them."""
+    if value is None:
+        return None
+    return value.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
+
+
+def approval_item_body(item: ApprovalItem) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "skill": item.skill,
+        "decision": item.decision or None,
+        "scope": item.scope or None,
+    }
+    if item.source:
+        body["source"] = item.source
+    return body
+
+
+def approval_request_body(
+    request: ApprovalRequest, items: Iterable[ApprovalItem] | None = None
+) -> dict[str, Any]:
+    """An approval request as every endpoint returns it (API.md "Approval requests").
+
+    Load it with ``select_related("answered_by")`` and ``prefetch_related("items")`` (or
+    pass `items`) so rendering costs no further query.
+    """
+    answered_by = request.answered_by
+    return {
+        "id": str(request.pk),
+        "status": request.status,
+        "created_at": iso(request.created_at),
+        "expires_at": iso(request.expires_at),
+        "items": [approval_item_body(item) for item in (request.items.all() if items is None else items)],
+        "answered_by": answered_by.get_username() if answered_by is not None else None,
+        "answered_at": iso(request.answered_at),
+    }

@@ -1,0 +1,454 @@
+"""The approvals runtime API: skill decisions, approval requests and their long-poll,
+cancel, and the session commands (API.md; DESIGN S1-S13).
+
+Every view acts for the runtime its token names; another runtime's request is a 404.
+No endpoint takes an answer: of approvals a runtime can only ask, cancel, clear and
+revoke (S11), and the strict inputs refuse any field that could carry a decision in.
+
+The long-poll (`GET /approval-requests/{id}?wait=N`) is an async Django view, not a DRF
+one (DRF views are sync, and a waiting runtime must not hold a worker thread). It
+authenticates the bearer token itself, with DRF's own authentication class, so its 401s
+are the same as everywhere else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db import DatabaseError, connection
+from django.http import HttpRequest, JsonResponse
+from django.utils import timezone
+from django.views.decorators.csrf import csrf_exempt
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import exceptions
+from rest_framework.decorators import api_view
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from aimon_admin.approvals import services, wakeups
+from aimon_admin.approvals.api.serializers import (
+    IDEMPOTENCY_HEADER,
+    MAX_IDEMPOTENCY_KEY,
+    MAX_SKILLS,
+    MAX_WAIT,
+    WAIT_MESSAGE,
+    ApprovalRequestIn,
+    ApprovalRequestOut,
+    EmptyIn,
+    SessionClearOut,
+    SessionRevokeIn,
+    SessionRevokeOut,
+    SkillDecisionIn,
+    SkillDecisionsOut,
+    approval_request_body,
+    validate_flat,
+    validate_value,
+)
+from aimon_admin.approvals.choices import RequestStatus
+from aimon_admin.approvals.models import ApprovalRequest, Session
+from aimon_admin.core.api import UNAVAILABLE_MESSAGE, error_body
+from aimon_admin.runtimes.authentication import RuntimeCaller, RuntimeTokenAuthentication
+from aimon_admin.runtimes.models import AgentRuntime
+
+logger = logging.getLogger(__name__)
+
+NOT_FOUND_MESSAGE = "No approval request with that id."
+TOO_DEEP_MESSAGE = "JSON parse error - nested too deeply."
+
+# A waiting long-poll re-reads its row at least this often, whatever the wake-ups do: a
+# lost wake-up (Redis down, a click on another node of a Redis-less install) costs at
+# most this long, which keeps the embedded target (answer to unblocked ≤ 1.5 s) even then.
+REPOLL_SECONDS = 1.0
+# Wake this long after `expires_at`, so the re-read finds the request due and expires it.
+EXPIRY_SLACK_SECONDS = 0.05
+
+_WAIT = re.compile(r"[0-9]{1,2}")  # ASCII digits only; fullmatch, so no trailing newline
+
+_ERRORS = {
+    400: OpenApiResponse(description="Invalid input: `fields` names each offending field."),
+    401: OpenApiResponse(description="Missing, malformed, unknown or revoked token."),
+    404: OpenApiResponse(description="No such request for this runtime (another runtime's is 404 too)."),
+    409: OpenApiResponse(description="Conflict: `detail` says with what."),
+    503: OpenApiResponse(description="The database is unavailable: no decision was made. Retry later."),
+}
+
+
+class Conflict(exceptions.APIException):
+    status_code = 409
+    default_detail = "Conflict."
+    default_code = "conflict"
+
+
+def _body(request: Request) -> Any:
+    """The parsed JSON body. JSON nested past Python's recursion limit is a 400, not a 5xx."""
+    try:
+        return request.data
+    except RecursionError as exc:
+        raise exceptions.ParseError(TOO_DEEP_MESSAGE) from exc
+
+
+def _load(runtime_id: int, request_id: str | uuid.UUID) -> ApprovalRequest | None:
+    """The runtime's own request with everything rendering and expiry need, or None."""
+    try:
+        pk = request_id if isinstance(request_id, uuid.UUID) else uuid.UUID(request_id)
+    except ValueError:
+        return None
+    return (
+        ApprovalRequest.objects.select_related("runtime", "session", "invoking_session", "answered_by")
+        .prefetch_related("items")
+        .filter(runtime_id=runtime_id, pk=pk)
+        .first()
+    )
+
+
+def _own_request(runtime: AgentRuntime, request_id: str | uuid.UUID) -> ApprovalRequest:
+    approval = _load(runtime.pk, request_id)
+    if approval is None:
+        raise exceptions.NotFound(NOT_FOUND_MESSAGE)
+    return approval
+
+
+def _touch(runtime: AgentRuntime, session_id: str | None, principal: str | None) -> Session | None:
+    try:
+        return services.session_touch(runtime=runtime, session_id=session_id, principal=principal)
+    except services.PrincipalConflictError as exc:
+        raise Conflict(str(exc)) from exc
+
+
+# --- POST /api/v1/skill-decisions ----------------------------------------------------------------
+
+
+@extend_schema(
+    summary="Decide skills for a session",
+    description=(
+        "Evaluates the chain for each skill, narrowest first: turn → session → invoking session "
+        "→ agent → rules → default ASK; `source` names the layer that answered (S2). A fork "
+        "(only `invoking_session_id`) reads its invoking session's approvals and denials (S3). "
+        f"1-{MAX_SKILLS} skills, each once. The session is created when first seen and its "
+        "principal is then fixed: another principal for it is a 409 (S12)."
+    ),
+    request=SkillDecisionIn,
+    responses={200: SkillDecisionsOut, 400: _ERRORS[400], 401: _ERRORS[401], 409: _ERRORS[409]},
+)
+@api_view(["POST"])
+def skill_decisions(request: Request) -> Response:
+    # Hot: no serializer instance, a handful of indexed queries, plain dicts out.
+    data = validate_flat(SkillDecisionIn, _body(request))
+    runtime = request.user.runtime
+    session = _touch(runtime, data["session_id"], data["principal"])
+    # The invoking session is only read here: a decision never creates it.
+    invoking = services.session_lookup(runtime=runtime, session_id=data["invoking_session_id"])
+    verdicts = services.skills_decide(
+        runtime=runtime,
+        skills=data["skills"],
+        session=session,
+        invoking_session=invoking,
+        turn_id=data["turn_id"],
+    )
+    return Response(
+        {
+            "decisions": [
+                {"skill": v.skill, "decision": v.decision.value, "source": v.source.value} for v in verdicts
+            ]
+        }
+    )
+
+
+# --- POST /api/v1/approval-requests ----------------------------------------------------------------
+
+
+@extend_schema(
+    summary="Open an approval request",
+    description=(
+        "Asks a person about the skills (S4-S9). Skills the chain already decides are filled in "
+        "at once (`scope` null, `source` given); when all are, the request is ANSWERED from the "
+        "start. With an `Idempotency-Key` header, the same key from the same runtime returns the "
+        "same request: 201 the first time, 200 after. The request expires after "
+        "`timeout_seconds` (default 300); an expired request denies each unanswered skill for "
+        "the session, as a cancel does (S9)."
+    ),
+    request=ApprovalRequestIn,
+    parameters=[
+        OpenApiParameter(
+            IDEMPOTENCY_HEADER,
+            OpenApiTypes.STR,
+            OpenApiParameter.HEADER,
+            description=f"1-{MAX_IDEMPOTENCY_KEY} characters; makes retries safe.",
+        )
+    ],
+    responses={
+        201: ApprovalRequestOut,
+        200: OpenApiResponse(ApprovalRequestOut, description="The request this Idempotency-Key opened."),
+        400: _ERRORS[400],
+        401: _ERRORS[401],
+        409: _ERRORS[409],
+    },
+)
+@api_view(["POST"])
+def approval_requests(request: Request) -> Response:
+    data = validate_flat(ApprovalRequestIn, _body(request))
+    key = request.headers.get(IDEMPOTENCY_HEADER)
+    if key is not None:
+        key = validate_value(IDEMPOTENCY_HEADER, key)
+    runtime = request.user.runtime
+    try:
+        approval, created = services.request_create(
+            services.RequestInput(
+                runtime=runtime,
+                skills=data["skills"],
+                session_id=data["session_id"],
+                invoking_session_id=data["invoking_session_id"],
+                turn_id=data["turn_id"],
+                principal=data["principal"],
+                reason=data["reason"],
+                timeout_seconds=data["timeout_seconds"],
+                idempotency_key=key,
+            )
+        )
+    except services.PrincipalConflictError as exc:
+        raise Conflict(str(exc)) from exc
+    approval = _own_request(runtime, approval.pk)
+    if not created and services.request_expire_if_due(approval):
+        approval = _own_request(runtime, approval.pk)
+    return Response(
+        approval_request_body(approval),
+        status=201 if created else 200,
+        headers={"Location": f"/api/v1/approval-requests/{approval.pk}"},
+    )
+
+
+# --- GET /api/v1/approval-requests/{id}?wait=N (async long-poll) ----------------------------------
+
+_AUTHENTICATION = RuntimeTokenAuthentication()
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    status: str
+    body: dict[str, Any]
+    seconds_to_expiry: float
+
+
+def _authenticate(request: HttpRequest) -> RuntimeCaller | None:
+    result = _AUTHENTICATION.authenticate(request)  # type: ignore[arg-type]  # reads META only
+    return result[0] if result else None
+
+
+def _release_connection() -> None:
+    """A waiting long-poll holds no database connection: with many runtimes waiting, the
+    database's connection limit would otherwise cap them. (Inside a test's transaction the
+    connection must stay.)"""
+    if not connection.in_atomic_block:
+        connection.close()
+
+
+def _read(runtime_id: int, request_id: uuid.UUID, *, release: bool) -> _Snapshot | None:
+    """One read of the row, the truth: expire it if due (S9), then render it."""
+    try:
+        approval = _load(runtime_id, request_id)
+        if approval is None:
+            return None
+        if services.request_expire_if_due(approval):
+            approval = _load(runtime_id, request_id)
+            if approval is None:  # requests are never deleted; kept for the type checker
+                return None
+        return _Snapshot(
+            status=approval.status,
+            body=approval_request_body(approval),
+            seconds_to_expiry=(approval.expires_at - timezone.now()).total_seconds(),
+        )
+    finally:
+        if release:
+            _release_connection()
+
+
+async def _long_poll(runtime_id: int, request_id: uuid.UUID, wait: int) -> dict[str, Any] | None:
+    """Read the row until it leaves PENDING or `wait` seconds pass.
+
+    Subscribe first, then read: a wake-up published between the read and the wait is then
+    kept, not lost. A wake-up only says "read again"; what it carries is never trusted.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait
+    subscription = await wakeups.subscribe(request_id) if wait > 0 else None
+    try:
+        while True:
+            waiting = subscription is not None and deadline - loop.time() > 0
+            snapshot = await sync_to_async(_read)(runtime_id, request_id, release=waiting)
+            if snapshot is None:
+                return None
+            remaining = deadline - loop.time()
+            if snapshot.status != RequestStatus.PENDING or subscription is None or remaining <= 0:
+                return snapshot.body
+            timeout = min(
+                remaining, REPOLL_SECONDS, max(snapshot.seconds_to_expiry, 0) + EXPIRY_SLACK_SECONDS
+            )
+            await subscription.wait(timeout)
+    finally:
+        if subscription is not None:
+            await subscription.close()
+
+
+def _json_error(status: int, detail: str, fields: dict[str, Any] | None = None) -> JsonResponse:
+    return JsonResponse(error_body(status, detail, fields), status=status)
+
+
+def _unauthenticated(request: HttpRequest, detail: str) -> JsonResponse:
+    response = _json_error(401, detail)
+    response["WWW-Authenticate"] = _AUTHENTICATION.authenticate_header(request)  # type: ignore[arg-type]
+    return response
+
+
+def _unavailable() -> JsonResponse:
+    # Fail closed: no decision at all, never a silent one.
+    response = _json_error(503, UNAVAILABLE_MESSAGE)
+    response["Retry-After"] = "5"
+    return response
+
+
+@csrf_exempt
+async def approval_request_detail(request: HttpRequest, request_id: str) -> JsonResponse:
+    """Long-poll one approval request (API.md): answer as soon as it leaves PENDING, or
+    after `wait` seconds (0-60, default 0) with its current state."""
+    if request.method != "GET":
+        response = _json_error(405, f'Method "{request.method}" not allowed.')
+        response["Allow"] = "GET"
+        return response
+    try:
+        caller = await sync_to_async(_authenticate)(request)
+    except exceptions.AuthenticationFailed as exc:
+        return _unauthenticated(request, str(exc.detail))
+    except DatabaseError as exc:
+        logger.error("database unavailable: %s", exc)
+        return _unavailable()
+    if caller is None:
+        return _unauthenticated(request, str(exceptions.NotAuthenticated.default_detail))
+
+    raw_wait = request.GET.get("wait", "0")
+    if not _WAIT.fullmatch(raw_wait) or int(raw_wait) > MAX_WAIT:
+        return _json_error(400, "Invalid input: wait.", {"wait": [WAIT_MESSAGE]})
+    try:
+        pk = uuid.UUID(request_id)
+    except ValueError:
+        return _json_error(404, NOT_FOUND_MESSAGE)
+
+    try:
+        body = await _long_poll(caller.runtime.pk, pk, int(raw_wait))
+    except DatabaseError as exc:
+        logger.error("database unavailable during a long-poll: %s", exc)
+        return _unavailable()
+    if body is None:
+        return _json_error(404, NOT_FOUND_MESSAGE)
+    return JsonResponse(body)
+
+
+class ApprovalRequestDetailSchema(APIView):
+    """Schema only: documents `approval_request_detail`, which drf-spectacular cannot read
+    because it is a plain async Django view. Never routed, never instantiated for a request."""
+
+    @extend_schema(
+        summary="Read an approval request, long-polling for its answer",
+        description=(
+            "Returns as soon as the request leaves PENDING, or after `wait` seconds with its "
+            "current state. Every read applies expiry: a request past `expires_at` is EXPIRED, "
+            "and each unanswered skill is then denied for the session (S9). An answered item "
+            "carries `decision` and `scope`; `answered_by` and `answered_at` are set once the "
+            "request is answered."
+        ),
+        parameters=[
+            OpenApiParameter("request_id", OpenApiTypes.UUID, OpenApiParameter.PATH),
+            OpenApiParameter(
+                "wait",
+                {"type": "integer", "minimum": 0, "maximum": MAX_WAIT, "default": 0},
+                OpenApiParameter.QUERY,
+                description=f"Seconds to wait for an answer, 0-{MAX_WAIT}; default 0.",
+            ),
+        ],
+        responses={200: ApprovalRequestOut, **{k: _ERRORS[k] for k in (400, 401, 404, 503)}},
+    )
+    def get(self, request: Request, request_id: str) -> Response:
+        raise NotImplementedError
+
+
+# drf-spectacular documents a route whose callback names an APIView class as `cls`.
+approval_request_detail.cls = ApprovalRequestDetailSchema  # type: ignore[attr-defined]
+approval_request_detail.initkwargs = {}  # type: ignore[attr-defined]
+
+
+# --- POST /api/v1/approval-requests/{id}/cancel -----------------------------------------------------
+
+
+@extend_schema(
+    summary="Cancel an approval request",
+    description=(
+        "Closes a PENDING request as CANCELLED; each unanswered skill gets a SESSION-scope DENY, "
+        "never an agent-wide one (S9). An answered, expired or cancelled request is a 409."
+    ),
+    request=None,
+    parameters=[OpenApiParameter("request_id", OpenApiTypes.UUID, OpenApiParameter.PATH)],
+    responses={200: ApprovalRequestOut, **{k: _ERRORS[k] for k in (400, 401, 404, 409)}},
+)
+@api_view(["POST"])
+def approval_request_cancel(request: Request, request_id: str) -> Response:
+    runtime = request.user.runtime
+    approval = _own_request(runtime, request_id)
+    validate_flat(EmptyIn, _body(request))
+    try:
+        services.request_cancel(request=approval, actor=request.user.actor)
+    except services.RequestClosedError as exc:
+        raise Conflict(str(exc)) from exc
+    return Response(approval_request_body(_own_request(runtime, approval.pk)))
+
+
+# --- POST /api/v1/sessions/{session_id}/clear | /revoke ---------------------------------------------
+
+_SESSION_PARAMETER = OpenApiParameter(
+    "session_id",
+    OpenApiTypes.STR,
+    OpenApiParameter.PATH,
+    description="1-200 characters, percent-encoded (`/` as %2F).",
+)
+
+
+@extend_schema(
+    summary="Clear a session's approvals",
+    description="Drops the session's turn and session approvals and denials (S10); agent-wide "
+    "approvals stay. An unknown session removes nothing.",
+    request=None,
+    parameters=[_SESSION_PARAMETER],
+    responses={200: SessionClearOut, 400: _ERRORS[400], 401: _ERRORS[401]},
+)
+@api_view(["POST"])
+def session_clear(request: Request, session_id: str) -> Response:
+    session_id = validate_value("session_id", session_id)
+    validate_flat(EmptyIn, _body(request))
+    removed = services.session_clear(
+        runtime=request.user.runtime, session_id=session_id, actor=request.user.actor
+    )
+    return Response({"removed": removed})
+
+
+@extend_schema(
+    summary="Revoke a session's approvals",
+    description="Revokes the session's turn and session approvals and denials; with "
+    '`{"agent": true}` the runtime\'s agent-wide approvals go too (S10).',
+    request=SessionRevokeIn,
+    parameters=[_SESSION_PARAMETER],
+    responses={200: SessionRevokeOut, 400: _ERRORS[400], 401: _ERRORS[401]},
+)
+@api_view(["POST"])
+def session_revoke(request: Request, session_id: str) -> Response:
+    session_id = validate_value("session_id", session_id)
+    data = validate_flat(SessionRevokeIn, _body(request))
+    removed_session, removed_agent = services.session_revoke(
+        runtime=request.user.runtime, session_id=session_id, agent=data["agent"], actor=request.user.actor
+    )
+    return Response({"removed_session": removed_session, "removed_agent": removed_agent})

@@ -1,0 +1,110 @@
+"""Reads for approvals, scoped to the person asking (S13): one rule decides visibility
+for the inbox, the request pages and the API alike."""
+
+from __future__ import annotations
+
+import hashlib
+
+from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet
+from django.utils import timezone
+
+from aimon_admin.accounts.models import User
+from aimon_admin.accounts.roles import Role
+from aimon_admin.approvals import services
+from aimon_admin.approvals.choices import GrantScope, RequestStatus
+from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, Session
+from aimon_admin.runtimes.models import AgentRuntime
+
+
+def request_list_visible_to(*, user: User) -> QuerySet[ApprovalRequest]:
+    """Requests this person may see and answer (S13): their own (by principal); for
+    operators every request; for a runtime's owner, that runtime's requests whose
+    principal is nobody here. Auditors answer nothing and see none here."""
+    requests = ApprovalRequest.objects.select_related(
+        "runtime", "session", "invoking_session", "answered_by"
+    ).prefetch_related(Prefetch("items", queryset=ApprovalItem.objects.select_related("answered_by")))
+    if not user.is_authenticated or not user.is_active:
+        return requests.none()
+    if user.has_role(Role.OPERATOR):
+        return requests
+    if not user.has_role(Role.APPROVER):
+        return requests.none()
+    principal_is_user = Exists(User.objects.filter(username=OuterRef("principal"), is_active=True))
+    return requests.annotate(principal_is_user=principal_is_user).filter(
+        Q(principal=user.username) | (Q(runtime__owner=user) & Q(principal_is_user=False))
+    )
+
+
+def pending_requests_for(*, user: User) -> QuerySet[ApprovalRequest]:
+    """What the inbox shows: open requests, soonest to expire first. Requests past their
+    deadline are closed (S9) before they are listed."""
+    now = timezone.now()
+    for due in request_list_visible_to(user=user).filter(status=RequestStatus.PENDING, expires_at__lte=now)[
+        :100
+    ]:
+        services.request_expire_if_due(due)
+    return (
+        request_list_visible_to(user=user)
+        .filter(status=RequestStatus.PENDING)
+        .order_by("expires_at", "created_at")
+    )
+
+
+def inbox_version(requests: list[ApprovalRequest]) -> str:
+    """A short fingerprint of what the inbox shows, so a poll can answer 'unchanged'."""
+    parts = [
+        f"{r.pk}:{r.status}:" + ",".join(f"{i.skill}={i.decision}" for i in r.items.all()) for r in requests
+    ]
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+
+def runtime_session_count(*, runtime: AgentRuntime) -> int:
+    """How many sessions an agent-wide answer reaches today (and every future one, S5)."""
+    return Session.objects.filter(runtime=runtime).count()
+
+
+def sessions_visible_to(*, user: User) -> QuerySet[Session]:
+    sessions = Session.objects.select_related("runtime").annotate(
+        active_grants=Count("grants", filter=Q(grants__revoked_at__isnull=True))
+    )
+    if user.has_role(Role.OPERATOR):
+        return sessions
+    if user.has_role(Role.APPROVER):
+        return sessions.filter(principal=user.username)
+    return sessions.none()
+
+
+def session_skills(*, session: Session) -> list[str]:
+    """The skills worth showing for a session: any it holds a grant for, any its runtime
+    holds agent-wide, and any it was asked about."""
+    skills = set(
+        Grant.objects.active()
+        .filter(Q(session=session) | Q(runtime=session.runtime, scope=GrantScope.AGENT))
+        .values_list("skill", flat=True)
+    )
+    skills |= set(
+        ApprovalItem.objects.filter(
+            Q(request__session=session) | Q(request__invoking_session=session)
+        ).values_list("skill", flat=True)[:500]
+    )
+    return sorted(skills)
+
+
+def agent_grants(*, runtime: AgentRuntime) -> QuerySet[Grant]:
+    return (
+        Grant.objects.active()
+        .filter(runtime=runtime, scope=GrantScope.AGENT)
+        .select_related("granted_by", "request")
+        .order_by("skill")
+    )
+
+
+def session_grants(*, session: Session) -> QuerySet[Grant]:
+    return (
+        Grant.objects.active().filter(session=session).select_related("granted_by").order_by("skill", "scope")
+    )
+
+
+def may_manage_agent_grants(*, user: User, runtime: AgentRuntime) -> bool:
+    """Revoke agent-wide: operators and the runtime's owner (S13)."""
+    return user.is_active and (user.has_role(Role.OPERATOR) or runtime.owner_id == user.pk)

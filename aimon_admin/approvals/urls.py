@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from aimon_admin.approvals import views
+
+app_name = "approvals"
+
+urlpatterns = [
+    path("", views.inbox_view, name="inbox"),
+    path("poll/", views.inbox_poll_view, name="inbox-poll"),
+    path("requests/<uuid:pk>/", views.request_detail_view, name="request"),
+    path("requests/<uuid:pk>/answer/", views.request_answer_view, name="answer"),
+    path("requests/<uuid:pk>/dismiss/", views.request_dismiss_view, name="dismiss"),
+    path("sessions/", views.session_list_view, name="sessions"),
+    path("sessions/<int:pk>/", views.session_detail_view, name="session"),
+    path("sessions/<int:pk>/clear/", views.session_clear_view, name="session-clear"),
+    path("sessions/<int:pk>/revoke/", views.session_revoke_view, name="session-revoke"),
+    path("grants/<int:pk>/revoke/", views.grant_revoke_view, name="grant-revoke"),
+    path("agents/<str:name>/", views.agent_grants_view, name="agent"),
+    path("agents/<str:name>/revoke/", views.agent_revoke_view, name="agent-revoke"),
+    path("rules/", views.rule_list_view, name="rules"),
+    path("rules/new/", views.rule_create_view, name="rule-create"),
+    path("rules/<int:pk>/delete/", views.rule_delete_view, name="rule-delete"),
+]

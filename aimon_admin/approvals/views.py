@@ -1,0 +1,475 @@
+"""Browser pages for skill approvals: the inbox, sessions and revocation, agent-wide
+approvals, and skill rules. Who sees what follows S13 through the selectors; the
+server refuses what a page does not offer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required, permission_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from aimon_admin.approvals import rules, selectors, services
+from aimon_admin.approvals.choices import Answer, GrantDecision, GrantScope
+from aimon_admin.approvals.forms import AnswerForm, RuleForm
+from aimon_admin.approvals.models import ApprovalRequest, Grant, Session, SkillRule
+from aimon_admin.core.actors import Actor
+from aimon_admin.runtimes.models import AgentRuntime
+
+ANSWERED_MESSAGE = "Answered: {skills}."
+ALREADY_ANSWERED_MESSAGE = "{skill} was already answered by {who}: {how}."
+FAILED_MESSAGE = "{skill} could not be saved and is still waiting: {why}"
+DISMISSED_MESSAGE = "Request dismissed: its unanswered skills are denied for the session."
+CLEARED_MESSAGE = "Session cleared: {count} approvals removed."
+REVOKED_MESSAGE = "Session approvals revoked: {count} removed."
+AGENT_REVOKED_MESSAGE = "Agent-wide approvals revoked: {count} removed."
+GRANT_REVOKED_MESSAGE = "Approval revoked."
+GRANT_GONE_MESSAGE = "That approval was no longer in force."
+
+
+def answer_label(decision: str, scope: str) -> str:
+    """How an item was answered, in the words of the buttons (API.md)."""
+    if decision == GrantDecision.DENY:
+        return Answer.DENY.label
+    if scope == GrantScope.TURN:
+        return Answer.ALLOW_ONCE.label
+    if scope == GrantScope.AGENT:
+        return Answer.ALLOW_AGENT.label
+    return Answer.ALLOW_SESSION.label
+
+
+def _approver_or_operator(view: Any) -> Any:
+    """Approvers and operators answer; which requests each sees is S13's (selectors)."""
+    return login_required(permission_required("approvals.answer_approvalrequest", raise_exception=True)(view))
+
+
+# --- The inbox ----------------------------------------------------------------------------------
+
+
+def _card(request: HttpRequest, approval: ApprovalRequest) -> dict[str, Any]:
+    """Everything a request card shows, the reach of each button included (S5)."""
+    user = request.user
+    sessions_reached = selectors.runtime_session_count(runtime=approval.runtime)
+    shape = services.request_shape(approval)
+    items = []
+    for item in approval.items.all():
+        offered = services.answers_for(user, approval, item) if not item.answered else []
+        items.append(
+            {
+                "item": item,
+                "offered": [{"value": a.value, "label": a.label} for a in offered],
+                "answered_as": answer_label(item.decision, item.scope) if item.answered else "",
+            }
+        )
+    common = None
+    open_items = [entry for entry in items if not entry["item"].answered]
+    if len(open_items) > 1:
+        sets = [tuple(a["value"] for a in entry["offered"]) for entry in open_items]
+        common = [a for a in open_items[0]["offered"] if all(a["value"] in s for s in sets)]
+    return {
+        "approval": approval,
+        "items": items,
+        "offers_agent": any(
+            option["value"] == Answer.ALLOW_AGENT for entry in items for option in entry["offered"]
+        ),
+        "answer_all": common,
+        "sessions_reached": sessions_reached,
+        "escalates": shape.escalates,
+        "is_fork": approval.is_fork,
+    }
+
+
+def _inbox_context(request: HttpRequest) -> dict[str, Any]:
+    pending = list(selectors.pending_requests_for(user=request.user))
+    return {
+        "cards": [_card(request, approval) for approval in pending],
+        "version": selectors.inbox_version(pending),
+    }
+
+
+@require_GET
+@_approver_or_operator
+def inbox_view(request: HttpRequest) -> HttpResponse:
+    context = _inbox_context(request)
+    if request.htmx:
+        return render(request, "approvals/inbox.html#inbox", context)
+    return render(request, "approvals/inbox.html", context)
+
+
+@require_GET
+@_approver_or_operator
+def inbox_poll_view(request: HttpRequest) -> HttpResponse:
+    """htmx polls this; 204 (nothing swapped) while the inbox is unchanged."""
+    context = _inbox_context(request)
+    if request.GET.get("v") == context["version"]:
+        return HttpResponse(status=204)
+    return render(request, "approvals/inbox.html#inbox", context)
+
+
+def _visible_request(request: HttpRequest, pk: Any) -> ApprovalRequest:
+    return get_object_or_404(selectors.request_list_visible_to(user=request.user), pk=pk)
+
+
+@require_GET
+@_approver_or_operator
+def request_detail_view(request: HttpRequest, pk: Any) -> HttpResponse:
+    approval = _visible_request(request, pk)
+    services.request_expire_if_due(approval)
+    return render(request, "approvals/request.html", {"card": _card(request, approval)})
+
+
+@require_POST
+@_approver_or_operator
+def request_answer_view(request: HttpRequest, pk: Any) -> HttpResponse:
+    approval = _visible_request(request, pk)
+    form = AnswerForm(request.POST)
+    notes: list[tuple[str, str]] = []
+    if not form.is_valid():
+        notes.append(("error", "; ".join(f"{k}: {', '.join(v)}" for k, v in form.errors.items())))
+    else:
+        skill = form.cleaned_data["skill"] or None
+        try:
+            outcome = services.request_answer(
+                request=approval,
+                user=request.user,
+                answer=form.cleaned_data["answer"],
+                skills=[skill] if skill else None,
+            )
+        except services.NotAllowedError as exc:
+            if not request.htmx:
+                raise PermissionDenied(str(exc)) from exc
+            notes.append(("error", str(exc)))
+        except services.ApprovalError as exc:
+            notes.append(("error", str(exc)))
+        else:
+            notes.extend(_outcome_notes(outcome))
+    approval.refresh_from_db()
+    fresh = _visible_request(request, pk)
+    if request.htmx:
+        return render(
+            request, "approvals/_card.html", {"card": _card(request, fresh), "notes": notes, "swapped": True}
+        )
+    for level, text in notes:
+        messages.add_message(request, messages.ERROR if level == "error" else messages.SUCCESS, text)
+    return redirect("approvals:inbox")
+
+
+def _outcome_notes(outcome: services.AnswerOutcome) -> list[tuple[str, str]]:
+    notes = []
+    if outcome.written:
+        notes.append(("success", ANSWERED_MESSAGE.format(skills=", ".join(i.skill for i in outcome.written))))
+    for item in outcome.already_answered:
+        who = item.answered_by.username if item.answered_by else f"the {item.source.lower() or 'chain'}"
+        notes.append(
+            (
+                "info",
+                ALREADY_ANSWERED_MESSAGE.format(
+                    skill=item.skill, who=who, how=answer_label(item.decision, item.scope)
+                ),
+            )
+        )
+    for skill, why in outcome.failed:
+        notes.append(("error", FAILED_MESSAGE.format(skill=skill, why=why)))
+    return notes
+
+
+@require_http_methods(["GET", "POST"])
+@_approver_or_operator
+def request_dismiss_view(request: HttpRequest, pk: Any) -> HttpResponse:
+    approval = _visible_request(request, pk)
+    if request.method == "POST":
+        try:
+            services.request_cancel(
+                request=approval, actor=Actor.for_user(request.user), why="dismissed by a person"
+            )
+        except services.RequestClosedError as exc:
+            messages.info(request, str(exc))
+        else:
+            messages.success(request, DISMISSED_MESSAGE)
+        return redirect("approvals:inbox")
+    return render(request, "approvals/confirm.html", _dismiss_confirmation(approval))
+
+
+def _dismiss_confirmation(approval: ApprovalRequest) -> dict[str, Any]:
+    open_skills = [i.skill for i in approval.items.all() if not i.answered]
+    shape = services.request_shape(approval)
+    if shape.escalates:
+        effect = (
+            "This request has no session, so nothing is written: its skills stay unanswered "
+            "and an unattended run refuses them."
+        )
+    else:
+        effect = "Each unanswered skill is denied for this session (never agent-wide)."
+    return {
+        "title": "Dismiss this request?",
+        "effect": effect,
+        "items": open_skills,
+        "confirm_label": "Dismiss request",
+        "cancel_url": "approvals:inbox",
+        "danger": True,
+    }
+
+
+# --- Sessions and revocation (S10) ---------------------------------------------------------------
+
+
+@require_GET
+@_approver_or_operator
+def session_list_view(request: HttpRequest) -> HttpResponse:
+    sessions = selectors.sessions_visible_to(user=request.user).order_by("-last_seen_at", "-id")[:200]
+    return render(request, "approvals/sessions.html", {"sessions": sessions})
+
+
+def _visible_session(request: HttpRequest, pk: int) -> Session:
+    return get_object_or_404(selectors.sessions_visible_to(user=request.user), pk=pk)
+
+
+@require_GET
+@_approver_or_operator
+def session_detail_view(request: HttpRequest, pk: int) -> HttpResponse:
+    session = _visible_session(request, pk)
+    skills = selectors.session_skills(session=session)
+    verdicts = services.skills_decide(
+        runtime=session.runtime, skills=skills, session=session, invoking_session=None, turn_id=None
+    )
+    index = rules.rule_index()
+    rows = []
+    for verdict in verdicts:
+        rule = index.lookup(session.runtime_id, verdict.skill) if verdict.source == "RULE" else None
+        rows.append({"verdict": verdict, "rule": rule})
+    return render(
+        request,
+        "approvals/session.html",
+        {
+            "session": session,
+            "rows": rows,
+            "grants": selectors.session_grants(session=session),
+            "agent_grants": selectors.agent_grants(runtime=session.runtime),
+            "may_manage_agent": selectors.may_manage_agent_grants(user=request.user, runtime=session.runtime),
+        },
+    )
+
+
+@require_http_methods(["GET", "POST"])
+@_approver_or_operator
+def session_clear_view(request: HttpRequest, pk: int) -> HttpResponse:
+    session = _visible_session(request, pk)
+    if request.method == "POST":
+        count = services.session_clear(
+            runtime=session.runtime, session_id=session.session_id, actor=Actor.for_user(request.user)
+        )
+        messages.success(request, CLEARED_MESSAGE.format(count=count))
+        return redirect("approvals:session", pk=session.pk)
+    grants = list(selectors.session_grants(session=session))
+    return render(
+        request,
+        "approvals/confirm.html",
+        {
+            "title": f"Clear session {session.session_id}?",
+            "effect": (
+                f"Removes this session's {len(grants)} turn and session approvals and denials. "
+                "Agent-wide approvals stay: only Revoke agent-wide removes them."
+            ),
+            "items": [f"{g.skill}: {answer_label(g.decision, g.scope)}" for g in grants],
+            "confirm_label": "Clear session",
+            "cancel_url": "approvals:sessions",
+            "danger": True,
+        },
+    )
+
+
+@require_http_methods(["GET", "POST"])
+@_approver_or_operator
+def session_revoke_view(request: HttpRequest, pk: int) -> HttpResponse:
+    session = _visible_session(request, pk)
+    if request.method == "POST":
+        removed, _ = services.session_revoke(
+            runtime=session.runtime,
+            session_id=session.session_id,
+            agent=False,
+            actor=Actor.for_user(request.user),
+        )
+        messages.success(request, REVOKED_MESSAGE.format(count=removed))
+        return redirect("approvals:session", pk=session.pk)
+    grants = list(selectors.session_grants(session=session))
+    return render(
+        request,
+        "approvals/confirm.html",
+        {
+            "title": f"Revoke the approvals of session {session.session_id}?",
+            "effect": (
+                f"Revokes this session's {len(grants)} approvals and denials; the runtime asks "
+                "again next time. Agent-wide approvals stay."
+            ),
+            "items": [f"{g.skill}: {answer_label(g.decision, g.scope)}" for g in grants],
+            "confirm_label": "Revoke session approvals",
+            "cancel_url": "approvals:sessions",
+            "danger": True,
+        },
+    )
+
+
+def _grant_for(request: HttpRequest, pk: int) -> Grant:
+    grant = get_object_or_404(Grant.objects.active().select_related("runtime", "session"), pk=pk)
+    if grant.scope == GrantScope.AGENT:
+        if not selectors.may_manage_agent_grants(user=request.user, runtime=grant.runtime):
+            raise PermissionDenied
+        return grant
+    visible = selectors.sessions_visible_to(user=request.user).filter(pk=grant.session_id).exists()
+    if not visible:
+        raise PermissionDenied
+    return grant
+
+
+@require_http_methods(["GET", "POST"])
+@_approver_or_operator
+def grant_revoke_view(request: HttpRequest, pk: int) -> HttpResponse:
+    grant = _grant_for(request, pk)
+    back = (
+        redirect("approvals:agent", name=grant.runtime.name)
+        if grant.scope == GrantScope.AGENT
+        else redirect("approvals:session", pk=grant.session_id)
+    )
+    if request.method == "POST":
+        revoked = services.grant_revoke(grant=grant, actor=Actor.for_user(request.user))
+        messages.success(request, GRANT_REVOKED_MESSAGE if revoked else GRANT_GONE_MESSAGE)
+        return back
+    where = "every session of this agent" if grant.scope == GrantScope.AGENT else "this session"
+    return render(
+        request,
+        "approvals/confirm.html",
+        {
+            "title": f"Revoke {answer_label(grant.decision, grant.scope)} for {grant.skill}?",
+            "effect": f"The runtime will ask again about {grant.skill} in {where}.",
+            "items": [],
+            "confirm_label": "Revoke approval",
+            "cancel_url": "approvals:sessions",
+            "danger": True,
+        },
+    )
+
+
+@require_GET
+@_approver_or_operator
+def agent_grants_view(request: HttpRequest, name: str) -> HttpResponse:
+    runtime = get_object_or_404(AgentRuntime, name=name)
+    if not selectors.may_manage_agent_grants(user=request.user, runtime=runtime):
+        raise PermissionDenied
+    return render(
+        request,
+        "approvals/agent.html",
+        {
+            "runtime": runtime,
+            "grants": selectors.agent_grants(runtime=runtime),
+            "sessions_reached": selectors.runtime_session_count(runtime=runtime),
+        },
+    )
+
+
+@require_http_methods(["GET", "POST"])
+@_approver_or_operator
+def agent_revoke_view(request: HttpRequest, name: str) -> HttpResponse:
+    runtime = get_object_or_404(AgentRuntime, name=name)
+    if not selectors.may_manage_agent_grants(user=request.user, runtime=runtime):
+        raise PermissionDenied
+    if request.method == "POST":
+        count = services.agent_grants_revoke(runtime=runtime, actor=Actor.for_user(request.user))
+        messages.success(request, AGENT_REVOKED_MESSAGE.format(count=count))
+        return redirect("approvals:agent", name=runtime.name)
+    grants = list(selectors.agent_grants(runtime=runtime))
+    return render(
+        request,
+        "approvals/confirm.html",
+        {
+            "title": f"Revoke every agent-wide approval of {runtime.name}?",
+            "effect": (
+                f"Removes {len(grants)} agent-wide approvals from all "
+                f"{selectors.runtime_session_count(runtime=runtime)} sessions of {runtime.name}; "
+                "each session is asked again."
+            ),
+            "items": [f"{g.skill}: {answer_label(g.decision, g.scope)}" for g in grants],
+            "confirm_label": "Revoke agent-wide",
+            "cancel_url": "approvals:sessions",
+            "danger": True,
+        },
+    )
+
+
+# --- Skill rules (operators) ----------------------------------------------------------------------
+
+
+@require_GET
+@login_required
+@permission_required("approvals.view_skillrule", raise_exception=True)
+def rule_list_view(request: HttpRequest) -> HttpResponse:
+    return render(
+        request,
+        "approvals/rules.html",
+        {
+            "rules": SkillRule.objects.select_related("runtime").order_by("pattern", "id"),
+            "form": RuleForm(),
+            "can_change": request.user.has_perm("approvals.change_skillrule"),
+        },
+    )
+
+
+@require_POST
+@login_required
+@permission_required("approvals.add_skillrule", raise_exception=True)
+def rule_create_view(request: HttpRequest) -> HttpResponse:
+    form = RuleForm(request.POST)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            rules.rule_create(
+                runtime=data["runtime"],
+                pattern=data["pattern"],
+                action=data["action"],
+                widest_scope=data["widest_scope"],
+                note=data["note"],
+                actor=Actor.for_user(request.user),
+            )
+        except ValidationError as exc:  # e.g. a rule for this pattern exists already
+            form.add_error("pattern", exc.messages[0])
+        else:
+            messages.success(request, f"Rule for {data['pattern']} saved.")
+            return redirect("approvals:rules")
+    return render(
+        request,
+        "approvals/rules.html",
+        {
+            "rules": SkillRule.objects.select_related("runtime").order_by("pattern", "id"),
+            "form": form,
+            "can_change": True,
+        },
+    )
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+@permission_required("approvals.delete_skillrule", raise_exception=True)
+def rule_delete_view(request: HttpRequest, pk: int) -> HttpResponse:
+    rule = get_object_or_404(SkillRule.objects.select_related("runtime"), pk=pk)
+    if request.method == "POST":
+        rules.rule_delete(rule=rule, actor=Actor.for_user(request.user))
+        messages.success(request, f"Rule for {rule.pattern} deleted.")
+        return redirect("approvals:rules")
+    return render(
+        request,
+        "approvals/confirm.html",
+        {
+            "title": f"Delete the rule for {rule.pattern}?",
+            "effect": (
+                f"Skills matching {rule.pattern} fall to the next matching rule, or ask. "
+                "Approvals already granted stay in force."
+            ),
+            "items": [],
+            "confirm_label": "Delete rule",
+            "cancel_url": "approvals:rules",
+            "danger": True,
+        },
+    )

@@ -1,0 +1,249 @@
+"""The registry's runtime API: a runtime's own tools, tool decisions, MCP server configs
+and relayed MCP tool listings (API.md "Tools", "MCP servers").
+
+Every view acts for the runtime its token names (`request.user.runtime`) and sees only
+that runtime's local tools; MCP servers and their tools are shared by every runtime.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework.decorators import api_view
+from rest_framework.exceptions import NotFound, ParseError, ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from aimon_admin.core.api import StrictSerializer
+from aimon_admin.registry import selectors, services
+from aimon_admin.registry.api.serializers import (
+    MAX_TOOLS,
+    LocalCatalogIn,
+    LocalCatalogOut,
+    McpListingIn,
+    McpServerOut,
+    ResolvedToolOut,
+    ToolDecisionIn,
+    ToolDecisionOut,
+    ToolOut,
+    flatten_errors,
+    tool_decision_input,
+)
+from aimon_admin.registry.choices import SideEffectLevel
+from aimon_admin.registry.models import Tool
+
+TOO_DEEP_MESSAGE = "JSON parse error - nested too deeply."
+NO_SUCH_SERVER_MESSAGE = "No enabled MCP server of that name."
+
+_ERRORS = {
+    400: OpenApiResponse(description="Invalid input: `fields` names each offending field."),
+    401: OpenApiResponse(description="Missing, malformed, unknown or revoked token."),
+}
+
+
+def _body(request: Request) -> Any:
+    """The parsed JSON body. JSON nested past Python's recursion limit is a 400, not a 5xx."""
+    try:
+        return request.data
+    except RecursionError as exc:
+        raise ParseError(TOO_DEEP_MESSAGE) from exc
+
+
+def _reject_constant(value: str) -> None:
+    raise ValueError(f"Out of range float values are not JSON compliant: {value!r}")
+
+
+def _json_body(request: Request) -> Any:
+    """The body of a hot endpoint: plain `application/json` parsed directly, which costs a
+    fraction of DRF's parser machinery; any other type goes through DRF (and its 415).
+    Same answers as DRF's JSONParser: an empty body is {}, NaN and Infinity are refused,
+    and a parse error is 400 "JSON parse error - ..."."""
+    if request.content_type != "application/json":
+        return _body(request)
+    raw = request.body
+    if not raw:
+        return {}
+    try:
+        return json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+    except RecursionError as exc:
+        raise ParseError(TOO_DEEP_MESSAGE) from exc
+    except ValueError as exc:
+        raise ParseError(f"JSON parse error - {exc}") from exc
+
+
+def _validated(serializer_class: type[StrictSerializer], request: Request) -> dict[str, Any]:
+    serializer = serializer_class(data=_body(request))
+    if not serializer.is_valid():
+        raise ValidationError(flatten_errors(serializer.errors))
+    return serializer.validated_data
+
+
+# --- /api/v1/tools -------------------------------------------------------------------------------
+
+
+def _tool_out(tool: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "name": tool["name"],
+        "source": tool["source"],
+        "server": tool["server__name"],
+        "side_effect_level": tool["side_effect_level"],
+        "destructive_behavior": tool["destructive_behavior"],
+        "idempotency_behavior": tool["idempotency_behavior"],
+        "read_only": tool["side_effect_level"] == SideEffectLevel.READ_ONLY,
+        "description": tool["description"],
+        "input_schema": tool["input_schema"],
+    }
+
+
+_TOOL_COLUMNS = (
+    "name",
+    "source",
+    "server__name",
+    "side_effect_level",
+    "destructive_behavior",
+    "idempotency_behavior",
+    "description",
+    "input_schema",
+)
+
+
+@extend_schema(
+    methods=["GET"],
+    summary="The tools this runtime may give its model",
+    description=(
+        "The runtime's own (local) tools plus the tools of every enabled MCP server, "
+        "without those its ceiling does not permit (T6). A local tool has `server` null."
+    ),
+    responses={200: ToolOut(many=True), 401: _ERRORS[401]},
+)
+@extend_schema(
+    methods=["PUT"],
+    summary="Replace this runtime's own tool catalog",
+    description=(
+        "The whole local catalog, replaced: tools left out are marked absent (never deleted). "
+        "An omitted or null axis takes its worst default: MUTATING, DESTRUCTIVE, "
+        f"NON_IDEMPOTENT (T1-T3). At most {MAX_TOOLS} tools, "
+        "names unique."
+    ),
+    request=LocalCatalogIn,
+    responses={200: LocalCatalogOut, **_ERRORS},
+)
+@api_view(["GET", "PUT"])
+def tools(request: Request) -> Response:
+    runtime = request.user.runtime
+    if request.method == "GET":
+        rows = selectors.tools_for_model(runtime=runtime).values(*_TOOL_COLUMNS)
+        return Response([_tool_out(row) for row in rows])
+
+    data = _validated(LocalCatalogIn, request)
+    try:
+        result = services.local_tools_replace(runtime=runtime, tools=data["tools"], actor=request.user.actor)
+    except services.RegistryError as exc:
+        raise ValidationError({"tools": [str(exc)]}) from exc
+    return Response(
+        {
+            "registered": result.registered,
+            "added": sorted(result.added),
+            "changed": sorted(result.changed),
+            "removed": sorted(result.removed),
+        }
+    )
+
+
+# --- /api/v1/tool-decisions ----------------------------------------------------------------------
+
+
+@extend_schema(
+    summary="May this runtime run this tool now?",
+    description=(
+        "The ceiling first, then the approval gate (T6-T9). `session_id` null or absent means "
+        "unattended: nobody can be asked, so ASK becomes DENY (T8). A tool that is not "
+        "registered (for this runtime, or on an enabled server) counts as MUTATING + "
+        "DESTRUCTIVE (T9). `idempotency_behavior` is retry advice (T3)."
+    ),
+    request=ToolDecisionIn,
+    responses={200: ToolDecisionOut, **_ERRORS},
+)
+@api_view(["POST"])
+def tool_decisions(request: Request) -> Response:
+    # Hot: no serializer instance, one query (plus the token lookup), a plain dict.
+    data = tool_decision_input(_json_body(request))
+    outcome = selectors.tool_gate(
+        runtime=request.user.runtime,
+        name=data["tool"],
+        server=data["server"],
+        attended=data["session_id"] is not None,
+    )
+    axes = outcome.axes
+    return Response(
+        {
+            "decision": outcome.result.decision.value,
+            "reason": outcome.result.reason.value,
+            "side_effect_level": axes.level.value,
+            "destructive_behavior": axes.effective_destructive.value,
+            "idempotency_behavior": axes.idempotency.value,
+            "registered": outcome.registered,
+        }
+    )
+
+
+# --- /api/v1/mcp-servers -------------------------------------------------------------------------
+
+_SERVER_COLUMNS = ("name", "transport", "command", "args", "url", "timeout_seconds", "annotation_trust")
+
+
+@extend_schema(
+    summary="The enabled MCP servers a runtime connects to",
+    description="Connection settings only: environment variables and headers are secrets and "
+    "are never returned.",
+    responses={200: McpServerOut(many=True), 401: _ERRORS[401]},
+)
+@api_view(["GET"])
+def mcp_servers(request: Request) -> Response:
+    # An explicit column list, so env and headers never leave the database.
+    rows = selectors.mcp_servers_enabled().values(*_SERVER_COLUMNS)
+    return Response([dict(row) for row in rows])
+
+
+@extend_schema(
+    summary="Relay an MCP server's tools/list result",
+    description=(
+        "A runtime that listed a server's tools itself hands over the result verbatim. Each "
+        "tool's claims are stored as sent and resolved once under the server's trust "
+        "(T10-T12); the runtime is recorded as their source. A changed definition that claims "
+        "less risk than the accepted one is held as IGNORE until an operator accepts it (T15). "
+        "Tools not in the listing are left as they are. Unknown or disabled server: 404."
+    ),
+    request=McpListingIn,
+    responses={
+        200: ResolvedToolOut(many=True),
+        **_ERRORS,
+        404: OpenApiResponse(description=NO_SUCH_SERVER_MESSAGE),
+    },
+)
+@api_view(["POST"])
+def mcp_server_tools(request: Request, name: str) -> Response:
+    server = selectors.mcp_servers_enabled().filter(name=name).first()
+    if server is None:
+        raise NotFound(NO_SUCH_SERVER_MESSAGE)
+    data = _validated(McpListingIn, request)
+    try:
+        result = services.mcp_tools_relay(server=server, runtime=request.user.runtime, listing=data["tools"])
+    except services.RegistryError as exc:
+        raise ValidationError({"tools": [str(exc)]}) from exc
+    by_name = {tool.name: tool for tool in result.tools}
+    return Response([_resolved_out(by_name[item["name"]]) for item in data["tools"]])
+
+
+def _resolved_out(tool: Tool) -> dict[str, Any]:
+    return {
+        "name": tool.name,
+        "side_effect_level": tool.side_effect_level,
+        "destructive_behavior": tool.destructive_behavior,
+        "idempotency_behavior": tool.idempotency_behavior,
+        "read_only": tool.read_only,
+        "held_for_review": tool.awaiting_review,
+        "warnings": list(tool.claim_warnings or []),
+    }

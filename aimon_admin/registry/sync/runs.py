@@ -1,0 +1,248 @@
+"""Sync runs: one `McpSyncRun` taken from QUEUED to SUCCEEDED or FAILED, safely retried.
+
+The listing is fetched completely before anything is written, then stored in one
+transaction with its audit event (A3), so a failed sync leaves the stored tools exactly as
+they were.
+
+Retries. Each claim of a run increments ``attempts``, and that number fences every later
+write: progress, the stored listing and the failure are written only while the run is
+still RUNNING under the same attempt. A redelivered task (its worker died) claims the
+RUNNING run again and finishes it; a duplicate delivery finds the run finished and does
+nothing. On PostgreSQL a claim also holds a session advisory lock for the run, which dies
+with the worker's connection, so a duplicate of a sync still in progress steps aside
+instead of racing it.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from celery.exceptions import SoftTimeLimitExceeded
+from django.db import DatabaseError, connection, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from aimon_admin.audit.choices import AuditAction, AuditLevel
+from aimon_admin.audit.services import audit_record
+from aimon_admin.core.actors import Actor
+from aimon_admin.registry.choices import SyncStatus
+from aimon_admin.registry.models import McpServer, McpSyncRun
+from aimon_admin.registry.services import mcp_tools_record
+from aimon_admin.registry.sync.fetch import SyncError, fetch_tool_listing, one_line
+from aimon_admin.registry.sync.messages import (
+    ERROR_DISABLED,
+    ERROR_GAVE_UP,
+    ERROR_STALE,
+    ERROR_STORE,
+    ERROR_TIME_LIMIT,
+    ERROR_UNEXPECTED,
+    PROGRESS_CONNECTING,
+    PROGRESS_DONE,
+    PROGRESS_FAILED,
+    PROGRESS_STORING,
+    STAGE_SYNC,
+)
+
+logger = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 3
+# The sync task's limits: the longest server timeout (600 s) plus storing 10,000 tools. The
+# settings' defaults (240 s soft) would cut a slow server's sync short.
+TASK_SOFT_TIME_LIMIT = 600 + 120
+TASK_TIME_LIMIT = TASK_SOFT_TIME_LIMIT + 60
+STALE_AFTER = timedelta(seconds=TASK_TIME_LIMIT + 120)  # no live task runs this long
+SYNC_ACTOR = Actor.system("task:mcp-sync")
+# pg_advisory_lock(namespace, run id): a key space apart from the audit chain's one-key lock.
+RUN_LOCK_NAMESPACE = 0x4D435053  # "MCPS"
+
+
+@dataclass(frozen=True)
+class _Claim:
+    run_id: int
+    server_id: int
+    attempt: int  # the fencing token: writes need the run still RUNNING under this attempt
+
+
+def _try_lock(run_id: int) -> bool:
+    if connection.vendor != "postgresql":
+        return True
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [RUN_LOCK_NAMESPACE, run_id & 0x7FFFFFFF])
+        return bool(cursor.fetchone()[0])
+
+
+def _unlock(run_id: int) -> None:
+    if connection.vendor != "postgresql":
+        return
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [RUN_LOCK_NAMESPACE, run_id & 0x7FFFFFFF])
+    except DatabaseError:
+        logger.warning("could not release the advisory lock of sync run %s", run_id, exc_info=True)
+
+
+@contextmanager
+def _run_lock(run_id: int) -> Any:
+    """Yield whether this process may work on the run (PostgreSQL: nobody else holds it)."""
+    locked = _try_lock(run_id)
+    try:
+        yield locked
+    finally:
+        if locked:
+            _unlock(run_id)
+
+
+def _claim(run_id: int) -> _Claim | None:
+    run = McpSyncRun.objects.filter(pk=run_id).values("status", "attempts", "server_id").first()
+    if run is None or run["status"] not in (SyncStatus.QUEUED, SyncStatus.RUNNING):
+        return None
+    if run["status"] == SyncStatus.RUNNING and run["attempts"] >= MAX_ATTEMPTS:
+        # Every earlier worker died holding this run: stop redelivering it.
+        _fail(
+            _Claim(run_id, run["server_id"], run["attempts"]), ERROR_GAVE_UP.format(attempts=run["attempts"])
+        )
+        return None
+    claimed = McpSyncRun.objects.filter(pk=run_id, status=run["status"], attempts=run["attempts"]).update(
+        status=SyncStatus.RUNNING,
+        attempts=F("attempts") + 1,
+        started_at=timezone.now(),
+        finished_at=None,
+        progress=PROGRESS_CONNECTING,
+        error="",
+    )
+    return _Claim(run_id, run["server_id"], run["attempts"] + 1) if claimed else None
+
+
+def _fenced(claim: _Claim) -> Any:
+    return McpSyncRun.objects.filter(pk=claim.run_id, status=SyncStatus.RUNNING, attempts=claim.attempt)
+
+
+def _progress(claim: _Claim, text: str) -> None:
+    _fenced(claim).update(progress=one_line(text, 300))
+
+
+def _fail(claim: _Claim, message: str) -> bool:
+    """Record the failure and its audit event, if this attempt still owns the run."""
+    with transaction.atomic():
+        run = _fenced(claim).select_for_update(of=("self",)).select_related("server").first()
+        if run is None:
+            return False
+        run.status = SyncStatus.FAILED
+        run.error = message
+        run.progress = PROGRESS_FAILED
+        run.finished_at = timezone.now()
+        run.save(update_fields=["status", "error", "progress", "finished_at"])
+        audit_record(
+            action=AuditAction.MCP_SYNC_FAILED,
+            actor=SYNC_ACTOR,
+            level=AuditLevel.WARNING,
+            subject_type="mcp_server",
+            subject=run.server.name,
+            details={"run_id": run.pk, "attempt": claim.attempt, "error": message},
+        )
+    return True
+
+
+def _store(claim: _Claim, listing: list[dict[str, Any]]) -> bool:
+    """Store the complete listing, the run's outcome and its audit event, all or nothing."""
+    with transaction.atomic():
+        # The server row first (as a trust change locks it), so the listing is resolved
+        # under the trust in force when it commits.
+        server = McpServer.objects.select_for_update().get(pk=claim.server_id)
+        run = _fenced(claim).select_for_update().first()
+        if run is None:
+            return False  # another attempt took the run over; it will write the outcome
+        result = mcp_tools_record(server=server, listing=listing, actor=SYNC_ACTOR, complete=True)
+        run.status = SyncStatus.SUCCEEDED
+        run.tools_seen = len(listing)
+        run.tools_added = len(result.added)
+        run.tools_changed = len(result.changed)
+        run.tools_absent = len(result.absent)
+        run.progress = PROGRESS_DONE.format(
+            seen=run.tools_seen, added=run.tools_added, changed=run.tools_changed, absent=run.tools_absent
+        )
+        run.finished_at = timezone.now()
+        run.save()
+        audit_record(
+            action=AuditAction.MCP_SYNC_SUCCEEDED,
+            actor=SYNC_ACTOR,
+            subject_type="mcp_server",
+            subject=server.name,
+            details={
+                "run_id": run.pk,
+                "attempt": claim.attempt,
+                "trust": server.annotation_trust,
+                "tools_seen": run.tools_seen,
+                "tools_added": run.tools_added,
+                "tools_changed": run.tools_changed,
+                "tools_absent": run.tools_absent,
+                "added": sorted(result.added),
+                "changed": sorted(result.changed),
+                "absent": sorted(result.absent),
+                "held_for_review": sorted(result.held_for_review),
+            },
+        )
+    return True
+
+
+def run_sync(run_id: int) -> McpSyncRun | None:
+    """Take sync run `run_id` to its outcome; safe to call again for the same run.
+
+    Does nothing for a run that has finished, or (PostgreSQL) that another worker is
+    working on now. A RUNNING run nobody holds (its worker died) is claimed again and
+    finished. Returns the run as this call left it, or None if it did nothing.
+    """
+    with _run_lock(run_id) as locked:
+        claim = _claim(run_id) if locked else None
+        if claim is None:
+            logger.info("sync run %s: nothing to do (finished, missing, or in progress elsewhere)", run_id)
+            return None
+        try:
+            server = McpServer.objects.get(pk=claim.server_id)
+            if not server.enabled:
+                _fail(claim, ERROR_DISABLED)
+            else:
+                listing = fetch_tool_listing(server, on_progress=lambda text: _progress(claim, text))
+                _progress(claim, PROGRESS_STORING.format(tools=len(listing)))
+                try:
+                    _store(claim, listing)
+                except SoftTimeLimitExceeded:
+                    raise
+                except Exception as exc:
+                    logger.exception("sync run %s: storing the listing failed", run_id)
+                    _fail(claim, ERROR_STORE.format(detail=one_line(f"{type(exc).__name__}: {exc}", 300)))
+        except SyncError as exc:
+            _fail(claim, exc.message)
+        except SoftTimeLimitExceeded:
+            _fail(claim, ERROR_TIME_LIMIT)
+        except Exception as exc:
+            # Left RUNNING, the run would block every later sync of its server.
+            logger.exception("sync run %s failed unexpectedly", run_id)
+            _fail(
+                claim,
+                ERROR_UNEXPECTED.format(
+                    stage=STAGE_SYNC, detail=one_line(f"{type(exc).__name__}: {exc}", 300)
+                ),
+            )
+        return McpSyncRun.objects.get(pk=run_id)
+
+
+def sync_runs_fail_stale(*, older_than: timedelta = STALE_AFTER) -> int:
+    """Fail RUNNING runs whose worker is gone and that no redelivery will finish.
+
+    Eager (embedded) tasks are never redelivered: a process that died mid-sync would
+    leave its run RUNNING, blocking every later sync of that server. A run counts as
+    stale once it has run longer than any task may; on PostgreSQL, only if nobody holds it.
+    """
+    failed = 0
+    cutoff = timezone.now() - older_than
+    stale = McpSyncRun.objects.filter(status=SyncStatus.RUNNING, started_at__lt=cutoff)
+    for run_id, server_id, attempts in stale.values_list("pk", "server_id", "attempts"):
+        with _run_lock(run_id) as locked:
+            if locked and _fail(_Claim(run_id, server_id, attempts), ERROR_STALE):
+                failed += 1
+    return failed

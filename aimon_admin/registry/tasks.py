@@ -1,0 +1,40 @@
+"""Celery tasks of the registry: MCP syncs (queued by `services.mcp_sync_request`)."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from aimon_admin.registry.sync import (
+    STALE_AFTER,
+    TASK_SOFT_TIME_LIMIT,
+    TASK_TIME_LIMIT,
+    run_sync,
+    sync_runs_fail_stale,
+)
+
+SYNC_TASK_NAME = "registry.sync_mcp_server"
+FAIL_STALE_TASK_NAME = "registry.fail_stale_mcp_syncs"
+
+
+@shared_task(
+    name=SYNC_TASK_NAME,
+    ignore_result=True,
+    acks_late=True,  # a worker that dies mid-sync leaves the message to be delivered again
+    reject_on_worker_lost=True,
+    soft_time_limit=TASK_SOFT_TIME_LIMIT,
+    time_limit=TASK_TIME_LIMIT,
+)
+def sync_mcp_server(run_id: int) -> str | None:
+    """Run MCP sync `run_id` to its outcome; safe to deliver twice (see `sync.run_sync`).
+
+    Past the soft time limit the run fails with a message that says so; a redelivery
+    after a killed worker claims the run again and finishes it.
+    """
+    run = run_sync(run_id)
+    return run.status if run is not None else None
+
+
+@shared_task(name=FAIL_STALE_TASK_NAME, ignore_result=True, acks_late=True)
+def fail_stale_mcp_syncs() -> int:
+    """Fail RUNNING syncs whose worker is gone for good (for a periodic schedule)."""
+    return sync_runs_fail_stale(older_than=STALE_AFTER)

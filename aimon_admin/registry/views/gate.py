@@ -1,0 +1,178 @@
+"""The gate simulator and the NON_DESTRUCTIVE worklist (seed §8.1)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth.decorators import login_required, permission_required
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.http import require_GET
+
+from aimon_admin.registry import policy, selectors
+from aimon_admin.registry.choices import (
+    DestructiveBehavior,
+    GateReason,
+    IdempotencyBehavior,
+    SideEffectLevel,
+    ToolDecision,
+)
+from aimon_admin.registry.forms import (
+    OUTCOME_ASKS,
+    OUTCOME_DENIED_UNATTENDED,
+    OUTCOME_HIDDEN,
+    OUTCOME_NO_QUESTION,
+    OUTCOMES,
+    UNATTENDED,
+    GateSettingsForm,
+    ReviewForm,
+    SimulatorForm,
+)
+from aimon_admin.registry.views._common import render_page
+from aimon_admin.runtimes.models import AgentRuntime
+
+# Messages users see (tests import these). The outcome labels name what GateResult decided.
+FORECAST = "If the gate were wired now with these settings, {n} write tool{s} would fail on unattended paths."
+WORKLIST_SHOWN = 50
+SIMULATOR_SHOWN = 500
+
+
+# --- Gate simulator and worklist --------------------------------------------------------------
+
+
+def outcome_label(result: policy.GateResult) -> str:
+    """The simulator's words for what policy.gate_decision decided."""
+    if result.reason == GateReason.ABOVE_CEILING:
+        return OUTCOME_HIDDEN
+    if result.reason == GateReason.UNATTENDED_NO_CHANNEL:
+        return OUTCOME_DENIED_UNATTENDED
+    return OUTCOME_NO_QUESTION if result.decision == ToolDecision.ALLOW else OUTCOME_ASKS
+
+
+def _gate_form(request: HttpRequest, form_class: type[GateSettingsForm]) -> GateSettingsForm | None:
+    """The settings form, bound to the query or to the first runtime; None if no runtime exists."""
+    data = request.GET
+    if "runtime" not in data:
+        first = AgentRuntime.objects.order_by("name").values_list("name", flat=True).first()
+        if first is None:
+            return None
+        data = data.copy()
+        data["runtime"] = first
+    return form_class(data)
+
+
+@dataclass(frozen=True)
+class SimulatedTool:
+    """One row of the simulator: what names the tool, its axes, and the gate's outcome."""
+
+    pk: int
+    name: str
+    server: str | None
+    axes: policy.ToolAxes
+    outcome: str
+    reason: str
+
+
+def _axes(level: str, destructive: str, idempotency: str) -> policy.ToolAxes:
+    return policy.ToolAxes(
+        SideEffectLevel(level), DestructiveBehavior(destructive), IdempotencyBehavior(idempotency)
+    )
+
+
+@require_GET
+@login_required
+@permission_required("registry.view_tool", raise_exception=True)
+def simulator_view(request: HttpRequest) -> HttpResponse:
+    form = _gate_form(request, SimulatorForm)
+    context: dict[str, Any] = {"form": form, "rows": [], "tab": "simulator"}
+    if form is not None and form.is_valid():
+        runtime, ceiling, exempt = form.settings()
+        attended = form.cleaned_data.get("mode") != UNATTENDED
+        wanted = form.cleaned_data.get("outcome")
+        counts: Counter[str] = Counter()
+        rows = []
+        # Plain values, not model instances: a runtime may see thousands of tools.
+        tools = selectors.tools_available_to(runtime=runtime).values_list(
+            "pk", "name", "server__name", "side_effect_level", "destructive_behavior", "idempotency_behavior"
+        )
+        for pk, name, server, *axes_values in tools:
+            axes = _axes(*axes_values)
+            result = policy.gate_decision(axes, ceiling=ceiling, exempt_at_or_below=exempt, attended=attended)
+            outcome = outcome_label(result)
+            counts[outcome] += 1
+            if (not wanted or outcome == wanted) and len(rows) <= SIMULATOR_SHOWN:
+                rows.append(SimulatedTool(pk, name, server, axes, outcome, result.reason.label))
+        context.update(
+            runtime=runtime,
+            ceiling=ceiling,
+            exempt=exempt,
+            attended=attended,
+            rows=rows[:SIMULATOR_SHOWN],
+            more_rows=len(rows) > SIMULATOR_SHOWN,
+            summary=[(label, counts[label]) for label in OUTCOMES if counts[label]],
+            total=sum(counts.values()),
+        )
+    return render_page(request, "registry/simulator.html", context, "results")
+
+
+def _unattended_failures(axes: list[policy.ToolAxes], ceiling: str, exempt: str) -> int:
+    """Write tools the gate would deny with nobody to ask (seed §8.1's forecast)."""
+    return sum(
+        1
+        for tool_axes in axes
+        if tool_axes.level == SideEffectLevel.MUTATING
+        and policy.gate_decision(
+            tool_axes, ceiling=ceiling, exempt_at_or_below=exempt, attended=False
+        ).decision
+        == ToolDecision.DENY
+    )
+
+
+@require_GET
+@login_required
+@permission_required("registry.view_tool", raise_exception=True)
+def worklist_view(request: HttpRequest) -> HttpResponse:
+    form = _gate_form(request, GateSettingsForm)
+    can_review = request.user.has_perm("registry.change_tool")
+    context: dict[str, Any] = {"form": form, "items": [], "tab": "worklist", "can_review": can_review}
+    if form is not None and form.is_valid():
+        runtime, ceiling, exempt = form.settings()
+        available = selectors.tools_available_to(runtime=runtime)
+        axes = [
+            _axes(*values)
+            for values in available.values_list(
+                "side_effect_level", "destructive_behavior", "idempotency_behavior"
+            )
+        ]
+        writes = available.filter(side_effect_level=SideEffectLevel.MUTATING)
+        unreviewed = writes.filter(destructive_behavior=DestructiveBehavior.DESTRUCTIVE, review_finding="")
+        pending = list(unreviewed.select_related("runtime")[: WORKLIST_SHOWN + 1])
+        reviewed = list(
+            writes.exclude(review_finding="")
+            .select_related("runtime", "reviewed_by")
+            .order_by("-reviewed_at", "name")[: WORKLIST_SHOWN + 1]
+        )
+        failing = _unattended_failures(axes, ceiling, exempt)
+        context.update(
+            runtime=runtime,
+            ceiling=ceiling,
+            exempt=exempt,
+            writes=sum(1 for tool_axes in axes if tool_axes.level == SideEffectLevel.MUTATING),
+            failing=failing,
+            forecast=FORECAST.format(n=failing, s="" if failing == 1 else "s"),
+            failing_if_exempt=_unattended_failures(axes, ceiling, SideEffectLevel.MUTATING),
+            items=[
+                {
+                    "tool": tool,
+                    "form": ReviewForm(auto_id=f"id_review_{tool.pk}_%s") if can_review else None,
+                    "recorded": False,
+                }
+                for tool in pending[:WORKLIST_SHOWN]
+            ],
+            more_pending=len(pending) > WORKLIST_SHOWN,
+            reviewed=reviewed[:WORKLIST_SHOWN],
+            more_reviewed=len(reviewed) > WORKLIST_SHOWN,
+            return_to=request.get_full_path(),
+        )
+    return render_page(request, "registry/worklist.html", context, "results")

@@ -1,0 +1,224 @@
+"""The tool list (filters, keyset pages), the tool page, accepting a changed definition, review findings."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required, permission_required
+from django.db.models import Q, QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_http_methods
+from django_htmx.http import push_url
+
+from aimon_admin.registry import policy, services
+from aimon_admin.registry.choices import SideEffectLevel
+from aimon_admin.registry.forms import (
+    ReviewForm,
+    ToolFilterForm,
+)
+from aimon_admin.registry.models import Tool
+from aimon_admin.registry.views._common import (
+    AXES,
+    AxisChange,
+    actor_of,
+    is_htmx,
+    redirect_after_write,
+    render_page,
+)
+
+# Messages users see (tests import these).
+DEFINITION_ACCEPTED = "New definition of {tool} accepted; its axes are resolved from it now."
+REVIEW_RECORDED = "Finding recorded for {tool}."
+TOOL_PAGE_SIZE = 50
+
+
+# The list's columns: no JSON column is read for a list row.
+_LIST_FIELDS = (
+    "id",
+    "name",
+    "source",
+    "side_effect_level",
+    "destructive_behavior",
+    "idempotency_behavior",
+    "awaiting_review",
+    "present",
+    "review_finding",
+    "server__name",
+    "runtime__name",
+)
+
+
+def _filtered_tools(data: dict[str, Any]) -> QuerySet[Tool]:
+    """Every tool, local and MCP, narrowed by each filter given (AND), in (name, id) order."""
+    tools = Tool.objects.select_related("server", "runtime").only(*_LIST_FIELDS)
+    exact = {
+        "source": "source",
+        "server": "server",
+        "runtime": "runtime",
+        "level": "side_effect_level",
+        "destructive": "destructive_behavior",
+        "idempotency": "idempotency_behavior",
+    }
+    for key, field in exact.items():
+        if data.get(key):
+            tools = tools.filter(**{field: data[key]})
+    if data.get("awaiting"):
+        tools = tools.filter(awaiting_review=True)
+    if data.get("absent"):
+        tools = tools.filter(present=False)
+    return tools.order_by("name", "id")
+
+
+def _filter_query(data: dict[str, Any]) -> dict[str, str]:
+    """The filters in force as URL parameters (blank ones left out)."""
+    query: dict[str, str] = {}
+    for key in ToolFilterForm.FILTERS:
+        value = data.get(key)
+        if value in (None, "", False):
+            continue
+        query[key] = "on" if value is True else getattr(value, "name", None) or str(value)
+    return query
+
+
+@require_GET
+@login_required
+@permission_required("registry.view_tool", raise_exception=True)
+def tool_list_view(request: HttpRequest) -> HttpResponse:
+    form = ToolFilterForm(request.GET)
+    form.is_valid()  # invalid filters are shown with their error and left out; the rest apply
+    data = form.cleaned_data
+    tools = _filtered_tools(data)
+    after_name, after_id = data.get("after_name"), data.get("after_id")
+    paged = after_id is not None and bool(after_name)
+    if paged:
+        # Keyset pagination: the rows after the last (name, id) shown; no OFFSET, no COUNT.
+        # name >= … is the range the (name, id) index scans; the OR only trims its start.
+        tools = tools.filter(Q(name__gte=after_name), Q(name__gt=after_name) | Q(id__gt=after_id))
+    rows = list(tools[: TOOL_PAGE_SIZE + 1])
+    has_next = len(rows) > TOOL_PAGE_SIZE
+    rows = rows[:TOOL_PAGE_SIZE]
+    query = _filter_query(data)
+    base = reverse("registry:tool-list")
+    context = {
+        "form": form,
+        "tools": rows,
+        "tools_url": base,
+        "servers_url": reverse("registry:server-list"),
+        "runtimes_url": reverse("runtimes:list"),
+        "paged": paged,
+        "filtered": bool(query),
+        "first_url": f"{base}?{urlencode(query)}" if query else base,
+        "next_url": (
+            f"{base}?{urlencode({**query, 'after_name': rows[-1].name, 'after_id': rows[-1].pk})}"
+            if has_next
+            else ""
+        ),
+    }
+    response = render_page(request, "registry/tool_list.html", context, "results")
+    if is_htmx(request):
+        # The address bar gets the canonical query (no blank filters), not the raw form.
+        canonical = {**query, **({"after_name": after_name, "after_id": after_id} if paged else {})}
+        push_url(response, f"{base}?{urlencode(canonical)}" if canonical else base)
+    return response
+
+
+def _pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, default=repr)
+
+
+def _tool(pk: int) -> Tool:
+    return get_object_or_404(Tool.objects.select_related("server", "runtime", "reviewed_by"), pk=pk)
+
+
+def _tool_context(request: HttpRequest, tool: Tool) -> dict[str, Any]:
+    explanations = tool.explanations or {}
+    context: dict[str, Any] = {
+        "tool": tool,
+        "axes": [(label, getattr(tool, key), explanations.get(key, "")) for key, label in AXES],
+        "claims_json": _pretty(tool.claims),
+        "schema_json": _pretty(tool.input_schema),
+        "can_accept": tool.awaiting_review
+        and tool.server_id is not None
+        and request.user.has_perm("registry.change_tool"),
+        "can_review": request.user.has_perm("registry.change_tool")
+        and tool.side_effect_level == SideEffectLevel.MUTATING,
+    }
+    if tool.awaiting_review and tool.server is not None:
+        # What accepting would resolve to, straight from the policy (T11, T15).
+        resolution = policy.resolve(tool.claims, tool.server.annotation_trust)
+        context.update(
+            accepted_json=_pretty(tool.accepted_claims),
+            lowered=policy.claims_lowered_risk(tool.accepted_claims, tool.claims),
+            after_accept=[
+                AxisChange(label, getattr(tool, key), value)
+                for (key, label), value in zip(
+                    AXES,
+                    (resolution.axes.level, resolution.axes.destructive, resolution.axes.idempotency),
+                    strict=True,
+                )
+            ],
+        )
+    return context
+
+
+@require_GET
+@login_required
+@permission_required("registry.view_tool", raise_exception=True)
+def tool_detail_view(request: HttpRequest, pk: int) -> HttpResponse:
+    tool = _tool(pk)
+    partial = "review" if tool.awaiting_review else None
+    return render_page(request, "registry/tool_detail.html", _tool_context(request, tool), partial)
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+@permission_required("registry.change_tool", raise_exception=True)
+def tool_accept_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """T15: confirm, then accept a changed definition that claims less risk."""
+    tool = _tool(pk)
+    if request.method == "POST":
+        try:
+            services.tool_accept_definition(tool=tool, actor=actor_of(request))
+        except services.RegistryError as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, DEFINITION_ACCEPTED.format(tool=tool))
+        return redirect_after_write(request, reverse("registry:tool-detail", args=[tool.pk]))
+    return render_page(request, "registry/tool_accept.html", _tool_context(request, tool), "confirm")
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+@permission_required("registry.change_tool", raise_exception=True)
+def tool_review_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """Seed §8.1: record an operator's finding on a MUTATING tool still at DESTRUCTIVE."""
+    tool = _tool(pk)
+    form = ReviewForm(request.POST or None, auto_id=f"id_review_{tool.pk}_%s")
+    return_to = request.POST.get("return_to") or request.GET.get("return_to") or ""
+    if not url_has_allowed_host_and_scheme(return_to, allowed_hosts={request.get_host()}):
+        return_to = ""
+    recorded = False
+    if request.method == "POST" and form.is_valid():
+        try:
+            tool = services.tool_record_review(
+                tool=tool,
+                finding=form.cleaned_data["finding"],
+                note=form.cleaned_data["note"],
+                actor=actor_of(request),
+            )
+        except services.RegistryError as exc:
+            form.add_error(None, str(exc))
+        else:
+            recorded = True
+            if not is_htmx(request):
+                messages.success(request, REVIEW_RECORDED.format(tool=tool))
+                return redirect(return_to or reverse("registry:tool-detail", args=[tool.pk]))
+    item = {"tool": tool, "form": form, "recorded": recorded}
+    context = {"item": item, "tool": tool, "return_to": return_to, "can_review": True}
+    return render_page(request, "registry/review.html", context, "row")

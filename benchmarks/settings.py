@@ -1,0 +1,17 @@
+"""Settings for the benchmarks: the product's own settings, plus a bare baseline endpoint.
+
+Run by hand only (benchmarks/tool_decisions.py sets the environment), never by CI.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("DJANGO_SECRET_KEY", "benchmark-only-secret-key-not-for-production-0123456789")
+
+from aimon_admin.settings.base import *  # noqa: F403
+
+ROOT_URLCONF = "benchmarks.urls"
+DEBUG = False
+ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
+LOGGING["root"]["level"] = "WARNING"  # noqa: F405

@@ -1,0 +1,1221 @@
+"""Skill approval services: each write checked as the row *and* its audit event (DESIGN S, A1, A3)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import pytest
+from django.core.cache import cache
+from django.core.exceptions import ValidationError
+from django.db import connection
+from django.utils import timezone
+
+from aimon_admin.accounts.models import User
+from aimon_admin.accounts.roles import Role
+from aimon_admin.approvals import rules
+from aimon_admin.approvals.choices import (
+    Answer,
+    DecisionSource,
+    GrantDecision,
+    GrantOrigin,
+    GrantScope,
+    RequestStatus,
+    RevokeReason,
+    RuleAction,
+)
+from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, RuleSetVersion, Session
+from aimon_admin.approvals.services import (
+    ANSWER_NOT_OFFERED_MESSAGE,
+    ESCALATION_REACH,
+    NOT_YOURS_MESSAGE,
+    ApprovalError,
+    NotAllowedError,
+    PrincipalConflictError,
+    RequestClosedError,
+    RequestInput,
+    agent_grants_revoke,
+    answers_for,
+    grant_revoke,
+    request_answer,
+    request_cancel,
+    request_create,
+    request_expire_if_due,
+    requests_expire_due,
+    session_clear,
+    session_lookup,
+    session_revoke,
+    session_touch,
+    skills_decide,
+)
+from aimon_admin.audit.choices import AuditAction, AuditLevel
+from aimon_admin.audit.models import AuditEvent
+from aimon_admin.core.actors import Actor
+from aimon_admin.runtimes.models import AgentRuntime
+from aimon_admin.runtimes.services import runtime_create
+from tests.conftest import TEST_ACTOR
+
+ONCE, FOR_SESSION, ALWAYS, NO = Answer.ALLOW_ONCE, Answer.ALLOW_SESSION, Answer.ALLOW_AGENT, Answer.DENY
+ALLOW, DENY, ASK = "ALLOW", "DENY", "ASK"
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def fresh_rule_index() -> Iterator[None]:
+    """The rule index is cached per process by version number, and each test's rollback
+    hands the same version numbers out again: start and end every test with nothing cached."""
+    forget_rule_index()
+    yield
+    forget_rule_index()
+
+
+def forget_rule_index() -> None:
+    key = getattr(rules, "VERSION_CACHE_KEY", None)
+    if key:
+        cache.delete(key)
+    rules._cached = None
+
+
+@pytest.fixture
+def owner(make_user: Callable[..., User]) -> User:
+    return make_user("owen", Role.APPROVER)
+
+
+@pytest.fixture
+def owned_runtime(owner: User) -> AgentRuntime:
+    return runtime_create(name="agent-owned", owner=owner, actor=TEST_ACTOR)
+
+
+def open_request(
+    runtime: AgentRuntime,
+    skills: tuple[str, ...] = ("deploy",),
+    *,
+    session_id: str | None = "s-1",
+    invoking_session_id: str | None = None,
+    turn_id: str | None = None,
+    principal: str | None = "alice",
+    **extra: object,
+) -> ApprovalRequest:
+    request, created = request_create(
+        RequestInput(
+            runtime=runtime,
+            skills=list(skills),
+            session_id=session_id,
+            invoking_session_id=invoking_session_id,
+            turn_id=turn_id,
+            principal=principal,
+            **extra,  # type: ignore[arg-type]
+        )
+    )
+    assert created
+    return request
+
+
+def decide(
+    runtime: AgentRuntime,
+    skills: tuple[str, ...] = ("deploy",),
+    *,
+    session_id: str | None = None,
+    invoking_session_id: str | None = None,
+    turn_id: str | None = None,
+) -> dict[str, tuple[str, str]]:
+    """What the chain says now, as (decision, source) per skill."""
+    verdicts = skills_decide(
+        runtime=runtime,
+        skills=list(skills),
+        session=session_lookup(runtime=runtime, session_id=session_id),
+        invoking_session=session_lookup(runtime=runtime, session_id=invoking_session_id),
+        turn_id=turn_id,
+    )
+    return {v.skill: (str(v.decision), str(v.source)) for v in verdicts}
+
+
+def events(action: AuditAction) -> list[AuditEvent]:
+    return list(AuditEvent.objects.filter(action=action).order_by("seq"))
+
+
+def item(request: ApprovalRequest, skill: str = "deploy") -> ApprovalItem:
+    return ApprovalItem.objects.get(request=request, skill=skill)
+
+
+def status(request: ApprovalRequest) -> str:
+    return ApprovalRequest.objects.values_list("status", flat=True).get(pk=request.pk)
+
+
+def active(runtime: AgentRuntime, **filters: object) -> list[Grant]:
+    return list(Grant.objects.active().filter(runtime=runtime, **filters))
+
+
+@contextmanager
+def failing_insert(table: str, column: str, value: str) -> Iterator[None]:
+    """A database trigger that refuses to INSERT a row of `table` whose `column` is `value`:
+    a failing write injected below the project's code, with nothing of it mocked."""
+    name = f"aimon_test_refuse_{table}"
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute(
+                f"CREATE TEMP TRIGGER {name} BEFORE INSERT ON {table} "
+                f"WHEN NEW.{column} = '{value}' BEGIN SELECT RAISE(ABORT, 'injected failure'); END;"
+            )
+        else:
+            cursor.execute(
+                f"CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                f"IF NEW.{column} = '{value}' THEN RAISE EXCEPTION 'injected failure'; END IF; "
+                "RETURN NEW; END $$;"
+            )
+            cursor.execute(
+                f"CREATE TRIGGER {name} BEFORE INSERT ON {table} FOR EACH ROW EXECUTE FUNCTION {name}();"
+            )
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            if connection.vendor == "sqlite":
+                cursor.execute(f"DROP TRIGGER IF EXISTS {name};")
+            else:
+                cursor.execute(f"DROP TRIGGER IF EXISTS {name} ON {table};")
+                cursor.execute(f"DROP FUNCTION IF EXISTS {name}();")
+
+
+# --- Sessions (S1, S12) ---------------------------------------------------------------------------
+
+
+def test_the_same_session_id_on_two_runtimes_is_two_sessions(
+    runtime: AgentRuntime, other_runtime: AgentRuntime, approver: User, other_approver: User
+) -> None:  # S1, S12
+    mine = open_request(runtime, session_id="s-1", principal="alice")
+    theirs = open_request(other_runtime, session_id="s-1", principal="bob")  # no principal conflict
+
+    assert mine.session_id != theirs.session_id
+    assert Session.objects.filter(session_id="s-1").count() == 2
+    request_answer(request=mine, user=approver, answer=FOR_SESSION)
+
+    assert decide(runtime, session_id="s-1") == {"deploy": (ALLOW, "SESSION")}
+    assert decide(other_runtime, session_id="s-1") == {"deploy": (ASK, "DEFAULT")}
+    with pytest.raises(NotAllowedError):  # bob's session on the other runtime is bob's
+        request_answer(request=theirs, user=approver, answer=FOR_SESSION)
+
+
+def test_a_sessions_principal_is_fixed_when_first_seen(runtime: AgentRuntime) -> None:  # S12
+    session = session_touch(runtime=runtime, session_id="s-1", principal="alice")
+    assert session is not None
+    assert session.principal == "alice"
+
+    with pytest.raises(PrincipalConflictError, match="belongs to principal 'alice'"):
+        session_touch(runtime=runtime, session_id="s-1", principal="bob")
+    with pytest.raises(PrincipalConflictError):
+        open_request(runtime, session_id="s-1", principal="bob")
+
+    assert not ApprovalRequest.objects.exists()
+    assert session_touch(runtime=runtime, session_id="s-1", principal=None) == session  # naming none is fine
+    assert Session.objects.get(pk=session.pk).principal == "alice"
+
+
+def test_a_session_first_seen_without_a_principal_keeps_the_first_one_named(
+    runtime: AgentRuntime,
+) -> None:  # S12
+    session_touch(runtime=runtime, session_id="s-1", principal=None)
+    session_touch(runtime=runtime, session_id="s-1", principal="alice")
+
+    with pytest.raises(PrincipalConflictError):
+        session_touch(runtime=runtime, session_id="s-1", principal="bob")
+    assert Session.objects.get(runtime=runtime, session_id="s-1").principal == "alice"
+
+
+def test_a_fork_naming_another_principal_than_its_invoking_session_is_refused(
+    runtime: AgentRuntime, other_approver: User
+) -> None:  # S12, S13: a fork's answers land on the invoking session, whose principal is fixed
+    open_request(runtime, session_id="s-1", principal="alice")
+
+    with pytest.raises(PrincipalConflictError):
+        open_request(runtime, session_id=None, invoking_session_id="s-1", principal="bob")
+
+    assert ApprovalRequest.objects.count() == 1
+
+
+def test_a_fork_without_a_principal_belongs_to_its_invoking_sessions(runtime: AgentRuntime) -> None:  # S13
+    open_request(runtime, session_id="s-1", principal="alice")
+    fork = open_request(runtime, session_id=None, invoking_session_id="s-1", principal=None)
+    same = open_request(runtime, session_id=None, invoking_session_id="s-1", principal="alice")
+
+    assert fork.principal == "alice"
+    assert same.principal == "alice"
+
+
+def test_a_request_with_no_principal_in_a_session_belongs_to_the_sessions(
+    runtime: AgentRuntime,
+) -> None:  # S13
+    open_request(runtime, session_id="s-1", principal="alice")
+    assert open_request(runtime, session_id="s-1", principal=None).principal == "alice"
+    assert open_request(runtime, session_id=None, principal=None).principal == ""
+
+
+def test_the_same_idempotency_key_returns_the_same_request(
+    runtime: AgentRuntime, other_runtime: AgentRuntime
+) -> None:
+    first = open_request(runtime, idempotency_key="k-1")
+    again, created = request_create(RequestInput(runtime=runtime, skills=["other"], idempotency_key="k-1"))
+    elsewhere, created_elsewhere = request_create(
+        RequestInput(runtime=other_runtime, skills=["deploy"], idempotency_key="k-1")
+    )
+
+    assert (again.pk, created) == (first.pk, False)
+    assert created_elsewhere
+    assert elsewhere.pk != first.pk
+    assert ApprovalRequest.objects.count() == 2
+
+
+# --- Answers (S4) ---------------------------------------------------------------------------------
+
+
+def test_allow_for_this_session_writes_a_session_allow_and_its_event(
+    runtime: AgentRuntime, approver: User
+) -> None:  # S4, A1
+    request = open_request(runtime, session_id="s-1")
+
+    outcome = request_answer(request=request, user=approver, answer=FOR_SESSION)
+
+    [grant] = Grant.objects.all()
+    assert (grant.scope, grant.decision, grant.skill) == (GrantScope.SESSION, GrantDecision.ALLOW, "deploy")
+    assert (grant.session.session_id, grant.turn_id, grant.origin) == ("s-1", "", GrantOrigin.ANSWER)
+    assert (grant.granted_by, grant.request_id, grant.runtime) == (approver, request.pk, runtime)
+    assert grant.revoked_at is None
+    answered = item(request)
+    assert (answered.decision, answered.scope, answered.answered_by, answered.grant) == (
+        ALLOW,
+        GrantScope.SESSION,
+        approver,
+        grant,
+    )
+    assert [i.pk for i in outcome.written] == [answered.pk]
+    assert outcome.request_answered
+    assert status(request) == RequestStatus.ANSWERED
+    assert ApprovalRequest.objects.get(pk=request.pk).answered_by == approver
+    [event] = events(AuditAction.SKILL_GRANTED)
+    assert (event.level, event.actor, event.actor_label, event.runtime) == (
+        AuditLevel.INFO,
+        approver,
+        "alice",
+        runtime,
+    )
+    assert (event.session_key, event.subject_type, event.subject) == ("s-1", "skill", "deploy")
+    assert event.details == {
+        "decision": "ALLOW",
+        "scope": "SESSION",
+        "request_id": str(request.pk),
+        "grant_id": grant.pk,
+        "answered_by": "alice",
+    }
+    assert decide(runtime, session_id="s-1") == {"deploy": (ALLOW, "SESSION")}
+    assert decide(runtime, session_id="s-2") == {"deploy": (ASK, "DEFAULT")}  # that session only
+
+
+def test_deny_writes_a_session_deny(runtime: AgentRuntime, approver: User) -> None:  # S4
+    request = open_request(runtime, session_id="s-1")
+
+    request_answer(request=request, user=approver, answer=NO)
+
+    [grant] = Grant.objects.all()
+    assert (grant.scope, grant.decision, grant.session.session_id) == (GrantScope.SESSION, DENY, "s-1")
+    assert events(AuditAction.SKILL_GRANTED)[0].details["decision"] == "DENY"
+    assert decide(runtime, session_id="s-1") == {"deploy": (DENY, "SESSION")}
+
+
+def test_allow_once_writes_a_turn_allow_that_answers_only_that_turn(
+    runtime: AgentRuntime, approver: User
+) -> None:  # S4
+    request = open_request(runtime, session_id="s-1", turn_id="t-1")
+
+    request_answer(request=request, user=approver, answer=ONCE)
+
+    [grant] = Grant.objects.all()
+    assert (grant.scope, grant.decision, grant.session.session_id, grant.turn_id) == (
+        GrantScope.TURN,
+        ALLOW,
+        "s-1",
+        "t-1",
+    )
+    assert events(AuditAction.SKILL_GRANTED)[0].details["scope"] == "TURN"
+    assert decide(runtime, session_id="s-1", turn_id="t-1") == {"deploy": (ALLOW, "TURN")}
+    assert decide(runtime, session_id="s-1", turn_id="t-2") == {"deploy": (ASK, "DEFAULT")}
+    assert decide(runtime, session_id="s-1") == {"deploy": (ASK, "DEFAULT")}
+
+
+def test_always_allow_writes_an_agent_allow_that_every_session_sees(
+    runtime: AgentRuntime, other_runtime: AgentRuntime, operator: User
+) -> None:  # S4
+    request = open_request(runtime, session_id="s-1")
+
+    request_answer(request=request, user=operator, answer=ALWAYS)
+
+    [grant] = Grant.objects.all()
+    assert (grant.scope, grant.decision, grant.session, grant.turn_id) == (GrantScope.AGENT, ALLOW, None, "")
+    assert (grant.origin, grant.expires_at) == (GrantOrigin.ANSWER, None)
+    [event] = events(AuditAction.SKILL_GRANTED)
+    assert event.details["scope"] == "AGENT"
+    assert not events(AuditAction.SKILL_GRANT_ESCALATED)  # answered as agent-wide: no escalation
+    for session_id in ("s-1", "s-2", None):
+        assert decide(runtime, session_id=session_id) == {"deploy": (ALLOW, "AGENT")}
+    assert decide(other_runtime, session_id="s-1") == {"deploy": (ASK, "DEFAULT")}
+
+
+def test_a_forks_session_answer_lands_on_the_invoking_session(
+    runtime: AgentRuntime, approver: User
+) -> None:  # S3, S4
+    open_request(runtime, session_id="s-1", principal="alice", skills=("other",))
+    fork = open_request(runtime, session_id=None, invoking_session_id="s-1", principal=None)
+
+    request_answer(request=fork, user=approver, answer=FOR_SESSION)
+
+    [grant] = Grant.objects.all()
+    assert (grant.scope, grant.session.session_id) == (GrantScope.SESSION, "s-1")
+    [event] = events(AuditAction.SKILL_GRANTED)
+    assert event.session_key == "s-1"
+    assert event.details["lands_on_invoking_session"] == "s-1"
+    assert decide(runtime, session_id="s-1") == {"deploy": (ALLOW, "SESSION")}  # the invoking session
+    assert decide(runtime, invoking_session_id="s-1") == {"deploy": (ALLOW, "INVOKING_SESSION")}  # forks
+
+
+def test_a_forks_allow_once_lands_on_the_invoking_sessions_turn(
+    runtime: AgentRuntime, approver: User
+) -> None:  # S4
+    open_request(runtime, session_id="s-1", principal="alice", skills=("other",))
+    fork = open_request(runtime, session_id=None, invoking_session_id="s-1", turn_id="t-1", principal=None)
+
+    request_answer(request=fork, user=approver, answer=ONCE)
+
+    [grant] = Grant.objects.all()
+    assert (grant.scope, grant.session.session_id, grant.turn_id) == (GrantScope.TURN, "s-1", "t-1")
+    assert decide(runtime, invoking_session_id="s-1", turn_id="t-1") == {"deploy": (ALLOW, "TURN")}
+    assert decide(runtime, invoking_session_id="s-1", turn_id="t-2") == {"deploy": (ASK, "DEFAULT")}
+
+
+def test_a_fork_inherits_its_invoking_sessions_denial(runtime: AgentRuntime, operator: User) -> None:  # S3
+    earlier = open_request(runtime, session_id="s-1", skills=("deploy",))
+    request_answer(request=earlier, user=operator, answer=NO)
+
+    fork = open_request(runtime, session_id=None, invoking_session_id="s-1", principal=None)
+
+    assert (fork.status, item(fork).decision, item(fork).source) == (
+        RequestStatus.ANSWERED,
+        DENY,
+        DecisionSource.INVOKING_SESSION,
+    )
+    assert decide(runtime, invoking_session_id="s-1") == {"deploy": (DENY, "INVOKING_SESSION")}
+
+
+# --- Escalation (S6) ------------------------------------------------------------------------------
+
+
+def test_a_session_answer_with_no_session_escalates_to_agent_wide_with_a_warning(
+    runtime: AgentRuntime, operator: User
+) -> None:  # S6
+    request = open_request(runtime, session_id=None, invoking_session_id=None, principal=None)
+
+    request_answer(request=request, user=operator, answer=FOR_SESSION)
+
+    [grant] = Grant.objects.all()
+    assert (grant.scope, grant.decision, grant.session, grant.origin) == (
+        GrantScope.AGENT,
+        ALLOW,
+        None,
+        GrantOrigin.ESCALATION,
+    )
+    assert (item(request).scope, item(request).decision) == (GrantScope.AGENT, ALLOW)
+    assert not events(AuditAction.SKILL_GRANTED)
+    [event] = events(AuditAction.SKILL_GRANT_ESCALATED)
+    assert (event.level, event.actor, event.runtime, event.subject) == (
+        AuditLevel.WARNING,
+        operator,
+        runtime,
+        "deploy",
+    )
+    assert event.details == {
+        "decision": "ALLOW",
+        "scope": "AGENT",
+        "request_id": str(request.pk),
+        "grant_id": grant.pk,
+        "answered_by": "olivia",
+        "reach": ESCALATION_REACH,
+        "all_sessions": True,
+        "expires": False,
+        "survives_clear": True,
+        "removed_only_by": "Revoke agent-wide",
+    }
+    for phrase in ("all sessions", "no expiry", "survives clear", "agent-wide revoke"):
+        assert phrase in ESCALATION_REACH
+
+    # What the event promises holds: every session sees it, clear and session revoke leave it,
+    # only the agent-wide revoke removes it.
+    assert decide(runtime, session_id="s-9") == {"deploy": (ALLOW, "AGENT")}
+    session_touch(runtime=runtime, session_id="s-9", principal=None)
+    assert session_clear(runtime=runtime, session_id="s-9", actor=TEST_ACTOR) == 0
+    assert session_revoke(runtime=runtime, session_id="s-9", agent=False, actor=TEST_ACTOR) == (0, 0)
+    assert decide(runtime, session_id="s-9") == {"deploy": (ALLOW, "AGENT")}
+    assert agent_grants_revoke(runtime=runtime, actor=Actor.for_user(operator)) == 1
+    assert decide(runtime, session_id="s-9") == {"deploy": (ASK, "DEFAULT")}
+
+
+def test_a_deny_with_no_session_escalates_too(runtime: AgentRuntime, approver: User) -> None:  # S6
+    request = open_request(runtime, session_id=None, principal="alice")
+
+    request_answer(request=request, user=approver, answer=NO)
+
+    [grant] = Grant.objects.all()
+    assert (grant.scope, grant.decision, grant.origin) == (GrantScope.AGENT, DENY, GrantOrigin.ESCALATION)
+    [event] = events(AuditAction.SKILL_GRANT_ESCALATED)
+    assert (event.level, event.details["decision"], event.details["answered_by"]) == (
+        AuditLevel.WARNING,
+        "DENY",
+        "alice",
+    )
+
+
+def test_someone_who_may_not_grant_agent_scope_cannot_escalate(
+    runtime: AgentRuntime, approver: User
+) -> None:  # S6, S13
+    request = open_request(runtime, session_id=None, principal="alice")
+
+    assert answers_for(approver, request, item(request)) == [NO]
+    for answer in (FOR_SESSION, ALWAYS, ONCE):
+        with pytest.raises(NotAllowedError):
+            request_answer(request=request, user=approver, answer=answer)
+
+    assert not Grant.objects.exists()
+    assert status(request) == RequestStatus.PENDING
+
+
+# --- Channel contract (S7) ------------------------------------------------------------------------
+
+
+def test_a_request_is_answered_only_once_every_skill_has_a_grant(
+    runtime: AgentRuntime, approver: User
+) -> None:  # S7
+    request = open_request(runtime, skills=("deploy", "notify"))
+
+    first = request_answer(request=request, user=approver, answer=FOR_SESSION, skills=["deploy"])
+    assert not first.request_answered
+    assert status(request) == RequestStatus.PENDING
+    assert ApprovalRequest.objects.get(pk=request.pk).answered_at is None
+
+    second = request_answer(request=request, user=approver, answer=NO, skills=["notify"])
+
+    assert second.request_answered
+    assert status(request) == RequestStatus.ANSWERED
+    for answered in ApprovalItem.objects.filter(request=request):
+        assert answered.grant is not None
+        assert answered.grant.revoked_at is None
+        assert answered.grant.decision == answered.decision
+    assert decide(runtime, ("deploy", "notify"), session_id="s-1") == {
+        "deploy": (ALLOW, "SESSION"),
+        "notify": (DENY, "SESSION"),
+    }
+
+
+def test_skills_the_chain_already_decides_are_filled_in_at_creation(
+    runtime: AgentRuntime, approver: User
+) -> None:  # S7, API "Items the chain already decides"
+    request_answer(request=open_request(runtime, skills=("deploy",)), user=approver, answer=FOR_SESSION)
+
+    mixed = open_request(runtime, skills=("deploy", "notify"))
+    decided = open_request(runtime, skills=("deploy",))
+
+    assert status(mixed) == RequestStatus.PENDING
+    assert (item(mixed).decision, item(mixed).source, item(mixed).scope, item(mixed).grant) == (
+        ALLOW,
+        DecisionSource.SESSION,
+        "",
+        None,
+    )
+    assert item(mixed, "notify").decision == ""
+    assert status(decided) == RequestStatus.ANSWERED
+    assert ApprovalRequest.objects.get(pk=decided.pk).answered_by is None  # the chain, not a person
+
+    request_answer(request=mixed, user=approver, answer=NO, skills=["notify"])
+    assert status(mixed) == RequestStatus.ANSWERED
+
+
+def test_an_item_already_answered_is_reported_with_who_answered_and_how(
+    runtime: AgentRuntime, approver: User, operator: User
+) -> None:  # S7, exactly once
+    request = open_request(runtime, skills=("deploy", "notify"))
+    request_answer(request=request, user=approver, answer=FOR_SESSION, skills=["deploy"])
+
+    outcome = request_answer(request=request, user=operator, answer=NO)
+
+    [seen] = outcome.already_answered
+    assert (seen.skill, seen.answered_by, seen.decision, seen.scope) == (
+        "deploy",
+        approver,
+        ALLOW,
+        GrantScope.SESSION,
+    )
+    assert [i.skill for i in outcome.written] == ["notify"]
+    assert decide(runtime, ("deploy",), session_id="s-1") == {"deploy": (ALLOW, "SESSION")}
+    assert len(events(AuditAction.SKILL_GRANTED)) == 2
+    assert len(active(runtime)) == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_request_names_a_person_who_answered_whoever_closes_it(
+    runtime: AgentRuntime, approver: User, operator: User
+) -> None:  # S7: the runtime is told who answered
+    request = open_request(runtime, skills=("deploy",))
+    # Alice's answer commits, then her call dies before it closes the request (injected).
+    refuse_close = "aimon_test_refuse_close"
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute(
+                f"CREATE TEMP TRIGGER {refuse_close} BEFORE UPDATE OF status ON approvals_approvalrequest "
+                "WHEN NEW.status = 'ANSWERED' BEGIN SELECT RAISE(ABORT, 'injected failure'); END;"
+            )
+        else:
+            cursor.execute(
+                f"CREATE FUNCTION {refuse_close}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                "IF NEW.status = 'ANSWERED' THEN RAISE EXCEPTION 'injected failure'; END IF; "
+                "RETURN NEW; END $$;"
+            )
+            cursor.execute(
+                f"CREATE TRIGGER {refuse_close} BEFORE UPDATE ON approvals_approvalrequest "
+                f"FOR EACH ROW EXECUTE FUNCTION {refuse_close}();"
+            )
+    try:
+        with pytest.raises(Exception, match="injected failure"):
+            request_answer(request=request, user=approver, answer=FOR_SESSION)
+    finally:
+        with connection.cursor() as cursor:
+            if connection.vendor == "sqlite":
+                cursor.execute(f"DROP TRIGGER {refuse_close};")
+            else:
+                cursor.execute(f"DROP TRIGGER {refuse_close} ON approvals_approvalrequest;")
+                cursor.execute(f"DROP FUNCTION {refuse_close}();")
+    assert item(request).answered_by == approver
+    assert status(request) == RequestStatus.PENDING
+
+    # The operator's click finds it answered: it closes the request, but answered nothing.
+    outcome = request_answer(request=request, user=operator, answer=NO)
+
+    assert [i.answered_by for i in outcome.already_answered] == [approver]
+    assert not outcome.written
+    closed = ApprovalRequest.objects.get(pk=request.pk)
+    assert closed.status == RequestStatus.ANSWERED
+    assert closed.answered_by == approver
+
+
+# --- Isolated writes (S8, A3) ---------------------------------------------------------------------
+
+
+def test_one_failed_write_leaves_that_skill_ask_and_the_rest_are_written(
+    runtime: AgentRuntime, approver: User
+) -> None:  # S8
+    request = open_request(runtime, skills=("deploy", "boom", "notify"))
+
+    with failing_insert("approvals_grant", "skill", "boom"):
+        outcome = request_answer(request=request, user=approver, answer=FOR_SESSION)
+
+    assert sorted(i.skill for i in outcome.written) == ["deploy", "notify"]
+    assert [skill for skill, _ in outcome.failed] == ["boom"]
+    assert "injected failure" in outcome.failed[0][1]
+    assert not outcome.request_answered
+    assert status(request) == RequestStatus.PENDING
+    assert (item(request, "boom").decision, item(request, "boom").answered_by) == ("", None)
+    assert decide(runtime, ("deploy", "boom", "notify"), session_id="s-1") == {
+        "deploy": (ALLOW, "SESSION"),
+        "boom": (ASK, "DEFAULT"),  # fail-closed: refused at execution
+        "notify": (ALLOW, "SESSION"),
+    }
+    assert sorted(e.subject for e in events(AuditAction.SKILL_GRANTED)) == ["deploy", "notify"]
+
+    # With the fault gone, the skill can be answered and the request completes.
+    retry = request_answer(request=request, user=approver, answer=FOR_SESSION, skills=["boom"])
+    assert retry.request_answered
+    assert status(request) == RequestStatus.ANSWERED
+
+
+def test_a_grant_whose_event_cannot_be_written_is_not_written(
+    runtime: AgentRuntime, approver: User
+) -> None:  # A3, S8
+    request = open_request(runtime, skills=("deploy", "boom"))
+
+    with failing_insert("audit_auditevent", "subject", "boom"):
+        outcome = request_answer(request=request, user=approver, answer=NO)
+
+    assert [skill for skill, _ in outcome.failed] == ["boom"]
+    assert [g.skill for g in Grant.objects.all()] == ["deploy"]
+    assert item(request, "boom").decision == ""
+    assert decide(runtime, ("boom",), session_id="s-1") == {"boom": (ASK, "DEFAULT")}
+
+
+# --- Aborts (S9) ----------------------------------------------------------------------------------
+
+
+def test_cancel_denies_each_unanswered_skill_for_the_session_never_agent_wide(
+    runtime: AgentRuntime, approver: User
+) -> None:  # S9
+    request = open_request(runtime, skills=("deploy", "notify"))
+    request_answer(request=request, user=approver, answer=FOR_SESSION, skills=["deploy"])
+    runtime_actor = Actor.for_runtime(runtime)
+
+    request_cancel(request=request, actor=runtime_actor)
+
+    assert status(request) == RequestStatus.CANCELLED
+    assert ApprovalRequest.objects.get(pk=request.pk).closed_at is not None
+    denial = Grant.objects.get(skill="notify")
+    assert (denial.scope, denial.decision, denial.origin, denial.granted_by) == (
+        GrantScope.SESSION,
+        DENY,
+        GrantOrigin.ABORT,
+        None,
+    )
+    assert denial.session.session_id == "s-1"
+    assert not Grant.objects.filter(scope=GrantScope.AGENT).exists()
+    assert (item(request, "notify").decision, item(request, "notify").grant) == (DENY, denial)
+    assert item(request, "deploy").decision == ALLOW  # the answered skill keeps its answer
+    [event] = events(AuditAction.SKILL_ABORT_DENIED)
+    assert (event.subject, event.session_key, event.actor_label, event.runtime) == (
+        "notify",
+        "s-1",
+        "runtime:agent-one",
+        runtime,
+    )
+    assert event.details == {
+        "request_id": str(request.pk),
+        "why": "cancelled by the runtime",
+        "written": True,
+        "grant_id": denial.pk,
+    }
+    assert decide(runtime, ("deploy", "notify"), session_id="s-1") == {
+        "deploy": (ALLOW, "SESSION"),
+        "notify": (DENY, "SESSION"),
+    }
+
+
+def test_cancelling_a_fork_denies_on_the_invoking_session(runtime: AgentRuntime) -> None:  # S9, S3
+    open_request(runtime, session_id="s-1", skills=("other",))
+    fork = open_request(runtime, session_id=None, invoking_session_id="s-1", principal=None)
+
+    request_cancel(request=fork, actor=TEST_ACTOR)
+
+    [denial] = Grant.objects.all()
+    assert (denial.scope, denial.decision, denial.session.session_id) == (GrantScope.SESSION, DENY, "s-1")
+    assert decide(runtime, invoking_session_id="s-1") == {"deploy": (DENY, "INVOKING_SESSION")}
+
+
+def test_cancelling_a_request_with_no_session_writes_nothing_and_the_skill_stays_ask(
+    runtime: AgentRuntime,
+) -> None:  # S9
+    request = open_request(runtime, session_id=None, principal=None, skills=("deploy", "notify"))
+
+    request_cancel(request=request, actor=TEST_ACTOR)
+
+    assert status(request) == RequestStatus.CANCELLED
+    assert not Grant.objects.exists()
+    assert item(request).decision == ""
+    assert decide(runtime, ("deploy",)) == {"deploy": (ASK, "DEFAULT")}
+    aborted = events(AuditAction.SKILL_ABORT_DENIED)
+    assert [e.subject for e in aborted] == ["deploy", "notify"]
+    assert all(e.details["written"] is False for e in aborted)
+
+
+def test_cancelling_a_closed_request_raises(runtime: AgentRuntime, approver: User) -> None:  # S9
+    answered = open_request(runtime)
+    request_answer(request=answered, user=approver, answer=FOR_SESSION)
+    cancelled = open_request(runtime, skills=("notify",))
+    request_cancel(request=cancelled, actor=TEST_ACTOR)
+    before = Grant.objects.count()
+
+    with pytest.raises(RequestClosedError, match="already answered"):
+        request_cancel(request=answered, actor=TEST_ACTOR)
+    with pytest.raises(RequestClosedError, match="already cancelled"):
+        request_cancel(request=cancelled, actor=TEST_ACTOR)
+    with pytest.raises(RequestClosedError, match="already cancelled"):
+        request_answer(request=cancelled, user=approver, answer=FOR_SESSION)
+
+    assert Grant.objects.count() == before
+    assert status(answered) == RequestStatus.ANSWERED
+    assert len(events(AuditAction.SKILL_ABORT_DENIED)) == 1
+
+
+def past_due(request: ApprovalRequest) -> None:
+    ApprovalRequest.objects.filter(pk=request.pk).update(expires_at=timezone.now() - dt.timedelta(seconds=1))
+    request.refresh_from_db()
+
+
+def test_a_request_past_its_deadline_is_aborted_when_read(
+    runtime: AgentRuntime, approver: User
+) -> None:  # S9
+    request = open_request(runtime)
+    assert not request_expire_if_due(request)  # not due yet
+    past_due(request)
+
+    assert request_expire_if_due(request)
+
+    assert request.status == RequestStatus.EXPIRED
+    [denial] = Grant.objects.all()
+    assert (denial.scope, denial.decision, denial.origin) == (GrantScope.SESSION, DENY, GrantOrigin.ABORT)
+    [event] = events(AuditAction.SKILL_ABORT_DENIED)
+    assert (event.actor_label, event.details["why"]) == ("request-expiry", "timed out")
+    assert not request_expire_if_due(request)  # once only
+    with pytest.raises(RequestClosedError, match="already expired"):
+        request_answer(request=request, user=approver, answer=FOR_SESSION)
+
+
+def test_answering_a_request_past_its_deadline_expires_it_instead(
+    runtime: AgentRuntime, approver: User
+) -> None:  # S9
+    request = open_request(runtime)
+    past_due(request)
+
+    with pytest.raises(RequestClosedError, match="already expired"):
+        request_answer(request=request, user=approver, answer=FOR_SESSION)
+
+    assert status(request) == RequestStatus.EXPIRED
+    assert [g.decision for g in Grant.objects.all()] == [DENY]
+    assert not events(AuditAction.SKILL_GRANTED)
+
+
+def test_the_sweep_expires_only_requests_past_their_deadline(runtime: AgentRuntime) -> None:  # S9
+    due = open_request(runtime, skills=("deploy",))
+    not_due = open_request(runtime, skills=("notify",))
+    no_session = open_request(runtime, skills=("wipe",), session_id=None, principal=None)
+    past_due(due)
+    past_due(no_session)
+
+    assert requests_expire_due() == 2
+    assert requests_expire_due() == 0
+
+    assert (status(due), status(not_due), status(no_session)) == (
+        RequestStatus.EXPIRED,
+        RequestStatus.PENDING,
+        RequestStatus.EXPIRED,
+    )
+    assert [(g.skill, g.scope, g.decision) for g in Grant.objects.all()] == [("deploy", "SESSION", DENY)]
+
+
+# --- Clear and revoke (S10) -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def granted(runtime: AgentRuntime, approver: User, operator: User) -> dict[str, Grant]:
+    """In s-1: a turn ALLOW (read), a session ALLOW (deploy), a session DENY (notify); agent ALLOW (wipe).
+    In s-2: a session ALLOW (deploy)."""
+    request_answer(request=open_request(runtime, ("read",), turn_id="t-1"), user=approver, answer=ONCE)
+    request_answer(request=open_request(runtime, ("deploy",)), user=approver, answer=FOR_SESSION)
+    request_answer(request=open_request(runtime, ("notify",)), user=approver, answer=NO)
+    request_answer(request=open_request(runtime, ("wipe",)), user=operator, answer=ALWAYS)
+    request_answer(
+        request=open_request(runtime, ("deploy",), session_id="s-2"), user=approver, answer=FOR_SESSION
+    )
+    return {
+        "turn": Grant.objects.get(scope=GrantScope.TURN),
+        "session_allow": Grant.objects.get(
+            scope=GrantScope.SESSION, skill="deploy", session__session_id="s-1"
+        ),
+        "session_deny": Grant.objects.get(scope=GrantScope.SESSION, skill="notify"),
+        "agent": Grant.objects.get(scope=GrantScope.AGENT),
+        "other_session": Grant.objects.get(session__session_id="s-2"),
+    }
+
+
+def test_clear_drops_the_sessions_turn_and_session_grants_and_keeps_the_rest(
+    runtime: AgentRuntime, granted: dict[str, Grant], approver: User
+) -> None:  # S10
+    rows = Grant.objects.count()
+
+    removed = session_clear(runtime=runtime, session_id="s-1", actor=Actor.for_user(approver))
+
+    assert removed == 3
+    assert Grant.objects.count() == rows  # never deleted
+    for key in ("turn", "session_allow", "session_deny"):
+        grant = Grant.objects.get(pk=granted[key].pk)
+        assert grant.revoked_at is not None
+        assert (grant.revoked_by, grant.revoke_reason) == (approver, RevokeReason.CLEAR)
+    for key in ("agent", "other_session"):
+        assert Grant.objects.get(pk=granted[key].pk).revoked_at is None
+    [event] = events(AuditAction.SESSION_CLEARED)
+    assert (event.level, event.session_key, event.details, event.actor) == (
+        AuditLevel.INFO,
+        "s-1",
+        {"removed": 3},
+        approver,
+    )
+    assert decide(runtime, ("read", "deploy", "notify", "wipe"), session_id="s-1", turn_id="t-1") == {
+        "read": (ASK, "DEFAULT"),
+        "deploy": (ASK, "DEFAULT"),
+        "notify": (ASK, "DEFAULT"),
+        "wipe": (ALLOW, "AGENT"),
+    }
+    assert session_clear(runtime=runtime, session_id="s-1", actor=TEST_ACTOR) == 0
+    assert events(AuditAction.SESSION_CLEARED)[-1].details == {"removed": 0}
+
+
+def test_clearing_an_unknown_session_removes_nothing_and_is_audited(runtime: AgentRuntime) -> None:  # S10
+    assert session_clear(runtime=runtime, session_id="nobody", actor=TEST_ACTOR) == 0
+    [event] = events(AuditAction.SESSION_CLEARED)
+    assert (event.session_key, event.details) == ("nobody", {"removed": 0})
+
+
+def test_revoke_session_keeps_agent_grants_unless_asked(
+    runtime: AgentRuntime, granted: dict[str, Grant]
+) -> None:  # S10
+    assert session_revoke(runtime=runtime, session_id="s-1", agent=False, actor=TEST_ACTOR) == (3, 0)
+    [event] = events(AuditAction.SESSION_REVOKED)
+    assert (event.level, event.session_key) == (AuditLevel.INFO, "s-1")
+    assert event.details == {"removed_session": 3, "removed_agent": 0, "agent": False}
+    assert Grant.objects.get(pk=granted["session_allow"].pk).revoke_reason == RevokeReason.REVOKE
+    assert Grant.objects.get(pk=granted["agent"].pk).revoked_at is None
+
+    assert session_revoke(runtime=runtime, session_id="s-2", agent=True, actor=TEST_ACTOR) == (1, 1)
+    event = events(AuditAction.SESSION_REVOKED)[-1]
+    assert event.level == AuditLevel.WARNING
+    assert event.details == {"removed_session": 1, "removed_agent": 1, "agent": True}
+    assert Grant.objects.get(pk=granted["agent"].pk).revoke_reason == RevokeReason.REVOKE_AGENT
+    assert not active(runtime)
+
+
+def test_revoke_agent_wide_removes_only_this_runtimes_agent_grants(
+    runtime: AgentRuntime, other_runtime: AgentRuntime, granted: dict[str, Grant], operator: User
+) -> None:  # S10
+    theirs = open_request(other_runtime, ("wipe",), principal=None)
+    request_answer(request=theirs, user=operator, answer=ALWAYS)
+
+    assert agent_grants_revoke(runtime=runtime, actor=Actor.for_user(operator)) == 1
+
+    revoked = Grant.objects.get(pk=granted["agent"].pk)
+    assert (revoked.revoked_by, revoked.revoke_reason) == (operator, RevokeReason.REVOKE_AGENT)
+    assert len(active(runtime)) == 4  # the session and turn grants stay
+    assert len(active(other_runtime, scope=GrantScope.AGENT)) == 1
+    [event] = events(AuditAction.AGENT_GRANTS_REVOKED)
+    assert (event.level, event.runtime, event.details) == (AuditLevel.WARNING, runtime, {"removed_agent": 1})
+    assert agent_grants_revoke(runtime=runtime, actor=TEST_ACTOR) == 0
+
+
+def test_revoking_one_grant(runtime: AgentRuntime, granted: dict[str, Grant], approver: User) -> None:  # S10
+    grant = granted["session_deny"]
+
+    assert grant_revoke(grant=grant, actor=Actor.for_user(approver))
+    assert not grant_revoke(grant=grant, actor=Actor.for_user(approver))  # no longer in force
+
+    grant.refresh_from_db()
+    assert (grant.revoked_by, grant.revoke_reason) == (approver, RevokeReason.SINGLE)
+    [event] = events(AuditAction.GRANT_REVOKED)
+    assert (event.subject, event.session_key, event.details) == (
+        "notify",
+        "s-1",
+        {"grant_id": grant.pk, "scope": "SESSION", "decision": "DENY"},
+    )
+    assert decide(runtime, ("notify", "deploy"), session_id="s-1") == {
+        "notify": (ASK, "DEFAULT"),
+        "deploy": (ALLOW, "SESSION"),
+    }
+
+
+def test_session_deny_beats_older_agent_allow(
+    runtime: AgentRuntime, approver: User, operator: User
+) -> None:  # S2
+    pending = open_request(runtime, ("deploy",), session_id="s-2")
+    request_answer(request=open_request(runtime, ("deploy",)), user=operator, answer=ALWAYS)
+    assert decide(runtime, session_id="s-2") == {"deploy": (ALLOW, "AGENT")}
+
+    request_answer(request=pending, user=approver, answer=NO)
+
+    agent = Grant.objects.get(scope=GrantScope.AGENT)
+    deny = Grant.objects.get(scope=GrantScope.SESSION)
+    assert agent.created_at <= deny.created_at
+    assert agent.revoked_at is None
+    assert decide(runtime, session_id="s-2") == {"deploy": (DENY, "SESSION")}
+    assert decide(runtime, invoking_session_id="s-2") == {"deploy": (DENY, "INVOKING_SESSION")}
+    assert decide(runtime, session_id="s-3") == {"deploy": (ALLOW, "AGENT")}
+
+
+def test_a_new_answer_supersedes_the_grant_of_the_same_key(
+    runtime: AgentRuntime, approver: User
+) -> None:  # S4
+    first = open_request(runtime, ("deploy",))
+    second = open_request(runtime, ("deploy",))  # both asked before either was answered
+    request_answer(request=first, user=approver, answer=FOR_SESSION)
+
+    request_answer(request=second, user=approver, answer=NO)
+
+    old = item(first).grant
+    old.refresh_from_db()
+    assert (old.revoke_reason, old.revoked_by) == (RevokeReason.SUPERSEDED, approver)
+    assert old.revoked_at is not None
+    [current] = active(runtime)
+    assert (current.decision, current.request_id) == (DENY, second.pk)
+    assert decide(runtime, session_id="s-1") == {"deploy": (DENY, "SESSION")}
+
+
+# --- Idle TTL (S12) -------------------------------------------------------------------------------
+
+
+def idle_for(runtime: AgentRuntime, session_id: str, seconds: int) -> None:
+    Session.objects.filter(runtime=runtime, session_id=session_id).update(
+        last_seen_at=timezone.now() - dt.timedelta(seconds=seconds)
+    )
+
+
+def test_session_grants_stop_counting_after_the_idle_ttl(
+    runtime: AgentRuntime, approver: User, operator: User, settings: object
+) -> None:  # S12
+    settings.AIMON_SESSION_IDLE_TTL_SECONDS = 3600  # type: ignore[attr-defined]
+    request_answer(request=open_request(runtime, ("deploy",), turn_id="t-1"), user=approver, answer=ONCE)
+    request_answer(request=open_request(runtime, ("notify",)), user=approver, answer=FOR_SESSION)
+    request_answer(request=open_request(runtime, ("wipe",)), user=operator, answer=ALWAYS)
+    skills = ("deploy", "notify", "wipe")
+
+    idle_for(runtime, "s-1", 1800)  # within the TTL: still in force
+    assert decide(runtime, skills, session_id="s-1", turn_id="t-1") == {
+        "deploy": (ALLOW, "TURN"),
+        "notify": (ALLOW, "SESSION"),
+        "wipe": (ALLOW, "AGENT"),
+    }
+    assert not events(AuditAction.SESSION_EXPIRED)
+
+    idle_for(runtime, "s-1", 3700)  # past it: the session's grants no longer count, agent ones do
+    expected = {"deploy": (ASK, "DEFAULT"), "notify": (ASK, "DEFAULT"), "wipe": (ALLOW, "AGENT")}
+    assert decide(runtime, skills, session_id="s-1", turn_id="t-1") == expected
+    assert decide(runtime, skills, invoking_session_id="s-1", turn_id="t-1") == expected
+
+    # The next touch of the session revokes them for good and says so.
+    session = session_touch(runtime=runtime, session_id="s-1", principal="alice")
+
+    assert session is not None
+    assert timezone.now() - session.last_seen_at < dt.timedelta(seconds=60)
+    [event] = events(AuditAction.SESSION_EXPIRED)
+    assert (event.session_key, event.details["removed"], event.actor_label) == ("s-1", 2, "session-ttl")
+    assert sorted(g.revoke_reason for g in Grant.objects.filter(session=session)) == [
+        RevokeReason.EXPIRED,
+        RevokeReason.EXPIRED,
+    ]
+    assert decide(runtime, skills, session_id="s-1", turn_id="t-1") == expected
+    assert len(active(runtime)) == 1
+
+
+def test_agent_grants_do_not_expire_with_idle_sessions(
+    runtime: AgentRuntime, operator: User, settings: object
+) -> None:  # S12
+    settings.AIMON_SESSION_IDLE_TTL_SECONDS = 60  # type: ignore[attr-defined]
+    request_answer(request=open_request(runtime, ("wipe",)), user=operator, answer=ALWAYS)
+    idle_for(runtime, "s-1", 10 * 365 * 24 * 3600)
+
+    session_touch(runtime=runtime, session_id="s-1", principal=None)
+
+    assert decide(runtime, ("wipe",), session_id="s-1") == {"wipe": (ALLOW, "AGENT")}
+    assert not events(AuditAction.SESSION_EXPIRED)  # nothing of the session's to expire
+
+
+# --- Who may answer (S13) -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("who", "principal", "allowed"),
+    [
+        ("alice", "alice", True),  # the principal
+        ("bob", "alice", False),  # another approver
+        ("olivia", "alice", True),  # an operator
+        ("owen", "alice", False),  # the owner, for someone else's request
+        ("audrey", "alice", False),  # an auditor, never
+        ("owen", None, True),  # no principal: the owner...
+        ("olivia", None, True),  # ... and operators
+        ("bob", None, False),
+        ("audrey", None, False),
+        ("owen", "ghost", True),  # a principal naming nobody here: as if none
+        ("bob", "ghost", False),
+    ],
+)
+def test_who_may_answer(
+    owned_runtime: AgentRuntime,
+    owner: User,
+    approver: User,
+    other_approver: User,
+    operator: User,
+    auditor: User,
+    who: str,
+    principal: str | None,
+    allowed: bool,
+) -> None:  # S13
+    user = User.objects.get(username=who)
+    request = open_request(owned_runtime, principal=principal)
+
+    if allowed:
+        outcome = request_answer(request=request, user=user, answer=NO)
+        assert [i.answered_by for i in outcome.written] == [user]
+    else:
+        with pytest.raises(NotAllowedError, match=NOT_YOURS_MESSAGE):
+            request_answer(request=request, user=user, answer=NO)
+        assert not Grant.objects.exists()
+        assert not events(AuditAction.SKILL_GRANTED)
+        assert status(request) == RequestStatus.PENDING
+
+
+def test_a_deactivated_principal_leaves_the_request_to_operators_and_the_owner(
+    owned_runtime: AgentRuntime, owner: User, approver: User
+) -> None:  # S13
+    request = open_request(owned_runtime, principal="alice")
+    User.objects.filter(pk=approver.pk).update(is_active=False)
+    approver.refresh_from_db()
+
+    with pytest.raises(NotAllowedError):
+        request_answer(request=request, user=approver, answer=NO)
+    assert request_answer(request=request, user=owner, answer=NO).written
+
+
+@pytest.mark.parametrize(
+    ("who", "principal", "may_grant_agent"),
+    [("olivia", "alice", True), ("owen", None, True), ("alice", "alice", False)],
+)
+def test_agent_scope_is_offered_and_accepted_only_for_operators_and_the_owner(
+    owned_runtime: AgentRuntime,
+    owner: User,
+    approver: User,
+    operator: User,
+    who: str,
+    principal: str | None,
+    may_grant_agent: bool,
+) -> None:  # S13
+    user = User.objects.get(username=who)
+    request = open_request(owned_runtime, principal=principal)
+
+    assert (ALWAYS in answers_for(user, request, item(request))) is may_grant_agent
+    if may_grant_agent:
+        request_answer(request=request, user=user, answer=ALWAYS)
+        assert Grant.objects.get().scope == GrantScope.AGENT
+    else:
+        message = ANSWER_NOT_OFFERED_MESSAGE.format(answer=ALWAYS.label, skill="deploy")
+        with pytest.raises(NotAllowedError) as refused:
+            request_answer(request=request, user=user, answer=ALWAYS)
+        assert str(refused.value) == message
+        assert not Grant.objects.exists()
+
+
+def test_the_server_refuses_allow_once_without_a_turn(runtime: AgentRuntime, approver: User) -> None:  # S4
+    request = open_request(runtime, turn_id=None)
+
+    assert ONCE not in answers_for(approver, request, item(request))
+    with pytest.raises(NotAllowedError):
+        request_answer(request=request, user=approver, answer=ONCE)
+    assert not Grant.objects.exists()
+
+
+def test_answering_a_skill_the_request_does_not_name_is_refused(
+    runtime: AgentRuntime, approver: User
+) -> None:
+    request = open_request(runtime)
+
+    with pytest.raises(ApprovalError, match="Unknown skill"):
+        request_answer(request=request, user=approver, answer=NO, skills=["deploy", "wipe"])
+    assert not Grant.objects.exists()
+
+
+# --- Rules ----------------------------------------------------------------------------------------
+
+
+def version() -> int:
+    return RuleSetVersion.objects.values_list("version", flat=True).first() or 0
+
+
+def test_rule_changes_are_audited_and_the_chain_sees_them_at_once(
+    runtime: AgentRuntime, operator: User, django_capture_on_commit_callbacks: Callable
+) -> None:  # A1, S2
+    actor = Actor.for_user(operator)
+    assert decide(runtime, ("deploy-x",)) == {"deploy-x": (ASK, "DEFAULT")}  # the index is now cached
+
+    with django_capture_on_commit_callbacks(execute=True):
+        rule = rules.rule_create(pattern="deploy-*", action=RuleAction.DENY, actor=actor, runtime=runtime)
+    assert version() == 1
+    assert decide(runtime, ("deploy-x",)) == {"deploy-x": (DENY, "RULE")}
+    [created] = events(AuditAction.RULE_CREATED)
+    assert (created.actor, created.runtime, created.subject_type, created.subject) == (
+        operator,
+        runtime,
+        "rule",
+        "deploy-*",
+    )
+    assert created.details == {
+        "runtime": "agent-one",
+        "pattern": "deploy-*",
+        "action": "DENY",
+        "widest_scope": "AGENT",
+        "note": "",
+    }
+
+    with django_capture_on_commit_callbacks(execute=True):
+        rules.rule_update(rule=rule, actor=actor, action=RuleAction.ALLOW, widest_scope=GrantScope.SESSION)
+    assert version() == 2
+    assert decide(runtime, ("deploy-x",)) == {"deploy-x": (ALLOW, "RULE")}
+    [changed] = events(AuditAction.RULE_CHANGED)
+    assert (changed.details["before"]["action"], changed.details["after"]["action"]) == ("DENY", "ALLOW")
+    assert changed.details["after"]["widest_scope"] == "SESSION"
+
+    with django_capture_on_commit_callbacks(execute=True):  # no change: no event, no new version
+        rules.rule_update(rule=rule, actor=actor, action=RuleAction.ALLOW, widest_scope=GrantScope.SESSION)
+    assert (version(), len(events(AuditAction.RULE_CHANGED))) == (2, 1)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        rules.rule_delete(rule=rule, actor=actor)
+    assert version() == 3
+    assert decide(runtime, ("deploy-x",)) == {"deploy-x": (ASK, "DEFAULT")}
+    [deleted] = events(AuditAction.RULE_DELETED)
+    assert (deleted.subject, deleted.details["before"]["action"]) == ("deploy-*", "ALLOW")
+
+
+def test_a_duplicate_rule_is_refused_and_not_audited(runtime: AgentRuntime) -> None:
+    rules.rule_create(pattern="deploy", action=RuleAction.DENY, actor=TEST_ACTOR, runtime=runtime)
+    rules.rule_create(pattern="deploy", action=RuleAction.ALLOW, actor=TEST_ACTOR)  # global: a different key
+
+    with pytest.raises(ValidationError, match="already exists for this runtime"):
+        rules.rule_create(pattern="deploy", action=RuleAction.ASK, actor=TEST_ACTOR, runtime=runtime)
+    with pytest.raises(ValidationError, match="already exists for every runtime"):
+        rules.rule_create(pattern="deploy", action=RuleAction.ASK, actor=TEST_ACTOR)
+    assert len(events(AuditAction.RULE_CREATED)) == 2
+    assert version() == 2
+
+
+def test_an_allow_rule_decides_at_creation_and_a_deny_rule_too(
+    runtime: AgentRuntime, django_capture_on_commit_callbacks: Callable
+) -> None:  # S2, S11
+    with django_capture_on_commit_callbacks(execute=True):
+        rules.rule_create(pattern="read*", action=RuleAction.ALLOW, actor=TEST_ACTOR)
+        rules.rule_create(pattern="wipe*", action=RuleAction.DENY, actor=TEST_ACTOR, runtime=runtime)
+
+    request = open_request(runtime, ("read-file", "wipe-db", "deploy"))
+
+    assert [(i.skill, i.decision, i.source) for i in request.items.order_by("position")] == [
+        ("read-file", ALLOW, DecisionSource.RULE),
+        ("wipe-db", DENY, DecisionSource.RULE),
+        ("deploy", "", ""),
+    ]
+    assert status(request) == RequestStatus.PENDING
+    assert not Grant.objects.exists()  # a rule decides by itself; nothing is written
+
+
+def test_a_rule_caps_the_widest_scope_an_answer_may_take(
+    runtime: AgentRuntime, operator: User, django_capture_on_commit_callbacks: Callable
+) -> None:  # S13 "only where no rule caps the skill"
+    with django_capture_on_commit_callbacks(execute=True):
+        rules.rule_create(
+            pattern="deploy", action=RuleAction.ASK, widest_scope=GrantScope.SESSION, actor=TEST_ACTOR
+        )
+        rules.rule_create(
+            pattern="wipe", action=RuleAction.ASK, widest_scope=GrantScope.TURN, actor=TEST_ACTOR
+        )
+
+    request = open_request(runtime, ("deploy", "wipe", "notify"), turn_id="t-1")
+
+    assert [(i.skill, i.widest_scope) for i in request.items.order_by("position")] == [
+        ("deploy", GrantScope.SESSION),
+        ("wipe", GrantScope.TURN),
+        ("notify", GrantScope.AGENT),
+    ]
+    assert answers_for(operator, request, item(request, "deploy")) == [ONCE, FOR_SESSION, NO]
+    assert answers_for(operator, request, item(request, "wipe")) == [ONCE, NO]
+    assert answers_for(operator, request, item(request, "notify")) == [ONCE, FOR_SESSION, ALWAYS, NO]
+    with pytest.raises(NotAllowedError):
+        request_answer(request=request, user=operator, answer=ALWAYS)  # not offered for deploy
+    with pytest.raises(NotAllowedError):
+        request_answer(request=request, user=operator, answer=FOR_SESSION, skills=["wipe"])
+    assert not Grant.objects.exists()
+    request_answer(request=request, user=operator, answer=ONCE, skills=["wipe"])
+    assert Grant.objects.get().scope == GrantScope.TURN

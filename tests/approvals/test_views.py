@@ -1,0 +1,314 @@
+"""The approval pages: inbox, answers, sessions and revocation, agent-wide approvals,
+rules — for every role (S5, S10, S13)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.test import Client
+
+from aimon_admin.accounts.models import User
+from aimon_admin.approvals.choices import Answer
+from aimon_admin.approvals.models import ApprovalRequest, Grant, SkillRule
+from aimon_admin.approvals.services import RequestInput, request_answer, request_create
+from aimon_admin.audit.choices import AuditAction
+from aimon_admin.audit.models import AuditEvent
+from aimon_admin.runtimes.models import AgentRuntime
+from aimon_admin.runtimes.services import runtime_update_settings
+from tests.conftest import TEST_ACTOR
+
+pytestmark = pytest.mark.django_db
+HTMX = {"HX-Request": "true"}
+
+
+def logged_in(user: User) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def ask(runtime: AgentRuntime, *skills: str, **fields: object) -> ApprovalRequest:
+    return request_create(RequestInput(runtime=runtime, skills=list(skills), **fields))[0]  # type: ignore[arg-type]
+
+
+def test_each_person_sees_only_their_own_requests(
+    runtime: AgentRuntime, approver: User, other_approver: User, operator: User
+) -> None:
+    # S13: a request belongs to its principal; operators see all.
+    mine = ask(runtime, "deploy", session_id="s-1", principal="alice")
+    theirs = ask(runtime, "notify", session_id="s-2", principal="bob")
+    alice = logged_in(approver).get("/approvals/").content.decode()
+    assert str(mine.pk) in alice
+    assert str(theirs.pk) not in alice
+    everything = logged_in(operator).get("/approvals/").content.decode()
+    assert str(mine.pk) in everything
+    assert str(theirs.pk) in everything
+
+
+def test_principal_less_requests_go_to_operators_and_the_owner(
+    runtime: AgentRuntime, approver: User, other_approver: User
+) -> None:
+    # S13: no principal → operators and the runtime's owner.
+    request = ask(runtime, "backup")
+    assert str(request.pk) not in logged_in(approver).get("/approvals/").content.decode()
+    runtime_update_settings(
+        runtime=runtime,
+        ceiling=runtime.ceiling,
+        exempt_at_or_below=runtime.exempt_at_or_below,
+        owner=approver,
+        description="",
+        actor=TEST_ACTOR,
+    )
+    assert str(request.pk) in logged_in(approver).get("/approvals/").content.decode()
+    assert str(request.pk) not in logged_in(other_approver).get("/approvals/").content.decode()
+
+
+def test_auditors_answer_nothing(runtime: AgentRuntime, auditor: User) -> None:
+    request = ask(runtime, "deploy", session_id="s-1")
+    client = logged_in(auditor)
+    assert client.get("/approvals/").status_code == 403
+    response = client.post(f"/approvals/requests/{request.pk}/answer/", {"answer": "ALLOW_SESSION"})
+    assert response.status_code == 403
+    assert not Grant.objects.exists()
+
+
+def test_anonymous_visitors_are_sent_to_sign_in(client: Client) -> None:
+    response = client.get("/approvals/")
+    assert response.status_code == 302
+    assert response["Location"].startswith("/accounts/login/")
+
+
+def test_buttons_carry_the_fixed_labels_and_the_reach_of_always(
+    runtime: AgentRuntime, operator: User
+) -> None:
+    # S5: the reach is stated before the click; API.md fixes the labels.
+    ask(runtime, "deploy", "notify", session_id="s-1", turn_id="t-1", principal="olivia")
+    ask(runtime, "other", session_id="s-2")
+    html = logged_in(operator).get("/approvals/").content.decode()
+    labels = re.findall(r'<button type="submit" class="btn btn-answer"[^>]*>([^<]+)</button>', html)
+    assert labels[:4] == ["Allow once", "Allow for this session", "Always allow for this agent", "Deny"]
+    assert "Allow for this session — all" in labels
+    assert "Always allow for this agent</strong> reaches every session of agent-one: the 2 it has now" in html
+    assert "never expires, survives <em>Clear session</em>" in html
+    assert "removed only by <em>Revoke agent-wide</em>" in html
+
+
+def test_allow_once_is_offered_only_with_a_turn(runtime: AgentRuntime, operator: User) -> None:
+    ask(runtime, "deploy", session_id="s-1")
+    html = logged_in(operator).get("/approvals/").content.decode()
+    assert ">Allow once<" not in html
+
+
+def test_always_allow_is_not_offered_to_an_approver_who_does_not_own_the_runtime(
+    runtime: AgentRuntime, approver: User
+) -> None:
+    # S13: agent scope only for operators and the owner; the button is absent …
+    request = ask(runtime, "deploy", session_id="s-1", principal="alice")
+    client = logged_in(approver)
+    assert "Always allow for this agent" not in client.get("/approvals/").content.decode()
+    # … and the server refuses a crafted POST.
+    response = client.post(
+        f"/approvals/requests/{request.pk}/answer/", {"answer": "ALLOW_AGENT", "skill": "deploy"}
+    )
+    assert response.status_code == 403
+    assert not Grant.objects.exists()
+
+
+def test_an_escalating_request_warns_that_a_session_answer_becomes_agent_wide(
+    runtime: AgentRuntime, operator: User
+) -> None:
+    # S6 shown before the click.
+    ask(runtime, "backup")
+    html = logged_in(operator).get("/approvals/").content.decode()
+    assert "A session answer here becomes <strong>agent-wide</strong>" in html
+
+
+def test_a_fork_request_says_so(runtime: AgentRuntime, operator: User) -> None:
+    ask(runtime, "read", invoking_session_id="s-1")
+    html = logged_in(operator).get("/approvals/").content.decode()
+    assert "comes from a sub-agent (fork) of session" in html
+
+
+def test_answering_by_htmx_writes_the_grant_and_returns_the_card(
+    runtime: AgentRuntime, approver: User
+) -> None:
+    request = ask(runtime, "deploy", "notify", session_id="s-1", principal="alice")
+    response = logged_in(approver).post(
+        f"/approvals/requests/{request.pk}/answer/",
+        {"answer": "ALLOW_SESSION", "skill": "deploy"},
+        headers=HTMX,
+    )
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert html.lstrip().startswith(f'<article class="card request" id="request-{request.pk}"')
+    assert "Answered: deploy." in html
+    grant = Grant.objects.get()
+    assert (grant.skill, grant.scope, grant.decision, grant.granted_by) == (
+        "deploy",
+        "SESSION",
+        "ALLOW",
+        approver,
+    )
+    assert AuditEvent.objects.filter(action=AuditAction.SKILL_GRANTED, actor=approver).count() == 1
+
+
+def test_answer_all_answers_every_open_skill(runtime: AgentRuntime, approver: User) -> None:
+    request = ask(runtime, "deploy", "notify", session_id="s-1", principal="alice")
+    logged_in(approver).post(f"/approvals/requests/{request.pk}/answer/", {"answer": "DENY"}, headers=HTMX)
+    request.refresh_from_db()
+    assert request.status == "ANSWERED"
+    assert sorted(Grant.objects.values_list("skill", "decision")) == [("deploy", "DENY"), ("notify", "DENY")]
+
+
+def test_the_second_person_is_told_who_answered_and_how(
+    runtime: AgentRuntime, approver: User, operator: User
+) -> None:
+    # Exactly once: one answer wins, the other is told.
+    request = ask(runtime, "deploy", "notify", session_id="s-1", principal="alice")
+    request_answer(request=request, user=operator, answer=Answer.DENY, skills=["deploy"])
+    html = (
+        logged_in(approver)
+        .post(
+            f"/approvals/requests/{request.pk}/answer/",
+            {"answer": "ALLOW_SESSION", "skill": "deploy"},
+            headers=HTMX,
+        )
+        .content.decode()
+    )
+    assert "deploy was already answered by olivia: Deny." in html
+    assert Grant.objects.get(skill="deploy").decision == "DENY"
+
+
+def test_someone_elses_request_is_404(runtime: AgentRuntime, other_approver: User) -> None:
+    request = ask(runtime, "deploy", session_id="s-1", principal="alice")
+    client = logged_in(other_approver)
+    assert client.get(f"/approvals/requests/{request.pk}/").status_code == 404
+    response = client.post(f"/approvals/requests/{request.pk}/answer/", {"answer": "ALLOW_SESSION"})
+    assert response.status_code == 404
+    assert not Grant.objects.exists()
+
+
+def test_the_poll_is_204_while_nothing_changes_and_swaps_when_something_does(
+    runtime: AgentRuntime, approver: User
+) -> None:
+    client = logged_in(approver)
+    page = client.get("/approvals/").content.decode()
+    version = re.search(r"/approvals/poll/\?v=([0-9a-f]+)", page).group(1)  # type: ignore[union-attr]
+    assert client.get(f"/approvals/poll/?v={version}", headers=HTMX).status_code == 204
+    request = ask(runtime, "deploy", session_id="s-1", principal="alice")
+    response = client.get(f"/approvals/poll/?v={version}", headers=HTMX)
+    assert response.status_code == 200
+    assert str(request.pk) in response.content.decode()
+    assert "<html" not in response.content.decode()
+
+
+def test_dismiss_asks_first_then_denies_for_the_session(runtime: AgentRuntime, approver: User) -> None:
+    # S9: a person dismissing is an abort: SESSION DENY, never agent-wide.
+    request = ask(runtime, "deploy", session_id="s-1", principal="alice")
+    client = logged_in(approver)
+    confirm = client.get(f"/approvals/requests/{request.pk}/dismiss/").content.decode()
+    assert "denied for this session (never agent-wide)" in confirm
+    assert not Grant.objects.exists()
+    client.post(f"/approvals/requests/{request.pk}/dismiss/")
+    request.refresh_from_db()
+    assert request.status == "CANCELLED"
+    grant = Grant.objects.get()
+    assert (grant.scope, grant.decision, grant.origin) == ("SESSION", "DENY", "ABORT")
+
+
+def test_session_page_shows_each_skills_decision_and_why(runtime: AgentRuntime, approver: User) -> None:
+    request = ask(runtime, "deploy", "notify", session_id="s-1", principal="alice")
+    request_answer(request=request, user=approver, answer=Answer.ALLOW_SESSION, skills=["deploy"])
+    session = request.session
+    html = logged_in(approver).get(f"/approvals/sessions/{session.pk}/").content.decode()
+    assert re.search(r"<code>deploy</code></td>\s*<td>.*ALLOW.*</td>\s*<td>this session's answer", html)
+    assert re.search(r"<code>notify</code></td>\s*<td>.*ASK.*</td>\s*<td>nothing decides it", html)
+
+
+def test_clear_session_asks_then_removes_and_audits_with_counts(
+    runtime: AgentRuntime, approver: User
+) -> None:
+    # S10
+    request = ask(runtime, "deploy", "notify", session_id="s-1", principal="alice")
+    request_answer(request=request, user=approver, answer=Answer.ALLOW_SESSION)
+    client = logged_in(approver)
+    url = f"/approvals/sessions/{request.session.pk}/clear/"
+    assert "2 turn and session approvals and denials" in client.get(url).content.decode()
+    assert Grant.objects.active().count() == 2
+    client.post(url)
+    assert Grant.objects.active().count() == 0
+    assert Grant.objects.count() == 2  # revoked, never deleted
+    event = AuditEvent.objects.get(action=AuditAction.SESSION_CLEARED)
+    assert event.details == {"removed": 2}
+    assert event.actor == approver
+
+
+def test_another_approvers_session_is_404(
+    runtime: AgentRuntime, approver: User, other_approver: User
+) -> None:
+    request = ask(runtime, "deploy", session_id="s-1", principal="alice")
+    client = logged_in(other_approver)
+    assert client.get(f"/approvals/sessions/{request.session.pk}/").status_code == 404
+    assert client.post(f"/approvals/sessions/{request.session.pk}/clear/").status_code == 404
+
+
+def test_revoke_agent_wide_is_for_operators_and_the_owner(
+    runtime: AgentRuntime, operator: User, approver: User
+) -> None:
+    request = ask(runtime, "deploy", session_id="s-1", principal="alice")
+    request_answer(request=request, user=operator, answer=Answer.ALLOW_AGENT)
+    assert logged_in(approver).get("/approvals/agents/agent-one/").status_code == 403
+    assert logged_in(approver).post("/approvals/agents/agent-one/revoke/").status_code == 403
+    client = logged_in(operator)
+    page = client.get("/approvals/agents/agent-one/revoke/").content.decode()
+    assert "Removes 1 agent-wide approvals from all 1 sessions of agent-one" in page
+    client.post("/approvals/agents/agent-one/revoke/")
+    assert not Grant.objects.active().exists()
+    assert AuditEvent.objects.get(action=AuditAction.AGENT_GRANTS_REVOKED).details == {"removed_agent": 1}
+
+
+def test_a_single_grant_can_be_revoked(runtime: AgentRuntime, approver: User) -> None:
+    request = ask(runtime, "deploy", session_id="s-1", principal="alice")
+    request_answer(request=request, user=approver, answer=Answer.ALLOW_SESSION)
+    grant = Grant.objects.get()
+    client = logged_in(approver)
+    client.post(f"/approvals/grants/{grant.pk}/revoke/")
+    grant.refresh_from_db()
+    assert grant.revoke_reason == "SINGLE"
+    assert grant.revoked_by == approver
+
+
+def test_operators_write_rules_and_auditors_only_read_them(
+    runtime: AgentRuntime, operator: User, auditor: User, approver: User
+) -> None:
+    client = logged_in(operator)
+    response = client.post(
+        "/approvals/rules/new/",
+        {"pattern": "drop-*", "runtime": "", "action": "ASK", "widest_scope": "SESSION", "note": ""},
+    )
+    assert response.status_code == 302
+    rule = SkillRule.objects.get()
+    assert (rule.pattern, rule.action, rule.widest_scope, rule.runtime) == ("drop-*", "ASK", "SESSION", None)
+    assert AuditEvent.objects.filter(action=AuditAction.RULE_CREATED).count() == 1
+    duplicate = client.post(
+        "/approvals/rules/new/", {"pattern": "drop-*", "action": "DENY", "widest_scope": "AGENT"}
+    )
+    assert "already exists" in duplicate.content.decode()
+    assert logged_in(auditor).get("/approvals/rules/").status_code == 200
+    assert "Save rule" not in logged_in(auditor).get("/approvals/rules/").content.decode()
+    assert (
+        logged_in(auditor).post("/approvals/rules/new/", {"pattern": "x", "action": "ALLOW"}).status_code
+        == 403
+    )
+    assert logged_in(approver).get("/approvals/rules/").status_code == 403
+
+
+def test_a_rule_capping_scope_removes_always_allow(runtime: AgentRuntime, operator: User) -> None:
+    logged_in(operator).post(
+        "/approvals/rules/new/", {"pattern": "drop-*", "action": "ASK", "widest_scope": "SESSION"}
+    )
+    request = ask(runtime, "drop-db", session_id="s-1")
+    html = logged_in(operator).get(f"/approvals/requests/{request.pk}/").content.decode()
+    assert "Always allow for this agent" not in html
+    assert "Allow for this session" in html

@@ -1,0 +1,109 @@
+"""The approval journey in a real browser (issue: skill approvals): a runtime asks over
+the API, the person sees the request arrive without reloading, answers *Allow for this
+session*, the waiting long-poll returns ALLOW, a forked sub-agent inherits it, the person
+revokes it, and the next decision is ASK again."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.error
+import urllib.request
+from typing import Any
+
+from playwright.sync_api import Page, expect
+from pytest_django.live_server_helper import LiveServer
+
+from aimon_admin.accounts.models import User
+from aimon_admin.runtimes.models import AgentRuntime
+from tests.browser.conftest import LogIn
+
+
+def call(live_server: LiveServer, token: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    """One runtime API call over real HTTP."""
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(  # noqa: S310 - the test's own live server
+        f"{live_server.url}{path}",
+        data=data,
+        method=method,
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=40) as response:  # noqa: S310
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")
+
+
+def decide(live_server: LiveServer, token: str, **body: Any) -> list[tuple[str, str]]:
+    status, answer = call(live_server, token, "POST", "/api/v1/skill-decisions", body)
+    assert status == 200, answer
+    return [(d["decision"], d["source"]) for d in answer["decisions"]]
+
+
+def test_runtime_asks_person_allows_for_the_session_fork_inherits_then_revoke(
+    live_server: LiveServer,
+    page: Page,
+    log_in: LogIn,
+    approver: User,
+    runtime: AgentRuntime,
+    runtime_token: str,
+) -> None:
+    # S2-S5, S10 end to end.
+    log_in(page, approver)
+    page.goto(f"{live_server.url}/approvals/")
+    expect(page.get_by_text("Nothing is waiting for you")).to_be_visible()
+    page.evaluate("window.__noReload = 1")
+
+    status, created = call(
+        live_server,
+        runtime_token,
+        "POST",
+        "/api/v1/approval-requests",
+        {"skills": ["deploy"], "session_id": "s-journey", "principal": "alice", "reason": "Ship it"},
+    )
+    assert status == 201, created
+    assert created["status"] == "PENDING"
+
+    waited: dict[str, Any] = {}
+
+    def long_poll() -> None:
+        waited["status"], waited["body"] = call(
+            live_server, runtime_token, "GET", f"/api/v1/approval-requests/{created['id']}?wait=30"
+        )
+
+    poller = threading.Thread(target=long_poll)
+    poller.start()
+
+    card = page.locator(f"#request-{created['id']}")
+    expect(card).to_be_visible()  # arrived without a reload (htmx poll)
+    expect(card).to_contain_text("Ship it")
+    assert page.evaluate("window.__noReload") == 1
+    card.get_by_role("button", name="Allow for this session: deploy").click()
+    expect(card).to_contain_text("Answered: deploy.")
+
+    poller.join(timeout=35)
+    assert not poller.is_alive()
+    assert waited["status"] == 200
+    assert waited["body"]["status"] == "ANSWERED"
+    assert waited["body"]["answered_by"] == "alice"
+    assert waited["body"]["items"] == [{"skill": "deploy", "decision": "ALLOW", "scope": "SESSION"}]
+
+    # S3: a sub-agent forked from the session inherits the approval.
+    assert decide(live_server, runtime_token, skills=["deploy"], invoking_session_id="s-journey") == [
+        ("ALLOW", "INVOKING_SESSION")
+    ]
+
+    # S10: the person revokes the session's approvals; the next decision asks again.
+    page.goto(f"{live_server.url}/approvals/sessions/")
+    page.get_by_role("link", name="s-journey").click()
+    page.get_by_role("link", name="Revoke session approvals").click()
+    expect(page.get_by_role("heading", name="Revoke the approvals of session s-journey?")).to_be_visible()
+    page.get_by_role("button", name="Revoke session approvals").click()
+    expect(page.get_by_text("Session approvals revoked: 1 removed.")).to_be_visible()
+    assert decide(live_server, runtime_token, skills=["deploy"], session_id="s-journey") == [
+        ("ASK", "DEFAULT")
+    ]
+    assert decide(live_server, runtime_token, skills=["deploy"], invoking_session_id="s-journey") == [
+        ("ASK", "DEFAULT")
+    ]
