@@ -1,7 +1,7 @@
 """Skill rules: writes (audited, A1) and the per-process rule index the chain reads.
 
 The index is rebuilt only when the rule set's version changes. The version is one row
-in the database, bumped in the same transaction as every rule change and read (one
+in the database, restamped in the same transaction as every rule change and read (one
 primary-key lookup) by every evaluation, so a change committed on one node is seen by
 the next decision on every node. A shared cache would cost the same round trip and add
 a way to be stale.
@@ -9,10 +9,10 @@ a way to be stale.
 
 from __future__ import annotations
 
+import secrets
 import threading
 
 from django.db import transaction
-from django.db.models import F
 
 from aimon_admin.approvals.choices import GrantScope, RuleAction
 from aimon_admin.approvals.models import RuleSetVersion, SkillRule
@@ -54,8 +54,9 @@ def rule_index() -> RuleIndex:
 
 
 def _bump_version() -> None:
-    RuleSetVersion.objects.get_or_create(pk=1)
-    RuleSetVersion.objects.filter(pk=1).update(version=F("version") + 1)
+    # A fresh random stamp, not a counter: a rolled-back change's number would come round
+    # again, and an index cached under it (read inside that transaction) would be stale.
+    RuleSetVersion.objects.update_or_create(pk=1, defaults={"version": secrets.randbits(62) + 1})
 
 
 def _snapshot(rule: SkillRule) -> dict[str, object]:

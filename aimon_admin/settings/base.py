@@ -159,6 +159,8 @@ CELERY_TIMEZONE = "UTC"
 CELERY_BEAT_SCHEDULE: dict[str, dict] = {
     # S9: close approval requests nobody answered in time (reads also expire them on sight).
     "approvals-expire-due-requests": {"task": "approvals.expire_due_requests", "schedule": 30.0},
+    # Fail MCP syncs whose worker died without finishing them, so the server can sync again.
+    "registry-fail-stale-mcp-syncs": {"task": "registry.fail_stale_mcp_syncs", "schedule": 300.0},
 }
 
 # --- Auth -------------------------------------------------------------------------------------

@@ -58,7 +58,7 @@ from aimon_admin.runtimes.models import AgentRuntime
 from aimon_admin.runtimes.services import runtime_create
 from tests.conftest import TEST_ACTOR
 
-SKILLS = ("deploy", "notify", "wipe")
+SKILLS = ("deploy", "notify", "wipe", "read")
 SESSIONS = ("s-1", "s-2")
 TURNS = ("t-1", None, "t-2")
 PEOPLE = ("olivia", "alice", "bob", "owen", "audrey")  # operator, approvers, the owner, an auditor
@@ -206,11 +206,12 @@ create_op = st.tuples(
 )
 answer_op = st.tuples(
     st.just("answer"),
-    st.integers(0, 50),
+    st.integers(0, 200),
     st.sampled_from(PEOPLE),
     st.sampled_from([FOR_SESSION, NO, ONCE, ALWAYS]),
     st.one_of(st.none(), st.sampled_from(SKILLS)),
-    st.booleans(),  # aim: let the model pick someone who may answer and a button they are offered
+    # aim: 0 anyone, any button; 1 someone who may answer, any button; 2 ... a button they are offered
+    st.sampled_from([2, 1, 0]),
 )
 BY_KIND = {
     "create": create_op,
@@ -237,10 +238,10 @@ class World:
     model: Model
 
     def request_of(self, pick: int) -> ModelRequest | None:
-        """Mostly a pending request (if any); one pick in four from all of them, closed ones too."""
+        """Mostly a pending request (if any); one pick in eight from all of them, closed ones too."""
         pending = [r for r in self.model.requests if r.status == RequestStatus.PENDING]
-        requests = pending if pending and pick % 4 else self.model.requests
-        return requests[pick // 4 % len(requests)] if requests else None
+        requests = pending if pending and pick % 8 else self.model.requests
+        return requests[pick // 8 % len(requests)] if requests else None
 
 
 def play(world: World, op: tuple) -> None:  # one branch per operation, side by side
@@ -309,9 +310,10 @@ def play(world: World, op: tuple) -> None:  # one branch per operation, side by 
         request = ApprovalRequest.objects.get(pk=target.pk)
         chosen = [one_skill] if one_skill in target.items else list(target.items)
         open_skills = [s for s in chosen if target.items[s] is None]
-        if aim:  # otherwise most random answers are refusals
+        if aim:  # else most answers would be refused
             allowed = [p for p in PEOPLE if model.may_answer(p, target)]
             who = allowed[PEOPLE.index(who) % len(allowed)] if allowed else who
+        if aim == 2:
             buttons = [
                 a
                 for a in Answer
@@ -612,7 +614,7 @@ def test_random_histories_keep_the_invariants(
     run_state_machine_as_test(
         Histories,
         settings=settings(
-            max_examples=25,
+            max_examples=30,
             stateful_step_count=15,
             deadline=None,
             suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
