@@ -194,3 +194,14 @@ def test_auditor_sees_settings_read_only(runtime: AgentRuntime, auditor: User) -
     assert "Issue token" not in page
     assert "Revoke…" not in page
     assert "MUTATING" in page
+
+
+def test_operators_reach_the_agent_wide_approvals_from_the_runtime_page(
+    runtime: AgentRuntime, operator: User, auditor: User
+) -> None:
+    # S10: a runtime page leads to Revoke agent-wide (operators and the owner).
+    assert (
+        'href="/approvals/agents/agent-one/"'
+        in logged_in(operator).get("/runtimes/agent-one/").content.decode()
+    )
+    assert "/approvals/agents/" not in logged_in(auditor).get("/runtimes/agent-one/").content.decode()
