@@ -12,7 +12,7 @@ from __future__ import annotations
 import secrets
 import threading
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from aimon_admin.approvals.choices import GrantScope, RuleAction
 from aimon_admin.approvals.models import RuleSetVersion, SkillRule
@@ -27,7 +27,11 @@ _cached: tuple[int, RuleIndex] | None = None
 
 
 def _current_version() -> int:
-    return RuleSetVersion.objects.filter(pk=1).values_list("version", flat=True).first() or 0
+    # Plain SQL: read on every decision, where the ORM's query building would dominate.
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT version FROM {RuleSetVersion._meta.db_table} WHERE id = 1")  # noqa: S608
+        row = cursor.fetchone()
+    return row[0] if row else 0
 
 
 def rule_index() -> RuleIndex:

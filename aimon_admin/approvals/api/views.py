@@ -143,9 +143,16 @@ def skill_decisions(request: Request) -> Response:
     # Hot: no serializer instance, a handful of indexed queries, plain dicts out.
     data = validate_flat(SkillDecisionIn, _body(request))
     runtime = request.user.runtime
-    session = _touch(runtime, data["session_id"], data["principal"])
     # The invoking session is only read here: a decision never creates it.
-    invoking = services.session_lookup(runtime=runtime, session_id=data["invoking_session_id"])
+    try:
+        session, invoking = services.sessions_for_decision(
+            runtime=runtime,
+            session_id=data["session_id"],
+            invoking_session_id=data["invoking_session_id"],
+            principal=data["principal"],
+        )
+    except services.PrincipalConflictError as exc:
+        raise Conflict(str(exc)) from exc
     verdicts = services.skills_decide(
         runtime=runtime,
         skills=data["skills"],
