@@ -34,7 +34,7 @@ from aimon_admin.accounts.models import User
 from aimon_admin.accounts.roles import Role
 from aimon_admin.approvals import rules
 from aimon_admin.approvals.choices import Answer, GrantScope, RequestStatus, RuleAction
-from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant
+from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, SkillRule
 from aimon_admin.approvals.services import (
     NotAllowedError,
     PrincipalConflictError,
@@ -406,7 +406,7 @@ def play(world: World, op: tuple) -> None:  # one branch per operation, side by 
 
     elif kind == "rule":
         _, skill, action, widest = op
-        existing = rules.SkillRule.objects.filter(runtime=runtime, pattern=skill).first()
+        existing = SkillRule.objects.filter(runtime=runtime, pattern=skill).first()
         if action is None:
             if existing is not None:
                 rules.rule_delete(rule=existing, actor=TEST_ACTOR)
@@ -511,8 +511,8 @@ def check(world: World) -> None:
 
 @pytest.fixture(autouse=True)
 def fresh_rule_index() -> Iterator[None]:
-    """The index is cached per process by version number, and each test's rollback hands
-    the same version numbers out again: start and end every test with nothing cached."""
+    """The rule index is cached per process, and that outlives each test's rollback: start
+    and end every test with none cached, so no test reads an index another one built."""
     forget_rule_index()
     yield
     forget_rule_index()
@@ -614,7 +614,7 @@ def test_random_histories_keep_the_invariants(
     run_state_machine_as_test(
         Histories,
         settings=settings(
-            max_examples=30,
+            max_examples=50,
             stateful_step_count=15,
             deadline=None,
             suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],

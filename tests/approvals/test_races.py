@@ -184,6 +184,5 @@ def test_two_people_answering_the_same_item_at_once_in_a_new_process(
     assert child.returncode == 0, child.stderr[-4000:]
     [line] = [line for line in child.stdout.splitlines() if line.startswith("TOLD ")]
     told = json.loads(line.removeprefix("TOLD "))
-    print("RACE-STATS", told)
     assert sum(told.values()) == 2 * ROUNDS
     assert told["one:already_answered"] == ROUNDS

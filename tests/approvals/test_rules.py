@@ -26,8 +26,8 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture(autouse=True)
 def fresh_rule_index() -> Iterator[None]:
-    """The index is cached per process by version number, and each test's rollback hands
-    the same version numbers out again: start and end every test with nothing cached."""
+    """The rule index is cached per process, and that outlives each test's rollback: start
+    and end every test with none cached, so no test reads an index another one built."""
     forget_rule_index()
     yield
     forget_rule_index()

@@ -47,6 +47,7 @@ from aimon_admin.approvals.services import (
     session_lookup,
     session_revoke,
     session_touch,
+    sessions_for_decision,
     skills_decide,
 )
 from aimon_admin.audit.choices import AuditAction, AuditLevel
@@ -63,8 +64,8 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture(autouse=True)
 def fresh_rule_index() -> Iterator[None]:
-    """The rule index is cached per process by version number, and each test's rollback
-    hands the same version numbers out again: start and end every test with nothing cached."""
+    """The rule index is cached per process, and that outlives each test's rollback: start
+    and end every test with none cached, so no test reads an index another one built."""
     forget_rule_index()
     yield
     forget_rule_index()
@@ -251,6 +252,39 @@ def test_a_request_with_no_principal_in_a_session_belongs_to_the_sessions(
     assert open_request(runtime, session_id=None, principal=None).principal == ""
 
 
+def test_a_decision_touches_its_session_and_only_reads_the_invoking_one(
+    runtime: AgentRuntime, settings: object
+) -> None:  # S1, S12
+    session, invoking = sessions_for_decision(
+        runtime=runtime, session_id="s-1", invoking_session_id="s-0", principal="alice"
+    )
+    assert session is not None
+    assert (session.session_id, session.principal, invoking) == ("s-1", "alice", None)
+    assert not Session.objects.filter(session_id="s-0").exists()  # a decision never creates it
+
+    session_touch(runtime=runtime, session_id="s-0", principal="bob")
+    again, invoking = sessions_for_decision(
+        runtime=runtime, session_id="s-1", invoking_session_id="s-0", principal=None
+    )
+    assert (again, invoking.session_id if invoking else None) == (session, "s-0")
+    with pytest.raises(PrincipalConflictError):
+        sessions_for_decision(runtime=runtime, session_id="s-1", invoking_session_id=None, principal="bob")
+
+    # Idle past the TTL: the decision's touch expires the session's grants (S12).
+    settings.AIMON_SESSION_IDLE_TTL_SECONDS = 600  # type: ignore[attr-defined]
+    Grant.objects.create(
+        runtime=runtime, scope="SESSION", decision="ALLOW", skill="deploy", session=session, origin="ANSWER"
+    )
+    Session.objects.filter(pk=session.pk).update(last_seen_at=timezone.now() - dt.timedelta(hours=1))
+    touched, _ = sessions_for_decision(
+        runtime=runtime, session_id="s-1", invoking_session_id=None, principal=None
+    )
+    assert touched is not None
+    assert timezone.now() - touched.last_seen_at < dt.timedelta(seconds=60)
+    assert Grant.objects.get(session=session).revoke_reason == RevokeReason.EXPIRED
+    assert [e.session_key for e in events(AuditAction.SESSION_EXPIRED)] == ["s-1"]
+
+
 def test_the_same_idempotency_key_returns_the_same_request(
     runtime: AgentRuntime, other_runtime: AgentRuntime
 ) -> None:
@@ -264,6 +298,20 @@ def test_the_same_idempotency_key_returns_the_same_request(
     assert created_elsewhere
     assert elsewhere.pk != first.pk
     assert ApprovalRequest.objects.count() == 2
+
+
+def test_deciding_no_skills_gives_no_verdicts(runtime: AgentRuntime, operator: User) -> None:  # S2
+    # A session seen only through decisions has no skills to show (its page asks for none).
+    request_answer(
+        request=open_request(runtime, ("wipe",), session_id=None, principal=None),
+        user=operator,
+        answer=ALWAYS,
+    )
+    session = session_touch(runtime=runtime, session_id="s-9", principal=None)
+
+    assert (
+        skills_decide(runtime=runtime, skills=[], session=session, invoking_session=None, turn_id=None) == []
+    )
 
 
 # --- Answers (S4) ---------------------------------------------------------------------------------
