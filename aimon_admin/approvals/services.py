@@ -506,9 +506,11 @@ def _answer_item(
     now = timezone.now()
     target = policy.grant_for_answer(answer, shape)
     # Claim the item first: of two people answering at once, one update finds it open.
-    claimed = ApprovalItem.objects.filter(pk=item.pk, decision="").update(
-        decision=target.decision, scope=target.scope, answered_by=user, answered_at=now
-    )
+    # Only while the request is still open: an answer that loses a race with a cancel or an
+    # expiry must not write afterwards (an escalated grant, above all).
+    claimed = ApprovalItem.objects.filter(
+        pk=item.pk, decision="", request__status=RequestStatus.PENDING
+    ).update(decision=target.decision, scope=target.scope, answered_by=user, answered_at=now)
     if claimed != 1:
         return None
     origin = GrantOrigin.ESCALATION if target.escalated else GrantOrigin.ANSWER
