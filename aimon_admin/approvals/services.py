@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from aimon_admin.accounts.models import User
@@ -508,9 +508,14 @@ def _answer_item(
     # Claim the item first: of two people answering at once, one update finds it open.
     # Only while the request is still open: an answer that loses a race with a cancel or an
     # expiry must not write afterwards (an escalated grant, above all).
-    claimed = ApprovalItem.objects.filter(
-        pk=item.pk, decision="", request__status=RequestStatus.PENDING
-    ).update(decision=target.decision, scope=target.scope, answered_by=user, answered_at=now)
+    # `decision` stays on the updated row itself (no join, which Django would turn into an
+    # "id IN (subquery)" whose condition PostgreSQL does not re-check after a lock wait).
+    still_open = Exists(
+        ApprovalRequest.objects.filter(pk=OuterRef("request_id"), status=RequestStatus.PENDING)
+    )
+    claimed = ApprovalItem.objects.filter(still_open, pk=item.pk, decision="").update(
+        decision=target.decision, scope=target.scope, answered_by=user, answered_at=now
+    )
     if claimed != 1:
         return None
     origin = GrantOrigin.ESCALATION if target.escalated else GrantOrigin.ANSWER
