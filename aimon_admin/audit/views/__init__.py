@@ -1,0 +1,1 @@
+"""The auditor's pages (read-only): the log, escalated grants, export, analytics."""
