@@ -161,6 +161,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict] = {
     "approvals-expire-due-requests": {"task": "approvals.expire_due_requests", "schedule": 30.0},
     # Fail MCP syncs whose worker died without finishing them, so the server can sync again.
     "registry-fail-stale-mcp-syncs": {"task": "registry.fail_stale_mcp_syncs", "schedule": 300.0},
+    # A2: verify the audit chain from the last checkpoint and write the outcome as an event.
+    "audit-verify-chain": {
+        "task": "audit.verify_chain",
+        "schedule": float(env_int("AIMON_AUDIT_VERIFY_INTERVAL_SECONDS", 3600)),
+    },
 }
 
 # --- Auth -------------------------------------------------------------------------------------

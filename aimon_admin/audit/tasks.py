@@ -1,0 +1,40 @@
+"""Background work of the audit log (Celery): the periodic chain verification (DESIGN A2)."""
+
+from __future__ import annotations
+
+from celery import shared_task
+from django.core.cache import cache
+
+from aimon_admin.audit.verification import TASK_ACTOR_LABEL, audit_chain_verify
+from aimon_admin.core.actors import Actor
+
+VERIFY_TASK_NAME = "audit.verify_chain"
+# A run from a checkpoint reads only what was written since the last one; a full re-verify
+# of a million events takes tens of seconds. Past the soft limit the run stops and writes
+# nothing: the next beat starts again from the same checkpoint.
+TASK_SOFT_TIME_LIMIT = 600
+TASK_TIME_LIMIT = 660
+_RUNNING_KEY = "aimon:audit:verify-running"
+
+
+@shared_task(
+    name=VERIFY_TASK_NAME,
+    ignore_result=True,
+    soft_time_limit=TASK_SOFT_TIME_LIMIT,
+    time_limit=TASK_TIME_LIMIT,
+)
+def verify_chain(full: bool = False) -> str | None:
+    """Verify the chain from the last checkpoint and write the outcome as an event.
+
+    Idempotent: each run verifies whatever the log holds when it starts and records one
+    event; a run that finds another still going (a slow full re-verify, a beat that fired
+    twice) does nothing, since the running one covers the same events. Returns the action
+    written, or None when it stood aside.
+    """
+    if not cache.add(_RUNNING_KEY, "1", timeout=TASK_TIME_LIMIT):
+        return None
+    try:
+        result = audit_chain_verify(actor=Actor.system(TASK_ACTOR_LABEL), full=full)
+    finally:
+        cache.delete(_RUNNING_KEY)
+    return result.event.action if result.event is not None else None
