@@ -1,4 +1,5 @@
-"""`manage.py verify_audit` passes an intact log and names the first bad event of a tampered one (A2).
+"""`manage.py verify_audit` passes an intact log and names the first bad event of a tampered one (A2);
+with --file it does the same for an exported JSON Lines file, outside the database.
 
 The tampering is done the way an attacker with database access would: raw SQL, with the
 append-only triggers dropped first (the `triggers_dropped` fixture re-installs them).
@@ -10,7 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import subprocess
+from collections.abc import Iterator
 from io import StringIO
 from pathlib import Path
 
@@ -20,7 +23,10 @@ from django.core.management.base import CommandError
 from django.db import IntegrityError, connection, transaction
 
 from aimon_admin.audit import chain, triggers
+from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.models import AuditEvent
+from aimon_admin.audit.verification import checkpoint_forget
+from aimon_admin.core.context import Channel
 from tests.audit.helpers import (
     database_for_new_process,
     event_row,
@@ -238,3 +244,235 @@ def test_manage_py_verify_audit_exits_zero_when_intact_and_non_zero_naming_the_b
     assert broken.returncode != 0
     assert "audit chain BROKEN at event seq=2 " in broken.stderr
     assert "OK" not in broken.stdout
+
+
+# --- --record and --from-checkpoint ---------------------------------------------------------------
+
+
+@pytest.fixture
+def no_checkpoint_outside_the_log() -> Iterator[None]:
+    checkpoint_forget()
+    yield
+    checkpoint_forget()
+
+
+def test_record_writes_the_outcome_as_a_command_line_event(
+    log: list[AuditEvent], no_checkpoint_outside_the_log: None
+) -> None:  # A2
+    out = StringIO()
+    call_command("verify_audit", "--record", stdout=out)
+
+    event = AuditEvent.objects.get(seq=6)
+    assert "recorded as event seq=6 (AUDIT_CHAIN_VERIFIED)" in out.getvalue()
+    assert "audit chain OK: 5 events verified" in out.getvalue()
+    assert (event.action, event.channel, event.details["verified_through_seq"]) == (
+        AuditAction.AUDIT_CHAIN_VERIFIED,
+        Channel.CLI,
+        5,
+    )
+    assert event.actor_label.startswith("cli:")
+
+
+def test_record_on_a_broken_chain_writes_a_warning_and_still_exits_non_zero(
+    log: list[AuditEvent], triggers_dropped: None, no_checkpoint_outside_the_log: None
+) -> None:  # A2
+    assert execute("UPDATE audit_auditevent SET subject = 'someone-else' WHERE seq = 3") == 1
+
+    with pytest.raises(CommandError, match=r"audit chain BROKEN at event seq=3 "):
+        call_command("verify_audit", "--record", stdout=StringIO())
+
+    event = AuditEvent.objects.get(seq=6)
+    assert (event.action, event.level, event.details["problem_seq"]) == (
+        AuditAction.AUDIT_CHAIN_BROKEN,
+        AuditLevel.WARNING,
+        3,
+    )
+
+
+def test_from_checkpoint_reads_only_what_came_after_it(
+    log: list[AuditEvent], no_checkpoint_outside_the_log: None
+) -> None:  # A2
+    call_command("verify_audit", "--record", stdout=StringIO())  # seq 6, checkpoint at 5
+    record_events(2, prefix="later")  # 7, 8
+    out = StringIO()
+
+    call_command("verify_audit", "--from-checkpoint", stdout=out)
+
+    assert "audit chain OK: 8 events verified (3 read after the checkpoint at seq=5)" in out.getvalue()
+
+
+# --- --file: an exported JSON Lines file ----------------------------------------------------------
+
+
+def export_line(event: AuditEvent | dict[str, object], **overrides: object) -> str:
+    """One line of the export format: `content()` plus "hash", sorted keys, UTF-8 as is."""
+    body = {**event.content(), "hash": event.hash} if isinstance(event, AuditEvent) else dict(event)
+    body.update(overrides)
+    return json.dumps(body, ensure_ascii=False, sort_keys=True)
+
+
+def write_export(path: Path, lines: list[str]) -> Path:
+    path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def verify_file(path: Path) -> str:
+    out = StringIO()
+    call_command("verify_audit", "--file", str(path), stdout=out)
+    return out.getvalue()
+
+
+def assert_file_broken_at(path: Path, where: str) -> str:
+    with pytest.raises(CommandError, match=rf"export .* BROKEN at {re.escape(where)}") as raised:
+        verify_file(path)
+    return str(raised.value)
+
+
+@pytest.fixture
+def events(five_events: list[AuditEvent]) -> list[AuditEvent]:
+    return five_events
+
+
+def test_a_complete_export_verifies_as_a_chain_from_genesis(
+    events: list[AuditEvent], tmp_path: Path
+) -> None:  # A2
+    path = write_export(tmp_path / "all.jsonl", [export_line(e) for e in events])
+
+    out = verify_file(path)
+
+    assert "OK: 5 events, seq 1..5, a complete chain from genesis" in out
+    assert "ünïcode ✓" in path.read_text(encoding="utf-8")
+
+
+def test_a_filtered_export_reports_its_gaps_not_a_failure(
+    events: list[AuditEvent], tmp_path: Path
+) -> None:  # A2
+    path = write_export(tmp_path / "filtered.jsonl", [export_line(events[i]) for i in (0, 1, 3)])
+
+    out = verify_file(path)
+
+    assert "OK: 3 events, seq 1..4, a filtered subset of the chain" in out
+    assert "1 gaps (seqs not in the file: 3)" in out
+
+
+def test_an_export_starting_after_seq_1_is_a_subset_whose_first_link_is_not_checked(
+    events: list[AuditEvent], tmp_path: Path
+) -> None:  # A2
+    path = write_export(tmp_path / "tail.jsonl", [export_line(e) for e in events[2:]])
+
+    out = verify_file(path)
+
+    assert "OK: 3 events, seq 3..5, a filtered subset" in out
+    assert "starts at seq 3" in out
+
+
+def test_an_empty_export_is_ok(tmp_path: Path, db: None) -> None:  # A2
+    path = write_export(tmp_path / "empty.jsonl", [])
+
+    assert "OK: empty" in verify_file(path)
+
+
+def test_an_edited_line_is_caught_naming_its_line(events: list[AuditEvent], tmp_path: Path) -> None:  # A2
+    lines = [export_line(e) for e in events]
+    lines[2] = export_line(events[2], subject="someone-else")
+    path = write_export(tmp_path / "edited.jsonl", lines)
+
+    message = assert_file_broken_at(path, "line 3 (seq=3): hash does not match")
+
+    assert "(2 good lines before it)" in message
+
+
+def test_an_edited_line_with_its_hash_recomputed_is_caught_at_the_next_line(
+    events: list[AuditEvent], tmp_path: Path
+) -> None:  # A2
+    forged = dict(events[1].content(), subject="someone-else")
+    lines = [export_line(e) for e in events]
+    lines[1] = export_line(forged, hash=chain.compute_hash(forged))
+    path = write_export(tmp_path / "rehashed.jsonl", lines)
+
+    assert_file_broken_at(path, "line 3 (seq=3): prev_hash does not match the line before it")
+
+
+def test_lines_out_of_order_are_caught(events: list[AuditEvent], tmp_path: Path) -> None:  # A2
+    lines = [export_line(e) for e in events]
+    lines[1], lines[2] = lines[2], lines[1]
+    path = write_export(tmp_path / "swapped.jsonl", lines)
+
+    assert_file_broken_at(path, "line 3 (seq=2): seq 2 after seq 3")
+
+
+def test_a_forged_first_event_not_linked_to_genesis_is_caught(
+    events: list[AuditEvent], tmp_path: Path
+) -> None:  # A2
+    forged = dict(events[0].content(), prev_hash="1" * 64)
+    path = write_export(tmp_path / "genesis.jsonl", [export_line(forged, hash=chain.compute_hash(forged))])
+
+    assert_file_broken_at(path, "line 1 (seq=1): the first event does not link to the genesis hash")
+
+
+def test_a_forged_line_inserted_between_two_events_is_caught(
+    events: list[AuditEvent], tmp_path: Path
+) -> None:  # A2
+    forged = dict(events[1].content(), seq=3, subject="forged", prev_hash=events[1].hash)
+    renumbered = [export_line(e, seq=e.seq + 1) for e in events[2:]]
+    lines = [
+        export_line(events[0]),
+        export_line(events[1]),
+        export_line(forged, hash=chain.compute_hash(forged)),
+    ]
+    path = write_export(tmp_path / "inserted.jsonl", [*lines, *renumbered])
+
+    assert_file_broken_at(path, "line 4 (seq=4): prev_hash does not match")
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        ("not json", "not a JSON object"),
+        ("[1, 2]", "not a JSON object"),
+        ('{"seq": 1}', "missing"),
+        ("", "blank line"),
+    ],
+    ids=["text", "array", "missing-keys", "blank"],
+)
+def test_a_line_that_is_not_an_exported_event_is_caught(
+    events: list[AuditEvent], tmp_path: Path, line: str, problem: str
+) -> None:  # A2
+    path = write_export(tmp_path / "bad.jsonl", [export_line(events[0]), line, export_line(events[1])])
+
+    assert problem in assert_file_broken_at(path, "line 2: ")
+
+
+def test_an_extra_key_is_caught(events: list[AuditEvent], tmp_path: Path) -> None:  # A2
+    path = write_export(tmp_path / "extra.jsonl", [export_line(events[0], note="hi")])
+
+    assert "unexpected note" in assert_file_broken_at(path, "line 1: ")
+
+
+def test_a_missing_file_is_a_clear_error(tmp_path: Path, db: None) -> None:  # A2
+    with pytest.raises(CommandError, match="cannot read"):
+        verify_file(tmp_path / "nope.jsonl")
+
+
+def test_file_refuses_record(tmp_path: Path, db: None) -> None:  # A2
+    with pytest.raises(CommandError, match="--file verifies a file only"):
+        call_command("verify_audit", "--file", str(tmp_path / "x.jsonl"), "--record")
+
+
+@pytest.mark.django_db
+def test_manage_py_verify_audit_file_exits_non_zero_naming_the_bad_line(
+    five_events: list[AuditEvent], tmp_path: Path
+) -> None:  # A2: verified outside the product's database
+    good = write_export(tmp_path / "good.jsonl", [export_line(e) for e in five_events])
+    bad_lines = [export_line(e) for e in five_events]
+    bad_lines[3] = export_line(five_events[3], level="INFO", action="LOGOUT")
+    bad = write_export(tmp_path / "bad.jsonl", bad_lines)
+    empty_database = f"sqlite:///{tmp_path / 'unused.sqlite3'}"
+
+    ok = run_in_new_process(["manage.py", "verify_audit", "--file", str(good)], empty_database)
+    broken = run_in_new_process(["manage.py", "verify_audit", "--file", str(bad)], empty_database)
+
+    assert ok.returncode == 0, ok.stderr
+    assert "a complete chain from genesis" in ok.stdout
+    assert broken.returncode == 1
+    assert "line 4 (seq=4): hash does not match the content" in broken.stderr
