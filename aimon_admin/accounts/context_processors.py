@@ -27,6 +27,7 @@ NAV_ITEMS: tuple[NavItem, ...] = (
     NavItem("MCP servers", "registry:server-list", "registry.view_mcpserver"),
     NavItem("Gate simulator", "registry:simulator", "registry.view_tool"),
     NavItem("Skill rules", "approvals:rules", "approvals.view_skillrule"),
+    NavItem("Audit log", "audit:home", "audit.view_auditevent"),
     NavItem("API docs", "api-docs", None),
 )
 
