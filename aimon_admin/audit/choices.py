@@ -32,6 +32,7 @@ class AuditAction(models.TextChoices):
     MCP_SYNC_SUCCEEDED = "MCP_SYNC_SUCCEEDED", "MCP sync succeeded"
     MCP_SYNC_FAILED = "MCP_SYNC_FAILED", "MCP sync failed"
     MCP_TOOLS_RELAYED = "MCP_TOOLS_RELAYED", "MCP tool list relayed by a runtime"
+    MCP_TOOLS_REGISTERED = "MCP_TOOLS_REGISTERED", "MCP tools registered, back, or gone absent"
     TOOL_DEFINITION_CHANGED = "TOOL_DEFINITION_CHANGED", "Tool definition changed"
     TOOL_DEFINITION_ACCEPTED = "TOOL_DEFINITION_ACCEPTED", "Changed tool definition accepted"
     TOOL_REVIEW_RECORDED = "TOOL_REVIEW_RECORDED", "Tool review finding recorded"

@@ -270,7 +270,42 @@ def mcp_tools_record(
         if gone:
             Tool.objects.filter(pk__in=[tool.pk for tool in gone]).update(present=False, absent_since=now)
             result.absent = sorted(tool.name for tool in gone)
+    _audit_registrations(server, trust, complete, result, actor)
     return result
+
+
+def _audit_registrations(
+    server: McpServer, trust: str, complete: bool, result: ListingResult, actor: Actor
+) -> None:
+    """A1: tools that appeared (new, or back from absent) or went absent, each with the
+    claims it came with and the axes they resolved to. Changed definitions have their own
+    per-tool events (TOOL_DEFINITION_CHANGED / _ACCEPTED)."""
+    added = set(result.added)
+    if not added and not result.absent:
+        return
+    registered = [
+        {
+            "tool": tool.name,
+            "claims": _audit_claims(tool.claims),
+            "axes": _axes_dict(tool),
+            "held_for_review": tool.awaiting_review,
+        }
+        for tool in sorted(result.tools, key=lambda tool: tool.name)
+        if tool.name in added
+    ]
+    audit_record(
+        action=AuditAction.MCP_TOOLS_REGISTERED,
+        actor=actor,
+        subject_type="mcp_server",
+        subject=server.name,
+        details={
+            "server": server.name,
+            "trust": trust,
+            "complete_listing": complete,
+            "registered": registered,
+            "absent": result.absent,
+        },
+    )
 
 
 def _confirm_relayed(

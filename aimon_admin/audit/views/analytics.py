@@ -1,7 +1,253 @@
-"""Decision analytics per runtime and over time (requests, answers, escalations)."""
+"""Decision analytics per runtime and over time (requests, answers, escalations).
+
+One read-only page, GET only, for whoever holds `audit.view_auditevent` (auditors and
+operators). The query string holds the choice (`runtime`, `period`), so a view can be
+shared as a link; a value that cannot be read is a 400 naming it. Charts are SVG drawn
+here, on the server, from the figures in `aimon_admin.audit.analytics`, with the same
+figures as a table beneath them.
+"""
 
 from __future__ import annotations
 
-from django.urls import URLPattern
+from dataclasses import dataclass, field
+from typing import Any
 
-urlpatterns: list[URLPattern] = []
+from django.contrib.auth.decorators import login_required, permission_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import URLPattern, path
+from django.utils import timezone
+from django.views.decorators.http import require_GET
+
+from aimon_admin.audit import analytics
+from aimon_admin.audit.analytics import AnalyticsInputError, Figures, Report
+from aimon_admin.runtimes.models import AgentRuntime
+
+PERMISSION = "audit.view_auditevent"
+TEMPLATE = "audit/analytics.html"
+# Messages users see (tests import these).
+UNKNOWN_RUNTIME = "names no runtime"
+BAD_INPUT_MESSAGE = "The value of '{field}' {problem}."
+
+
+@dataclass
+class Series:
+    key: str  # CSS class suffix and legend key
+    label: str
+    boxes: list[tuple[analytics.Box, str]] = field(default_factory=list)
+    path: str = ""
+    points: list[tuple[float, float, str]] = field(default_factory=list)
+
+
+@dataclass
+class Chart:
+    slug: str
+    title: str
+    desc: str
+    ticks: list[analytics.Tick]
+    series: list[Series]
+    first_day: str
+    last_day: str
+    plot: analytics.Plot = field(default_factory=analytics.Plot)
+    width: int = analytics.CHART_WIDTH
+    height: int = analytics.CHART_HEIGHT
+
+
+def _runtime(value: str | None) -> AgentRuntime | None:
+    name = (value or "").strip()
+    if not name:
+        return None
+    runtime = AgentRuntime.objects.filter(name=name).first()
+    if runtime is None:
+        raise AnalyticsInputError("runtime", UNKNOWN_RUNTIME)
+    return runtime
+
+
+@require_GET
+@login_required
+@permission_required(PERMISSION, raise_exception=True)
+def analytics_view(request: HttpRequest) -> HttpResponse:
+    context: dict[str, Any] = {
+        "runtime_names": list(AgentRuntime.objects.order_by("name").values_list("name", flat=True)),
+        "period_choices": analytics.PERIOD_CHOICES,
+        "period": (request.GET.get("period") or "").strip() or analytics.PERIOD_DEFAULT,
+        "runtime_name": (request.GET.get("runtime") or "").strip(),
+    }
+    try:
+        days = analytics.parse_period(request.GET.get("period"))
+        runtime = _runtime(request.GET.get("runtime"))
+    except AnalyticsInputError as error:
+        context["error"] = BAD_INPUT_MESSAGE.format(field=error.field, problem=error.problem)
+        context["error_field"] = error.field
+        return render(request, TEMPLATE, context, status=400)
+
+    report = analytics.decision_report(
+        today=timezone.now().date(),
+        days=days,
+        runtime_id=runtime.pk if runtime else None,
+        per_runtime=runtime is None,
+    )
+    context.update(
+        runtime=runtime,
+        days=days,
+        report=report,
+        rows=[_row(day, figures) for day, figures in report.series()],
+        totals=_row(None, report.totals),
+        charts=_charts(report, runtime),
+        runtime_rows=_runtime_rows(report) if runtime is None else [],
+    )
+    return render(request, TEMPLATE, context)
+
+
+def _row(day: Any, figures: Figures) -> dict[str, Any]:
+    return {
+        "day": day,
+        "figures": figures,
+        "approval_rate": analytics.percent_label(figures.approval_rate),
+        "median": analytics.duration_label(figures.median_seconds),
+        "p90": analytics.duration_label(figures.p90_seconds),
+    }
+
+
+def _runtime_rows(report: Report) -> list[dict[str, Any]]:
+    names = dict(AgentRuntime.objects.filter(pk__in=list(report.by_runtime)).values_list("pk", "name"))
+    ranked = sorted(report.by_runtime.items(), key=lambda item: (-item[1].requests, names.get(item[0], "")))
+    return [
+        {"name": names.get(pk, f"#{pk}"), **_row(None, figures)}
+        for pk, figures in ranked[: analytics.RUNTIME_ROWS_SHOWN]
+    ]
+
+
+def _charts(report: Report, runtime: AgentRuntime | None) -> list[Chart]:
+    series = report.series()
+    labels = [day.isoformat() for day, _ in series]
+    figures = [f for _, f in series]
+    who = f"runtime {runtime.name}" if runtime else "all runtimes"
+    span = f"{labels[0]} to {labels[-1]}"
+    totals = report.totals
+    plot = analytics.Plot()
+
+    def bar_series(key: str, label: str, values: list[float], boxes: list[analytics.Box | None]) -> Series:
+        return Series(
+            key,
+            label,
+            boxes=[
+                (box, f"{labels[i]}: {values[i]:g} {label.lower()}") for i, box in enumerate(boxes) if box
+            ],
+        )
+
+    # 1. Requests, stacked by how they ended.
+    layers = [
+        ("answered", "Answered", [float(f.answered) for f in figures]),
+        ("expired", "Expired", [float(f.expired) for f in figures]),
+        ("other", "Cancelled or pending", [float(f.cancelled + f.pending) for f in figures]),
+    ]
+    top = analytics.nice_ceiling(analytics.max_of(float(f.requests) for f in figures))
+    stacked = analytics.stacked_bars([values for _, _, values in layers], top, plot)
+    busiest = max(series, key=lambda item: item[1].requests)
+    requests_chart = Chart(
+        "requests",
+        f"Requests per day, {who}",
+        (
+            f"{totals.requests} requests from {span}: {totals.answered} answered, {totals.expired} "
+            f"expired, {totals.cancelled} cancelled, {totals.pending} still pending. "
+            + (
+                f"Busiest day {busiest[0].isoformat()} with {busiest[1].requests}."
+                if busiest[1].requests
+                else "No requests."
+            )
+        ),
+        analytics.ticks(top, plot),
+        [bar_series(key, label, values, stacked[i]) for i, (key, label, values) in enumerate(layers)],
+        labels[0],
+        labels[-1],
+    )
+
+    # 2. Approval rate.
+    rates = [None if f.approval_rate is None else f.approval_rate * 100 for f in figures]
+    rate_chart = Chart(
+        "approval",
+        f"Approval rate per day, {who}",
+        (
+            f"Of the skills people answered from {span}, {analytics.percent_label(totals.approval_rate)} "
+            f"were allowed ({totals.allowed} allowed, {totals.denied} denied). Days without answers "
+            "leave a gap."
+        ),
+        analytics.ticks(100.0, plot, lambda v: f"{v:.0f}%"),
+        [_line("rate", "Allowed share", rates, 100.0, plot, labels, lambda v: f"{v:.0f}%")],
+        labels[0],
+        labels[-1],
+    )
+
+    # 3. Time to answer: median and p90.
+    medians = [f.median_seconds for f in figures]
+    p90s = [f.p90_seconds for f in figures]
+    top = analytics.nice_ceiling(analytics.max_of([*medians, *p90s]))
+    wait_chart = Chart(
+        "wait",
+        f"Time to answer per day, {who}",
+        (
+            f"For the {totals.timed} requests a person answered from {span}: median "
+            f"{analytics.duration_label(totals.median_seconds)}, 90th percentile "
+            f"{analytics.duration_label(totals.p90_seconds)}."
+        ),
+        analytics.ticks(top, plot, analytics.duration_label),
+        [
+            _line("median", "Median", medians, top, plot, labels, analytics.duration_label),
+            _line("p90", "90th percentile", p90s, top, plot, labels, analytics.duration_label),
+        ],
+        labels[0],
+        labels[-1],
+    )
+
+    def count_chart(slug: str, title: str, label: str, values: list[float], total: int, note: str) -> Chart:
+        top = analytics.nice_ceiling(analytics.max_of(values))
+        return Chart(
+            slug,
+            f"{title} per day, {who}",
+            f"{total} {label.lower()} from {span}. {note}",
+            analytics.ticks(top, plot),
+            [bar_series(slug, label, values, analytics.bars(values, top, plot))],
+            labels[0],
+            labels[-1],
+        )
+
+    escalations = count_chart(
+        "escalations",
+        "Escalations",
+        "Escalations",
+        [float(f.escalations) for f in figures],
+        totals.escalations,
+        "Each is a session answer written agent-wide: every session, no expiry, survives clear.",
+    )
+    revocations = count_chart(
+        "revocations",
+        "Revocations",
+        "Revocations",
+        [float(f.revocations) for f in figures],
+        totals.revocations,
+        "Grants cleared or revoked, counted on the day they were removed.",
+    )
+    return [requests_chart, rate_chart, wait_chart, escalations, revocations]
+
+
+def _line(
+    key: str,
+    label: str,
+    values: list[float | None],
+    top: float,
+    plot: analytics.Plot,
+    days: list[str],
+    fmt: Any,
+) -> Series:
+    points = analytics.line_points(values, top, plot)
+    shown = [(days[i], value) for i, value in enumerate(values) if value is not None]
+    return Series(
+        key,
+        label,
+        path=analytics.line_path(values, top, plot),
+        points=[(x, y, f"{day}: {fmt(value)}") for (x, y), (day, value) in zip(points, shown, strict=True)],
+    )
+
+
+urlpatterns: list[URLPattern] = [path("analytics/", analytics_view, name="analytics")]

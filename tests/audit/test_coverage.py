@@ -1,0 +1,1158 @@
+"""Audit coverage: every service that changes state writes its event (DESIGN A1, A3).
+
+The table below has an entry for every public function of every service module (found by
+walking the package, so a new function without an entry fails
+`test_every_service_function_has_an_entry`). Each entry says how to call it with real data
+and which audit actions it must write, or why it writes none.
+
+For each entry, on a fresh world built through the services themselves:
+
+1. **A3, refused**: with a trigger that refuses every audit insert, the call must change
+   nothing in the product's tables (no change without its event).
+2. **A1, written**: called normally, if the product's tables changed then at least the
+   expected events were written; each names the actor, the channel and the request id
+   bound for the call, and no event holds any secret the world used (token plaintexts,
+   passwords and their hashes, MCP URL credentials, env and header values).
+
+Then the real entry points: a browser POST, an API call with a runtime token, a
+management command and an eager Celery task each stamp their events with the right
+channel and request id.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from datetime import timedelta
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.apps import apps
+from django.core.management import call_command
+from django.db import connection
+from django.test import Client
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+import aimon_admin
+from aimon_admin.accounts import services as accounts
+from aimon_admin.accounts.models import User
+from aimon_admin.accounts.roles import Role
+from aimon_admin.approvals import rules
+from aimon_admin.approvals import services as approvals
+from aimon_admin.approvals.choices import Answer, GrantScope, RequestStatus, RuleAction
+from aimon_admin.approvals.models import ApprovalRequest, Grant, Session, SkillRule
+from aimon_admin.approvals.tasks import expire_due_requests
+from aimon_admin.audit import services as audit
+from aimon_admin.audit.choices import AuditAction, AuditLevel
+from aimon_admin.audit.models import AuditEvent
+from aimon_admin.core.actors import Actor
+from aimon_admin.core.context import Channel, bound
+from aimon_admin.core.middleware import REQUEST_ID_HEADER
+from aimon_admin.registry import config as registry_config
+from aimon_admin.registry import services as registry
+from aimon_admin.registry.choices import AnnotationTrust, McpTransport, ReviewFinding, SyncStatus
+from aimon_admin.registry.models import McpServer, McpSyncRun, Tool
+from aimon_admin.registry.sync import fetch, runs
+from aimon_admin.runtimes import services as runtimes
+from aimon_admin.runtimes.models import AgentRuntime, RuntimeToken
+from tests.conftest import PASSWORD
+from tests.registry.mcp_servers import catalog
+from tests.registry.mcp_servers.http import serve_http
+
+# Every module whose public functions are services. Globs under aimon_admin/, so a new
+# app's services.py (or services/ package) is walked without touching this file.
+SERVICE_MODULE_GLOBS = (
+    "*/services.py",
+    "*/services/*.py",
+    "approvals/rules.py",
+    "registry/config.py",
+    "registry/sync/*.py",
+)
+# The product's state: every table of these apps (audit excluded: it is what we check).
+PRODUCT_APPS = ("accounts", "auth", "runtimes", "registry", "approvals")
+
+NEW_PASSWORD = "cov-new-pass phrase 7Kq!"
+CREATED_PASSWORD = "cov-created-pass phrase 3Zx!"
+URL_USER, URL_PASSWORD, URL_QUERY_SECRET = "covurluser", "cov-url-pass-5ecret", "cov-query-5ecret"
+ENV_SECRET, NEW_ENV_SECRET = "cov-env-5ecret", "cov-env-5ecret-rotated"
+HEADER_SECRET, CONFIG_HEADER_SECRET = "cov-header-5ecret", "cov-config-header-5ecret"
+SECRET_URL = f"https://{URL_USER}:{URL_PASSWORD}@mcp.example.test/mcp?api_key={URL_QUERY_SECRET}"
+
+
+# --- The world: real rows made through the services ---------------------------------------------
+
+
+@dataclass
+class World:
+    operator: User
+    approver: User
+    auditor: User
+    runtime: AgentRuntime
+    token: RuntimeToken
+    spare_token: RuntimeToken
+    server: McpServer
+    disabled_server: McpServer
+    review_tool: Tool
+    drifted_tool: Tool
+    session_request: ApprovalRequest
+    sessionless_request: ApprovalRequest
+    cancel_request: ApprovalRequest
+    due_request: ApprovalRequest
+    session_grant: Grant
+    agent_grant: Grant
+    idle_session: Session
+    rule: SkillRule
+    secrets: list[str] = field(default_factory=list)
+    stack: ExitStack = field(default_factory=ExitStack)
+    prepared: Any = None
+
+    @property
+    def op(self) -> Actor:
+        return Actor.for_user(self.operator)
+
+    @property
+    def as_runtime(self) -> Actor:
+        return Actor.for_runtime(self.runtime)
+
+
+def build_world() -> World:
+    setup = Actor.system("coverage-setup")
+    operator = accounts.user_create(username="olivia", password=PASSWORD, roles=[Role.OPERATOR], actor=setup)
+    approver = accounts.user_create(username="alice", password=PASSWORD, roles=[Role.APPROVER], actor=setup)
+    auditor = accounts.user_create(username="audrey", password=PASSWORD, roles=[Role.AUDITOR], actor=setup)
+    op = Actor.for_user(operator)
+    runtime = runtimes.runtime_create(name="cov-agent", owner=operator, actor=op)
+    token, plaintext = runtimes.token_issue(runtime=runtime, actor=op, label="main")
+    spare_token, spare_plaintext = runtimes.token_issue(runtime=runtime, actor=op, label="spare")
+    registry.local_tools_replace(
+        runtime=runtime,
+        tools=[
+            {"name": "Bash", "description": "Run a shell command"},
+            {"name": "Read", "side_effect_level": "READ_ONLY"},
+        ],
+        actor=Actor.for_runtime(runtime),
+    )
+    server = registry.mcp_server_create(
+        name="cov-srv",
+        transport=McpTransport.STREAMABLE_HTTP,
+        url=SECRET_URL,
+        headers={"Authorization": f"Bearer {HEADER_SECRET}"},
+        annotation_trust=AnnotationTrust.TRUST,
+        actor=op,
+    )
+    disabled_server = registry.mcp_server_create(
+        name="cov-off",
+        transport=McpTransport.STDIO,
+        command="cov-mcp",
+        env={"API_TOKEN": ENV_SECRET},
+        enabled=False,
+        actor=op,
+    )
+    registry.mcp_tools_record(server=server, listing=catalog.listing("v1"), actor=op, complete=True)
+    registry.mcp_tools_record(server=server, listing=catalog.listing("v2"), actor=op, complete=True)
+    drifted_tool = Tool.objects.filter(server=server, awaiting_review=True).order_by("name").first()
+    assert drifted_tool is not None, "catalog v2 has a tool that claims less risk"
+    review_tool = Tool.objects.get(runtime=runtime, name="Bash")
+
+    def open_request(skills: list[str], **fields: Any) -> ApprovalRequest:
+        request, _ = approvals.request_create(
+            approvals.RequestInput(runtime=runtime, skills=skills, **fields)
+        )
+        return request
+
+    # Grants: a session one (alice's answer) and an agent-wide one (the operator's).
+    answered = open_request(["deploy", "publish"], session_id="s-1", principal="alice")
+    approvals.request_answer(request=answered, user=approver, answer=Answer.ALLOW_SESSION, skills=["deploy"])
+    approvals.request_answer(request=answered, user=operator, answer=Answer.ALLOW_AGENT, skills=["publish"])
+    session_grant = Grant.objects.get(skill="deploy", scope=GrantScope.SESSION, revoked_at=None)
+    agent_grant = Grant.objects.get(skill="publish", scope=GrantScope.AGENT, revoked_at=None)
+    session_request = open_request(["migrate", "backup"], session_id="s-1", principal="alice")
+    sessionless_request = open_request(["rotate-keys"])
+    cancel_request = open_request(["drop-table"], session_id="s-1", principal="alice")
+    due_request = open_request(["restart"], session_id="s-1", principal="alice")
+    ApprovalRequest.objects.filter(pk=due_request.pk).update(expires_at=timezone.now() - timedelta(seconds=5))
+    due_request.refresh_from_db()
+    # A session idle past its TTL, still holding a grant (S12).
+    idle_request = open_request(["lint"], session_id="s-idle", principal="alice")
+    approvals.request_answer(request=idle_request, user=approver, answer=Answer.ALLOW_SESSION)
+    idle_session = Session.objects.get(runtime=runtime, session_id="s-idle")
+    Session.objects.filter(pk=idle_session.pk).update(
+        last_seen_at=timezone.now() - approvals.session_idle_ttl() - timedelta(minutes=5)
+    )
+    rule = rules.rule_create(pattern="deploy-*", action=RuleAction.ASK, actor=op)
+
+    world = World(
+        operator=operator,
+        approver=approver,
+        auditor=auditor,
+        runtime=runtime,
+        token=token,
+        spare_token=spare_token,
+        server=server,
+        disabled_server=disabled_server,
+        review_tool=review_tool,
+        drifted_tool=drifted_tool,
+        session_request=session_request,
+        sessionless_request=sessionless_request,
+        cancel_request=cancel_request,
+        due_request=due_request,
+        session_grant=session_grant,
+        agent_grant=agent_grant,
+        idle_session=idle_session,
+        rule=rule,
+    )
+    world.secrets += [
+        PASSWORD,
+        NEW_PASSWORD,
+        CREATED_PASSWORD,
+        plaintext,
+        spare_plaintext,
+        URL_PASSWORD,
+        f"{URL_USER}:",
+        URL_QUERY_SECRET,
+        ENV_SECRET,
+        NEW_ENV_SECRET,
+        HEADER_SECRET,
+        CONFIG_HEADER_SECRET,
+    ]
+    return world
+
+
+# --- The table ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    """How to call one service, and what it must leave in the audit log.
+
+    `expect`: the actions it must write (at least these) when it changes state.
+    `actor`: the actor those events must name (None: checked by `check` instead).
+    `reads`: why it writes no event because it changes nothing (asserted).
+    `no_event`: why it may change state without an event (reviewed, by design).
+    `bookkeeping`: tables it may change before its audited write, with the reason.
+    `changes`: False for services whose only write is the event itself.
+    """
+
+    run: Callable[[World], Any]
+    expect: tuple[AuditAction, ...] = ()
+    actor: Callable[[World], Actor] | None = None
+    reads: str = ""
+    no_event: str = ""
+    bookkeeping: dict[str, str] = field(default_factory=dict)
+    changes: bool = True
+    prepare: Callable[[World], Any] | None = None
+    check: Callable[[World, list[AuditEvent]], None] | None = None
+    channel: str = Channel.BROWSER
+
+
+def _op(w: World) -> Actor:
+    return w.op
+
+
+def _rt(w: World) -> Actor:
+    return w.as_runtime
+
+
+PURE = "a pure function: no database at all"
+
+
+def _remember_token(w: World, result: tuple[RuntimeToken, str]) -> tuple[RuntimeToken, str]:
+    w.secrets.append(result[1])
+    return result
+
+
+def _check_trust_per_tool(w: World, events: list[AuditEvent]) -> None:
+    (event,) = [e for e in events if e.action == AuditAction.MCP_TRUST_CHANGED]
+    tools = event.details["tools"]
+    assert tools, "a trust change records each tool it re-resolved"
+    assert all(set(item) == {"tool", "before", "after"} and item["before"] != item["after"] for item in tools)
+    assert (event.details["before"], event.details["after"]) == ("TRUST", "IGNORE")
+
+
+def _check_counts(key: str, expected: Callable[[World], int]) -> Callable[[World, list[AuditEvent]], None]:
+    def check(w: World, events: list[AuditEvent]) -> None:
+        assert any(e.details.get(key) == expected(w) for e in events), f"{key} must count what was removed"
+
+    return check
+
+
+def _check_escalation(w: World, events: list[AuditEvent]) -> None:
+    (event,) = [e for e in events if e.action == AuditAction.SKILL_GRANT_ESCALATED]
+    assert event.level == AuditLevel.WARNING  # S6
+    assert event.details["all_sessions"] is True
+    assert event.details["survives_clear"] is True
+    assert event.details["answered_by"] == w.operator.username
+
+
+def _check_registration(w: World, events: list[AuditEvent]) -> None:
+    (event,) = [e for e in events if e.action == AuditAction.MCP_TOOLS_REGISTERED]
+    for item in event.details["registered"]:
+        assert set(item["axes"]) == {"side_effect_level", "destructive_behavior", "idempotency_behavior"}
+
+
+def _serve_catalog(w: World) -> str:
+    url = w.stack.enter_context(serve_http(catalog.build_server()))
+    server = registry.mcp_server_create(
+        name="cov-live",
+        transport=McpTransport.STREAMABLE_HTTP,
+        url=url,
+        headers={"X-Api-Key": HEADER_SECRET},
+        annotation_trust=AnnotationTrust.TRUST,
+        actor=w.op,
+    )
+    w.prepared = server
+    return url
+
+
+def _queued_run(w: World) -> None:
+    _serve_catalog(w)
+    w.prepared = McpSyncRun.objects.create(server=w.prepared, progress="Queued")
+
+
+def _stale_run(w: World) -> None:
+    w.prepared = McpSyncRun.objects.create(
+        server=w.server,
+        status=SyncStatus.RUNNING,
+        attempts=1,
+        started_at=timezone.now() - runs.STALE_AFTER - timedelta(minutes=1),
+    )
+
+
+CONFIG_YAML = f"""\
+mcpServers:
+  cov-srv:
+    url: https://mcp.example.test/mcp
+    annotationTrust: IGNORE
+  cov-new:
+    url: https://new.example.test/mcp
+    headers: {{Authorization: "Bearer {CONFIG_HEADER_SECRET}"}}
+"""
+
+
+def _config_file(w: World) -> None:
+    handle = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)  # noqa: SIM115
+    with handle:
+        handle.write(CONFIG_YAML)
+    w.stack.callback(Path(handle.name).unlink, missing_ok=True)
+    w.prepared = handle.name
+
+
+def _answer(w: World, request: ApprovalRequest, user: User, answer: Answer) -> approvals.AnswerOutcome:
+    outcome = approvals.request_answer(request=request, user=user, answer=answer)
+    if outcome.failed:
+        # S8: a failed write is reported per skill, not raised; surface it for the A3 check.
+        raise RuntimeError("; ".join(message for _, message in outcome.failed))
+    return outcome
+
+
+CASES: dict[str, list[Case]] = {
+    # accounts
+    "aimon_admin.accounts.services.role_groups_sync": [
+        Case(
+            run=lambda w: accounts.role_groups_sync(),
+            no_event=(
+                "installs each role's group and permissions from ROLE_PERMISSIONS after every "
+                "migrate: the code is the record, and no person's roles change"
+            ),
+        )
+    ],
+    "aimon_admin.accounts.services.user_create": [
+        Case(
+            run=lambda w: accounts.user_create(
+                username="carol", password=CREATED_PASSWORD, roles=[Role.APPROVER], actor=w.op
+            ),
+            expect=(AuditAction.USER_CREATED,),
+            actor=_op,
+        )
+    ],
+    "aimon_admin.accounts.services.user_set_roles": [
+        Case(
+            run=lambda w: accounts.user_set_roles(
+                user=w.approver, roles=[Role.APPROVER, Role.AUDITOR], actor=w.op
+            ),
+            expect=(AuditAction.USER_ROLES_CHANGED,),
+            actor=_op,
+        )
+    ],
+    "aimon_admin.accounts.services.user_set_password": [
+        Case(
+            run=lambda w: accounts.user_set_password(user=w.approver, password=NEW_PASSWORD, actor=w.op),
+            expect=(AuditAction.USER_PASSWORD_CHANGED,),
+            actor=_op,
+        )
+    ],
+    "aimon_admin.accounts.services.login_record": [
+        Case(
+            run=lambda w: accounts.login_record(user=w.approver),
+            expect=(AuditAction.LOGIN_SUCCEEDED,),
+            actor=lambda w: Actor.for_user(w.approver),
+            changes=False,
+        )
+    ],
+    "aimon_admin.accounts.services.login_failure_record": [
+        Case(
+            run=lambda w: accounts.login_failure_record(username="alice"),
+            expect=(AuditAction.LOGIN_FAILED,),
+            actor=lambda w: Actor.system("anonymous"),
+            changes=False,
+        )
+    ],
+    "aimon_admin.accounts.services.logout_record": [
+        Case(
+            run=lambda w: accounts.logout_record(user=w.approver),
+            expect=(AuditAction.LOGOUT,),
+            actor=lambda w: Actor.for_user(w.approver),
+            changes=False,
+        )
+    ],
+    # runtimes
+    "aimon_admin.runtimes.services.runtime_create": [
+        Case(
+            run=lambda w: runtimes.runtime_create(name="cov-new-agent", actor=w.op),
+            expect=(AuditAction.RUNTIME_CREATED,),
+            actor=_op,
+        )
+    ],
+    "aimon_admin.runtimes.services.runtime_update_settings": [
+        Case(
+            run=lambda w: runtimes.runtime_update_settings(
+                runtime=w.runtime,
+                ceiling="READ_ONLY",
+                exempt_at_or_below="READ_ONLY",
+                owner=None,
+                description="read only now",
+                actor=w.op,
+            ),
+            expect=(AuditAction.RUNTIME_SETTINGS_CHANGED,),
+            actor=_op,
+        )
+    ],
+    "aimon_admin.runtimes.services.token_issue": [
+        Case(
+            run=lambda w: _remember_token(
+                w, runtimes.token_issue(runtime=w.runtime, actor=w.op, label="new")
+            ),
+            expect=(AuditAction.TOKEN_ISSUED,),
+            actor=_op,
+        )
+    ],
+    "aimon_admin.runtimes.services.token_revoke": [
+        Case(
+            run=lambda w: runtimes.token_revoke(token=w.spare_token, actor=w.op),
+            expect=(AuditAction.TOKEN_REVOKED,),
+            actor=_op,
+        )
+    ],
+    # registry
+    "aimon_admin.registry.services.local_tools_replace": [
+        Case(
+            run=lambda w: registry.local_tools_replace(
+                runtime=w.runtime,
+                tools=[{"name": "Write", "side_effect_level": "MUTATING"}],
+                actor=w.as_runtime,
+            ),
+            expect=(AuditAction.LOCAL_TOOLS_REPLACED,),
+            actor=_rt,
+            channel=Channel.API,
+        )
+    ],
+    "aimon_admin.registry.services.mcp_tools_record": [
+        Case(
+            run=lambda w: registry.mcp_tools_record(
+                server=w.server,
+                listing=[{"name": "brand_new", "annotations": {"readOnlyHint": True}}],
+                actor=w.op,
+                complete=True,
+            ),
+            expect=(AuditAction.MCP_TOOLS_REGISTERED,),
+            actor=_op,
+            check=_check_registration,
+        )
+    ],
+    "aimon_admin.registry.services.mcp_tools_relay": [
+        Case(
+            run=lambda w: registry.mcp_tools_relay(
+                server=w.server,
+                runtime=w.runtime,
+                listing=[
+                    {"name": "relayed_new", "annotations": {"readOnlyHint": True}},
+                    {"name": "lookup_record", "description": "changed by a relay"},
+                ],
+            ),
+            expect=(
+                AuditAction.MCP_TOOLS_RELAYED,
+                AuditAction.MCP_TOOLS_REGISTERED,
+                AuditAction.TOOL_DEFINITION_CHANGED,
+            ),
+            actor=_rt,
+            channel=Channel.API,
+        )
+    ],
+    "aimon_admin.registry.services.mcp_server_create": [
+        Case(
+            run=lambda w: registry.mcp_server_create(
+                name="cov-created",
+                transport=McpTransport.STREAMABLE_HTTP,
+                url=SECRET_URL,
+                headers={"Authorization": HEADER_SECRET},
+                actor=w.op,
+            ),
+            expect=(AuditAction.MCP_SERVER_CREATED,),
+            actor=_op,
+        )
+    ],
+    "aimon_admin.registry.services.mcp_server_update": [
+        Case(
+            run=lambda w: registry.mcp_server_update(
+                server=w.disabled_server, env={"API_TOKEN": NEW_ENV_SECRET}, timeout_seconds=45, actor=w.op
+            ),
+            expect=(AuditAction.MCP_SERVER_CHANGED,),
+            actor=_op,
+        )
+    ],
+    "aimon_admin.registry.services.trust_change_preview": [
+        Case(
+            run=lambda w: registry.trust_change_preview(server=w.server, trust=AnnotationTrust.IGNORE),
+            reads="a preview: resolves in memory and saves nothing",
+        )
+    ],
+    "aimon_admin.registry.services.mcp_server_set_trust": [
+        Case(
+            run=lambda w: registry.mcp_server_set_trust(
+                server=w.server, trust=AnnotationTrust.IGNORE, actor=w.op
+            ),
+            expect=(AuditAction.MCP_TRUST_CHANGED,),
+            actor=_op,
+            check=_check_trust_per_tool,
+        )
+    ],
+    "aimon_admin.registry.services.mcp_sync_request": [
+        # The eager task runs once the request commits; the server is disabled, so it fails
+        # at once, as the background task (its own channel, checked in check_event).
+        Case(
+            run=lambda w: registry.mcp_sync_request(server=w.disabled_server, actor=w.op),
+            expect=(AuditAction.MCP_SYNC_REQUESTED, AuditAction.MCP_SYNC_FAILED),
+            actor=_op,
+        )
+    ],
+    "aimon_admin.registry.services.tool_accept_definition": [
+        Case(
+            run=lambda w: registry.tool_accept_definition(tool=w.drifted_tool, actor=w.op),
+            expect=(AuditAction.TOOL_DEFINITION_ACCEPTED,),
+            actor=_op,
+        )
+    ],
+    "aimon_admin.registry.services.tool_record_review": [
+        Case(
+            run=lambda w: registry.tool_record_review(
+                tool=w.review_tool, finding=ReviewFinding.CONFIRMED_DESTRUCTIVE, note="rm -rf", actor=w.op
+            ),
+            expect=(AuditAction.TOOL_REVIEW_RECORDED,),
+            actor=_op,
+        )
+    ],
+    "aimon_admin.registry.config.config_read": [
+        Case(
+            prepare=_config_file,
+            run=lambda w: registry_config.config_read(w.prepared),
+            reads="reads and checks a file; config_apply writes",
+        )
+    ],
+    "aimon_admin.registry.config.config_parse": [
+        Case(run=lambda w: registry_config.config_parse(CONFIG_YAML, filename="c.yaml"), reads=PURE)
+    ],
+    "aimon_admin.registry.config.config_apply": [
+        Case(
+            run=lambda w: registry_config.config_apply(
+                registry_config.config_parse(CONFIG_YAML, filename="servers.yaml"), actor=w.op
+            ),
+            expect=(
+                AuditAction.CONFIG_LOADED,
+                AuditAction.MCP_SERVER_CREATED,
+                AuditAction.MCP_SERVER_CHANGED,
+                AuditAction.MCP_TRUST_CHANGED,
+            ),
+            actor=_op,
+            channel=Channel.CLI,
+        )
+    ],
+    "aimon_admin.registry.sync.fetch.one_line": [Case(run=lambda w: fetch.one_line("a\nb"), reads=PURE)],
+    "aimon_admin.registry.sync.fetch.fetch_tool_listing": [
+        Case(
+            prepare=_serve_catalog,
+            run=lambda w: fetch.fetch_tool_listing(w.prepared),
+            reads="talks to the MCP server only; run_sync stores what it returns",
+        )
+    ],
+    "aimon_admin.registry.sync.runs.run_sync": [
+        Case(
+            prepare=_queued_run,
+            run=lambda w: runs.run_sync(w.prepared.pk),
+            expect=(AuditAction.MCP_SYNC_SUCCEEDED, AuditAction.MCP_TOOLS_REGISTERED),
+            actor=lambda w: runs.SYNC_ACTOR,
+            bookkeeping={
+                "registry_mcpsyncrun": (
+                    "the claim (RUNNING, attempts, progress) commits before the fetch so a "
+                    "redelivered task is fenced; the listing and outcome commit with their event"
+                )
+            },
+            check=_check_registration,
+            channel=Channel.TASK,
+        )
+    ],
+    "aimon_admin.registry.sync.runs.sync_runs_fail_stale": [
+        Case(
+            prepare=_stale_run,
+            run=lambda w: runs.sync_runs_fail_stale(),
+            expect=(AuditAction.MCP_SYNC_FAILED,),
+            actor=lambda w: runs.SYNC_ACTOR,
+            channel=Channel.TASK,
+        )
+    ],
+    # approvals
+    "aimon_admin.approvals.services.session_idle_ttl": [
+        Case(run=lambda w: approvals.session_idle_ttl(), reads=PURE)
+    ],
+    "aimon_admin.approvals.services.session_touch": [
+        Case(
+            run=lambda w: approvals.session_touch(runtime=w.runtime, session_id="s-idle", principal="alice"),
+            expect=(AuditAction.SESSION_EXPIRED,),
+            actor=lambda w: Actor.system("session-ttl"),
+            check=_check_counts("removed", lambda w: 1),
+            channel=Channel.API,
+        ),
+        Case(
+            run=lambda w: approvals.session_touch(runtime=w.runtime, session_id="s-new", principal="alice"),
+            no_event=(
+                "first sight of a session: a runtime naming a session grants nothing; the row "
+                "(runtime, id, principal, first_seen_at) is its own record (S12)"
+            ),
+            channel=Channel.API,
+        ),
+    ],
+    "aimon_admin.approvals.services.sessions_for_decision": [
+        Case(
+            run=lambda w: approvals.sessions_for_decision(
+                runtime=w.runtime, session_id="s-idle", invoking_session_id=None, principal=None
+            ),
+            expect=(AuditAction.SESSION_EXPIRED,),
+            actor=lambda w: Actor.system("session-ttl"),
+            channel=Channel.API,
+        )
+    ],
+    "aimon_admin.approvals.services.session_lookup": [
+        Case(run=lambda w: approvals.session_lookup(runtime=w.runtime, session_id="s-1"), reads="a lookup")
+    ],
+    "aimon_admin.approvals.services.skills_decide": [
+        Case(
+            run=lambda w: approvals.skills_decide(
+                runtime=w.runtime,
+                skills=["deploy", "publish", "other"],
+                session=Session.objects.get(session_id="s-1"),
+                invoking_session=None,
+                turn_id=None,
+            ),
+            reads="a decision (S2) reads the chain and writes nothing",
+        )
+    ],
+    "aimon_admin.approvals.services.request_shape": [
+        Case(run=lambda w: approvals.request_shape(w.session_request), reads=PURE)
+    ],
+    "aimon_admin.approvals.services.request_create": [
+        Case(
+            run=lambda w: approvals.request_create(
+                approvals.RequestInput(
+                    runtime=w.runtime, skills=["ship"], session_id="s-1", principal="alice"
+                )
+            ),
+            no_event=(
+                "a runtime opening a request allows nothing: the request row (runtime, session, "
+                "principal, created_at, expires_at) is its record; every outcome (grant, "
+                "escalation, abort-deny) is an event"
+            ),
+            channel=Channel.API,
+        )
+    ],
+    "aimon_admin.approvals.services.user_may_answer": [
+        Case(
+            run=lambda w: approvals.user_may_answer(w.approver, w.session_request), reads="a permission check"
+        )
+    ],
+    "aimon_admin.approvals.services.user_may_grant_agent": [
+        Case(run=lambda w: approvals.user_may_grant_agent(w.approver, w.runtime), reads="a permission check")
+    ],
+    "aimon_admin.approvals.services.answers_for": [
+        Case(
+            run=lambda w: approvals.answers_for(
+                w.operator, w.session_request, w.session_request.items.first()
+            ),
+            reads="the buttons offered",
+        )
+    ],
+    "aimon_admin.approvals.services.request_answer": [
+        Case(
+            run=lambda w: _answer(w, w.session_request, w.approver, Answer.ALLOW_SESSION),
+            expect=(AuditAction.SKILL_GRANTED,),
+            actor=lambda w: Actor.for_user(w.approver),
+        ),
+        Case(
+            run=lambda w: _answer(w, w.sessionless_request, w.operator, Answer.ALLOW_SESSION),
+            expect=(AuditAction.SKILL_GRANT_ESCALATED,),
+            actor=_op,
+            check=_check_escalation,
+        ),
+    ],
+    "aimon_admin.approvals.services.request_cancel": [
+        Case(
+            run=lambda w: approvals.request_cancel(request=w.cancel_request, actor=w.as_runtime),
+            expect=(AuditAction.SKILL_ABORT_DENIED,),
+            actor=_rt,
+            channel=Channel.API,
+        )
+    ],
+    "aimon_admin.approvals.services.request_expire_if_due": [
+        Case(
+            run=lambda w: approvals.request_expire_if_due(w.due_request),
+            expect=(AuditAction.SKILL_ABORT_DENIED,),
+            actor=lambda w: Actor.system("request-expiry"),
+        )
+    ],
+    "aimon_admin.approvals.services.requests_expire_due": [
+        Case(
+            run=lambda w: approvals.requests_expire_due(),
+            expect=(AuditAction.SKILL_ABORT_DENIED,),
+            actor=lambda w: Actor.system("request-expiry"),
+            channel=Channel.TASK,
+        )
+    ],
+    "aimon_admin.approvals.services.session_clear": [
+        Case(
+            run=lambda w: approvals.session_clear(runtime=w.runtime, session_id="s-1", actor=w.as_runtime),
+            expect=(AuditAction.SESSION_CLEARED,),
+            actor=_rt,
+            check=_check_counts("removed", lambda w: 1),
+            channel=Channel.API,
+        )
+    ],
+    "aimon_admin.approvals.services.session_revoke": [
+        Case(
+            run=lambda w: approvals.session_revoke(
+                runtime=w.runtime, session_id="s-1", agent=True, actor=w.op
+            ),
+            expect=(AuditAction.SESSION_REVOKED,),
+            actor=_op,
+            check=_check_counts("removed_agent", lambda w: 1),
+        )
+    ],
+    "aimon_admin.approvals.services.agent_grants_revoke": [
+        Case(
+            run=lambda w: approvals.agent_grants_revoke(runtime=w.runtime, actor=w.op),
+            expect=(AuditAction.AGENT_GRANTS_REVOKED,),
+            actor=_op,
+            check=_check_counts("removed_agent", lambda w: 1),
+        )
+    ],
+    "aimon_admin.approvals.services.grant_revoke": [
+        Case(
+            run=lambda w: approvals.grant_revoke(grant=w.session_grant, actor=Actor.for_user(w.approver)),
+            expect=(AuditAction.GRANT_REVOKED,),
+            actor=lambda w: Actor.for_user(w.approver),
+        )
+    ],
+    "aimon_admin.approvals.rules.rule_index": [
+        Case(run=lambda w: rules.rule_index(), reads="the cached rule index")
+    ],
+    "aimon_admin.approvals.rules.rule_create": [
+        Case(
+            run=lambda w: rules.rule_create(pattern="rm-*", action=RuleAction.DENY, actor=w.op),
+            expect=(AuditAction.RULE_CREATED,),
+            actor=_op,
+        )
+    ],
+    "aimon_admin.approvals.rules.rule_update": [
+        Case(
+            run=lambda w: rules.rule_update(
+                rule=w.rule, action=RuleAction.DENY, widest_scope=GrantScope.SESSION, actor=w.op
+            ),
+            expect=(AuditAction.RULE_CHANGED,),
+            actor=_op,
+        )
+    ],
+    "aimon_admin.approvals.rules.rule_delete": [
+        Case(
+            run=lambda w: rules.rule_delete(rule=w.rule, actor=w.op),
+            expect=(AuditAction.RULE_DELETED,),
+            actor=_op,
+        )
+    ],
+    # the audit log itself
+    "aimon_admin.audit.services.audit_record": [
+        Case(
+            run=lambda w: _record_in_transaction(w),
+            expect=(AuditAction.RUNTIME_SETTINGS_CHANGED,),
+            actor=_op,
+            changes=False,
+        )
+    ],
+    "aimon_admin.audit.services.audit_chain_head": [
+        Case(run=lambda w: audit.audit_chain_head(), reads="a read")
+    ],
+    "aimon_admin.audit.services.audit_verify_chain": [
+        Case(run=lambda w: audit.audit_verify_chain(), reads="walks the chain, writes nothing")
+    ],
+}
+
+
+def _record_in_transaction(w: World) -> AuditEvent:
+    from django.db import transaction
+
+    with transaction.atomic():
+        return audit.audit_record(action=AuditAction.RUNTIME_SETTINGS_CHANGED, actor=w.op, details={"x": 1})
+
+
+# --- Helpers --------------------------------------------------------------------------------------
+
+
+def discover_service_functions() -> set[str]:
+    """Dotted names of every public function defined in a service module."""
+    root = Path(aimon_admin.__file__).parent
+    found: set[str] = set()
+    for pattern in SERVICE_MODULE_GLOBS:
+        for path in sorted(root.glob(pattern)):
+            module_name = ".".join(("aimon_admin", *path.relative_to(root).with_suffix("").parts))
+            module_name = module_name.removesuffix(".__init__")
+            module = importlib.import_module(module_name)
+            for name, value in vars(module).items():
+                if not name.startswith("_") and inspect.isfunction(value) and value.__module__ == module_name:
+                    found.add(f"{module_name}.{name}")
+    return found
+
+
+def snapshot() -> dict[str, set[str]]:
+    """Every row of every product table, as text (audit excluded)."""
+    tables: dict[str, set[str]] = {}
+    for model in apps.get_models(include_auto_created=True):
+        if model._meta.app_label not in PRODUCT_APPS:
+            continue
+        rows = model._base_manager.values_list()
+        tables[model._meta.db_table] = {json.dumps(row, default=str, sort_keys=True) for row in rows}
+    return tables
+
+
+def changed_tables(before: dict[str, set[str]], after: dict[str, set[str]]) -> set[str]:
+    return {table for table in before.keys() | after.keys() if before.get(table) != after.get(table)}
+
+
+def head_seq() -> int:
+    return audit.audit_chain_head()[0]
+
+
+def events_since(seq: int) -> list[AuditEvent]:
+    return list(AuditEvent.objects.filter(seq__gt=seq).order_by("seq"))
+
+
+REFUSED = "coverage: audit insert refused"
+
+
+def refuse_audit_inserts(on: bool) -> None:
+    """A trigger that refuses every audit insert, so a service's change must roll back (A3)."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            if on:
+                cursor.execute(
+                    "CREATE OR REPLACE FUNCTION coverage_refuse_audit() RETURNS trigger LANGUAGE plpgsql "
+                    f"AS $$ BEGIN RAISE EXCEPTION '{REFUSED}'; END $$;"
+                )
+                cursor.execute(
+                    "CREATE TRIGGER coverage_refuse_audit BEFORE INSERT ON audit_auditevent "
+                    "FOR EACH ROW EXECUTE FUNCTION coverage_refuse_audit();"
+                )
+            else:
+                cursor.execute("DROP TRIGGER IF EXISTS coverage_refuse_audit ON audit_auditevent;")
+        elif on:
+            cursor.execute(
+                "CREATE TRIGGER coverage_refuse_audit BEFORE INSERT ON audit_auditevent "
+                f"BEGIN SELECT RAISE(ABORT, '{REFUSED}'); END;"
+            )
+        else:
+            cursor.execute("DROP TRIGGER IF EXISTS coverage_refuse_audit;")
+
+
+def changes_with_audit_refused(call: Callable[[], Any]) -> set[str]:
+    """The product tables `call` changed while every audit insert was refused.
+
+    The call must have tried to write its event (and met the refusal): a call that did
+    nothing would prove nothing.
+    """
+    before, seq = snapshot(), head_seq()
+    refuse_audit_inserts(True)
+    refused = False
+    try:
+        with bound(channel=Channel.SYSTEM, request_id="cov-refused"):
+            call()
+    except Exception as exc:
+        refused = REFUSED in str(exc)
+        if not refused:
+            raise
+    finally:
+        refuse_audit_inserts(False)
+    assert refused, "the call wrote no event to refuse: nothing was tested"
+    assert head_seq() == seq
+    return changed_tables(before, snapshot())
+
+
+def secret_values(world: World) -> list[str]:
+    """What must never appear in an event: the world's secrets, and every stored hash of one."""
+    hashes = [p for p in User.objects.values_list("password", flat=True) if p]
+    hashes += list(RuntimeToken.objects.values_list("token_hash", flat=True))
+    return [*world.secrets, *hashes]
+
+
+def assert_no_secret(events: list[AuditEvent], secrets: list[str]) -> None:
+    for event in events:
+        text = json.dumps(event.content(), default=str, ensure_ascii=False) + event.hash
+        leaked = [secret for secret in secrets if secret in text]
+        assert not leaked, f"event #{event.seq} {event.action} holds a secret: {leaked}"
+
+
+def check_event(event: AuditEvent, *, channel: str, request_id: str, actor: Actor | None) -> None:
+    """Channel, request id and actor: the ones bound for the call, or the eager task's own."""
+    assert event.actor_label, f"#{event.seq} names no actor"
+    if event.channel == Channel.TASK and channel != Channel.TASK:
+        # An eager task run by the call (on commit) says so, under its own request id.
+        assert event.request_id.startswith("task-"), event.request_id
+        return
+    assert (event.channel, event.request_id) == (channel, request_id), f"#{event.seq} {event.action}"
+    if actor is not None:
+        assert (event.actor_id, event.actor_label) == (actor.user.pk if actor.user else None, actor.label)
+        if actor.runtime is not None:
+            assert event.runtime_id == actor.runtime.pk
+
+
+CASE_IDS = [(name, index) for name, cases in CASES.items() for index in range(len(cases))]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_rule_index() -> Iterator[None]:
+    rules._cached = None
+    yield
+    rules._cached = None
+
+
+# --- Tests ----------------------------------------------------------------------------------------
+
+
+def test_every_service_function_has_an_entry() -> None:
+    # A1: a new service without an entry here fails, and so does an entry for one that is gone.
+    found = discover_service_functions()
+    missing = sorted(found - CASES.keys())
+    stale = sorted(CASES.keys() - found)
+    assert not missing, f"service functions with no coverage entry: {missing}"
+    assert not stale, f"coverage entries for functions that no longer exist: {stale}"
+
+
+def test_every_entry_says_what_it_writes_or_why_it_writes_nothing() -> None:
+    for name, cases in CASES.items():
+        for case in cases:
+            kinds = [bool(case.expect), bool(case.reads), bool(case.no_event)]
+            assert kinds.count(True) == 1, f"{name}: exactly one of expect, reads, no_event"
+            assert not case.expect or case.actor is not None, f"{name}: which actor must the events name?"
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(("name", "index"), CASE_IDS, ids=[f"{n.rsplit('.', 1)[1]}-{i}" for n, i in CASE_IDS])
+def test_service_writes_its_events_in_the_same_transaction(name: str, index: int) -> None:
+    # A1, A3
+    case = CASES[name][index]
+    request_id = f"cov-{index}-{name.rsplit('.', 1)[1]}"[:64]
+    with bound(channel=Channel.SYSTEM, request_id="cov-setup"):
+        world = build_world()
+    with world.stack:
+        if case.prepare is not None:
+            with bound(channel=Channel.SYSTEM, request_id="cov-setup"):
+                case.prepare(world)
+        assert_no_secret(events_since(0), secret_values(world))
+
+        if case.expect:
+            # A3: with every audit insert refused, the call changes nothing (bookkeeping aside).
+            unaudited = changes_with_audit_refused(lambda: case.run(world)) - case.bookkeeping.keys()
+            assert not unaudited, f"{name} changed {sorted(unaudited)} although its event was refused"
+
+        before, seq = snapshot(), head_seq()
+        with bound(channel=case.channel, request_id=request_id):
+            case.run(world)
+        changed = changed_tables(before, snapshot())
+        events = events_since(seq)
+        actions = {event.action for event in events}
+
+        if case.reads:
+            assert not changed, f"{name} is listed as a read but changed {sorted(changed)}"
+            assert not events, f"{name} is listed as a read but wrote {sorted(actions)}"
+            return
+        if case.no_event:
+            assert not events, f"{name} now writes {sorted(actions)}: give it expected actions"
+            return
+        assert changed or not case.changes, f"{name} changed nothing here: the entry's data is wrong"
+        missing = set(case.expect) - actions
+        assert not missing, f"{name} changed {sorted(changed)} without {sorted(missing)}"
+        expected_actor = case.actor(world) if case.actor else None
+        for event in events:
+            check_event(event, channel=case.channel, request_id=request_id, actor=expected_actor)
+        assert_no_secret(events, secret_values(world))
+        if case.check is not None:
+            case.check(world, events)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_refused_audit_check_catches_a_change_committed_apart_from_its_event() -> None:
+    # A3: the check above cannot pass by accident. A careless writer (here, in the test)
+    # commits its change and then records the event in a second transaction.
+    from django.db import transaction
+
+    with bound(channel=Channel.SYSTEM, request_id="cov-setup"):
+        world = build_world()
+
+    def careless() -> None:
+        AgentRuntime.objects.filter(pk=world.runtime.pk).update(description="changed unaudited")
+        with transaction.atomic():
+            audit.audit_record(action=AuditAction.RUNTIME_SETTINGS_CHANGED, actor=world.op)
+
+    def careful() -> None:
+        runtimes.runtime_update_settings(
+            runtime=world.runtime,
+            ceiling="READ_ONLY",
+            exempt_at_or_below="READ_ONLY",
+            owner=None,
+            description="changed with its event",
+            actor=world.op,
+        )
+
+    assert changes_with_audit_refused(careful) == set()
+    assert changes_with_audit_refused(careless) == {AgentRuntime._meta.db_table}
+
+
+# --- Entry points: channel and request id ---------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_browser_post_stamps_browser_and_the_middlewares_request_id(client: Client) -> None:
+    # A1
+    with bound(channel=Channel.SYSTEM, request_id="cov-setup"):
+        world = build_world()
+    client.force_login(world.operator)
+    seq = head_seq()
+    response = client.post(
+        f"/runtimes/{world.runtime.name}/settings/",
+        {
+            "ceiling": "READ_ONLY",
+            "exempt_at_or_below": "READ_ONLY",
+            "owner": "",
+            "description": "via the browser",
+            "is_active": "on",
+        },
+    )
+    assert response.status_code == 302
+    (event,) = events_since(seq)
+    assert event.action == AuditAction.RUNTIME_SETTINGS_CHANGED
+    assert (event.channel, event.actor, event.request_id) == (
+        Channel.BROWSER,
+        world.operator,
+        response[REQUEST_ID_HEADER],
+    )
+    assert len(event.request_id) >= 16
+
+
+@pytest.mark.django_db
+def test_a_failed_sign_in_is_recorded_without_the_password(client: Client) -> None:
+    # A1: failed logins, never the password typed.
+    with bound(channel=Channel.SYSTEM, request_id="cov-setup"):
+        world = build_world()
+    seq = head_seq()
+    typed = "cov-wrong-password-typed"
+    response = client.post(
+        "/accounts/login/", {"username": "alice", "password": typed}, HTTP_X_REQUEST_ID="cov-login-1"
+    )
+    assert response.status_code == 200
+    (event,) = events_since(seq)
+    assert (event.action, event.level, event.subject, event.channel, event.request_id) == (
+        AuditAction.LOGIN_FAILED,
+        AuditLevel.WARNING,
+        "alice",
+        Channel.BROWSER,
+        "cov-login-1",
+    )
+    assert_no_secret([event], [typed, *secret_values(world)])
+
+
+@pytest.mark.django_db
+def test_an_api_call_stamps_api_the_runtime_and_its_request_id() -> None:
+    # A1
+    with bound(channel=Channel.SYSTEM, request_id="cov-setup"):
+        world = build_world()
+        _, plaintext = runtimes.token_issue(runtime=world.runtime, actor=world.op, label="api")
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {plaintext}")
+    seq = head_seq()
+    response = api.put(
+        "/api/v1/tools", {"tools": [{"name": "Edit", "description": "Edit a file"}]}, format="json"
+    )
+    assert response.status_code == 200
+    (event,) = events_since(seq)
+    assert (event.action, event.channel, event.actor_label, event.runtime, event.actor) == (
+        AuditAction.LOCAL_TOOLS_REPLACED,
+        Channel.API,
+        f"runtime:{world.runtime.name}",
+        world.runtime,
+        None,
+    )
+    assert event.request_id == response[REQUEST_ID_HEADER]
+    assert_no_secret([event], [plaintext, *secret_values(world)])
+
+
+@pytest.mark.django_db
+def test_a_management_command_stamps_cli_and_one_request_id_for_the_command() -> None:
+    # A1
+    out, err = StringIO(), StringIO()
+    seq = head_seq()
+    call_command("create_runtime", "cov-cli-agent", stdout=out, stderr=err)
+    token = out.getvalue().strip().splitlines()[-1]
+    events = events_since(seq)
+    assert [e.action for e in events] == [AuditAction.RUNTIME_CREATED, AuditAction.TOKEN_ISSUED]
+    assert {e.channel for e in events} == {Channel.CLI}
+    assert len({e.request_id for e in events}) == 1
+    assert events[0].request_id
+    assert all(e.actor_label.startswith("cli:") for e in events)
+    assert_no_secret(events, [token])
+
+
+@pytest.mark.django_db
+def test_a_celery_task_stamps_task_and_its_task_id() -> None:
+    # A1: the beat task that expires requests (eager here) writes its abort-denies as a task.
+    with bound(channel=Channel.SYSTEM, request_id="cov-setup"):
+        world = build_world()
+    seq = head_seq()
+    with bound(channel=Channel.BROWSER, request_id="cov-outer"):
+        result = expire_due_requests.apply_async()
+        events = events_since(seq)
+        assert result.get() == 1
+        # The task's context is undone once it ends: the caller's own is back.
+        from aimon_admin.core.context import current_channel, current_request_id
+
+        assert (current_channel(), current_request_id()) == (Channel.BROWSER, "cov-outer")
+    assert [e.action for e in events] == [AuditAction.SKILL_ABORT_DENIED]
+    (event,) = events
+    assert (event.channel, event.request_id, event.actor_label, event.runtime) == (
+        Channel.TASK,
+        f"task-{result.id}",
+        "request-expiry",
+        world.runtime,
+    )
+    assert ApprovalRequest.objects.get(pk=world.due_request.pk).status == RequestStatus.EXPIRED
