@@ -391,6 +391,17 @@ def nice_ceiling(value: float) -> float:
     return float(10 ** (exponent + 1))  # pragma: no cover - the loop always returns
 
 
+def count_ceiling(value: float, ticks: int = 4) -> float:
+    """A top for whole counts: `ticks` equal steps of 1, 2 or 5 times 10^k, so every tick
+    is a whole number (never "0.25 escalations")."""
+    wanted = max(value, 1.0) / ticks
+    exponent = max(math.floor(math.log10(wanted)), 0)
+    for step in (1, 2, 5, 10):
+        if step * 10**exponent >= wanted:
+            return float(step * 10**exponent * ticks)
+    return float(10 ** (exponent + 1) * ticks)  # pragma: no cover - the loop always returns
+
+
 def y_of(value: float, top_value: float, plot: Plot) -> float:
     return round(plot.bottom - plot.height * (value / top_value), 2)
 

@@ -284,6 +284,15 @@ def test_nice_ceiling(value: float, ceiling: float) -> None:
     assert analytics.nice_ceiling(value) == pytest.approx(ceiling)
 
 
+@pytest.mark.parametrize(
+    ("value", "top"),
+    [(0, 4), (1, 4), (4, 4), (5, 8), (6, 8), (9, 20), (10, 20), (40, 40), (41, 80), (399, 400)],
+)
+def test_count_ceiling_keeps_every_tick_a_whole_number(value: float, top: float) -> None:
+    assert analytics.count_ceiling(value) == top
+    assert all((top * i / 4).is_integer() for i in range(5))
+
+
 def test_bars_fill_their_slots_and_stand_on_the_baseline() -> None:
     plot = Plot(left=0, top=0, right=100, bottom=50)
     boxes = analytics.bars([10, 0, 5, 2.5], 10, plot)

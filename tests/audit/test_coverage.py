@@ -50,6 +50,7 @@ from aimon_admin.approvals import services as approvals
 from aimon_admin.approvals.choices import Answer, GrantScope, RequestStatus, RuleAction
 from aimon_admin.approvals.models import ApprovalRequest, Grant, Session, SkillRule
 from aimon_admin.approvals.tasks import expire_due_requests
+from aimon_admin.audit import chain, verification
 from aimon_admin.audit import services as audit
 from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.models import AuditEvent
@@ -75,6 +76,7 @@ SERVICE_MODULE_GLOBS = (
     "approvals/rules.py",
     "registry/config.py",
     "registry/sync/*.py",
+    "audit/verification.py",
 )
 # The product's state: every table of these apps (audit excluded: it is what we check).
 PRODUCT_APPS = ("accounts", "auth", "runtimes", "registry", "approvals")
@@ -341,6 +343,14 @@ def _config_file(w: World) -> None:
     handle = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)  # noqa: SIM115
     with handle:
         handle.write(CONFIG_YAML)
+    w.stack.callback(Path(handle.name).unlink, missing_ok=True)
+    w.prepared = handle.name
+
+
+def _export_file(w: World) -> None:
+    handle = tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False)  # noqa: SIM115
+    with handle:
+        handle.write("")
     w.stack.callback(Path(handle.name).unlink, missing_ok=True)
     w.prepared = handle.name
 
@@ -802,6 +812,59 @@ CASES: dict[str, list[Case]] = {
             changes=False,
         )
     ],
+    "aimon_admin.audit.verification.walk": [
+        Case(
+            run=lambda w: verification.walk(iter([]), after_seq=0, after_hash=chain.GENESIS_HASH), reads=PURE
+        )
+    ],
+    "aimon_admin.audit.verification.checkpoint_from_cache": [
+        Case(run=lambda w: verification.checkpoint_from_cache(), reads="reads the cache")
+    ],
+    "aimon_admin.audit.verification.checkpoint_forget": [
+        Case(
+            run=lambda w: verification.checkpoint_forget(),
+            no_event=(
+                "drops the cache's copy of the last checkpoint (a new, empty database): no "
+                "product state; the log's own verification events stay"
+            ),
+        )
+    ],
+    "aimon_admin.audit.verification.checkpoint_from_log": [
+        Case(run=lambda w: verification.checkpoint_from_log(), reads="reads the newest verification event")
+    ],
+    "aimon_admin.audit.verification.audit_chain_check": [
+        Case(run=lambda w: verification.audit_chain_check(full=True), reads="walks the chain, writes nothing")
+    ],
+    "aimon_admin.audit.verification.audit_chain_verification_record": [
+        Case(
+            run=lambda w: verification.audit_chain_verification_record(
+                result=verification.audit_chain_check(full=True), actor=Actor.system("audit-verifier")
+            ),
+            expect=(AuditAction.AUDIT_CHAIN_VERIFIED,),
+            actor=lambda w: Actor.system("audit-verifier"),
+            changes=False,
+            channel=Channel.TASK,
+        )
+    ],
+    "aimon_admin.audit.verification.audit_chain_verify": [
+        Case(
+            run=lambda w: verification.audit_chain_verify(actor=w.op, full=False),
+            expect=(AuditAction.AUDIT_CHAIN_VERIFIED,),
+            actor=_op,
+            changes=False,
+            channel=Channel.CLI,
+        )
+    ],
+    "aimon_admin.audit.verification.last_verification": [
+        Case(run=lambda w: verification.last_verification(), reads="reads the newest verification event")
+    ],
+    "aimon_admin.audit.verification.verify_export_file": [
+        Case(
+            prepare=_export_file,
+            run=lambda w: verification.verify_export_file(Path(w.prepared)),
+            reads="reads an exported file",
+        )
+    ],
     "aimon_admin.audit.services.audit_chain_head": [
         Case(run=lambda w: audit.audit_chain_head(), reads="a read")
     ],
@@ -941,10 +1004,14 @@ CASE_IDS = [(name, index) for name, cases in CASES.items() for index in range(le
 
 
 @pytest.fixture(autouse=True)
-def _fresh_rule_index() -> Iterator[None]:
+def _fresh_process_state() -> Iterator[None]:
+    """The rule index and the checkpoint's cache copy outlive a test's database: start
+    and end each test without them."""
     rules._cached = None
+    verification.checkpoint_forget()
     yield
     rules._cached = None
+    verification.checkpoint_forget()
 
 
 # --- Tests ----------------------------------------------------------------------------------------

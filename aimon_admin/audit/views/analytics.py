@@ -142,7 +142,7 @@ def _charts(report: Report, runtime: AgentRuntime | None) -> list[Chart]:
         ("expired", "Expired", [float(f.expired) for f in figures]),
         ("other", "Cancelled or pending", [float(f.cancelled + f.pending) for f in figures]),
     ]
-    top = analytics.nice_ceiling(analytics.max_of(float(f.requests) for f in figures))
+    top = analytics.count_ceiling(analytics.max_of(float(f.requests) for f in figures))
     stacked = analytics.stacked_bars([values for _, _, values in layers], top, plot)
     busiest = max(series, key=lambda item: item[1].requests)
     requests_chart = Chart(
@@ -201,7 +201,7 @@ def _charts(report: Report, runtime: AgentRuntime | None) -> list[Chart]:
     )
 
     def count_chart(slug: str, title: str, label: str, values: list[float], total: int, note: str) -> Chart:
-        top = analytics.nice_ceiling(analytics.max_of(values))
+        top = analytics.count_ceiling(analytics.max_of(values))
         return Chart(
             slug,
             f"{title} per day, {who}",
