@@ -10,7 +10,13 @@ class AccountsConfig(AppConfig):
     verbose_name = "Accounts"
 
     def ready(self) -> None:
+        from django.contrib.auth.signals import user_logged_in
+
         from aimon_admin.accounts import signals  # noqa: F401
+
+        # A3: last_login is written by services.login_record, in the transaction of its
+        # LOGIN_SUCCEEDED event, not by Django's own receiver in a transaction of its own.
+        user_logged_in.disconnect(dispatch_uid="update_last_login")
 
         # The handler creates every app's permissions itself before it assigns them, so
         # it does not depend on the order apps are migrated in.

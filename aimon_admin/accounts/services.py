@@ -9,6 +9,7 @@ from django.contrib.auth.management import create_permissions
 from django.contrib.auth.models import Group, Permission
 from django.contrib.auth.password_validation import validate_password
 from django.db import transaction
+from django.utils import timezone
 
 from aimon_admin.accounts.models import User
 from aimon_admin.accounts.roles import ROLE_PERMISSIONS, Role
@@ -112,6 +113,9 @@ def user_set_password(*, user: User, password: str, actor: Actor) -> None:
 
 @transaction.atomic
 def login_record(*, user: User) -> None:
+    """A sign-in: its last_login and its event, together (A3)."""
+    user.last_login = timezone.now()
+    user.save(update_fields=["last_login"])
     audit_record(
         action=AuditAction.LOGIN_SUCCEEDED,
         actor=Actor.for_user(user),

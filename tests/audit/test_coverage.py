@@ -404,7 +404,6 @@ CASES: dict[str, list[Case]] = {
             run=lambda w: accounts.login_record(user=w.approver),
             expect=(AuditAction.LOGIN_SUCCEEDED,),
             actor=lambda w: Actor.for_user(w.approver),
-            changes=False,
         )
     ],
     "aimon_admin.accounts.services.login_failure_record": [
@@ -1135,6 +1134,29 @@ def test_a_browser_post_stamps_browser_and_the_middlewares_request_id(client: Cl
         response[REQUEST_ID_HEADER],
     )
     assert len(event.request_id) >= 16
+
+
+@pytest.mark.django_db
+def test_a_sign_in_writes_last_login_with_its_event(client: Client) -> None:
+    # A1, A3: Django's own last_login receiver is replaced by login_record's write.
+    with bound(channel=Channel.SYSTEM, request_id="cov-setup"):
+        world = build_world()
+    seq = head_seq()
+    response = client.post(
+        "/accounts/login/", {"username": "alice", "password": PASSWORD}, HTTP_X_REQUEST_ID="cov-login-ok"
+    )
+    assert response.status_code == 302
+    (event,) = events_since(seq)
+    assert (event.action, event.actor, event.channel, event.request_id) == (
+        AuditAction.LOGIN_SUCCEEDED,
+        world.approver,
+        Channel.BROWSER,
+        "cov-login-ok",
+    )
+    assert world.approver.last_login is None  # the object as it was before signing in
+    world.approver.refresh_from_db()
+    assert abs(world.approver.last_login - event.created_at) < timedelta(seconds=5)
+    assert_no_secret([event], secret_values(world))
 
 
 @pytest.mark.django_db
