@@ -14,7 +14,7 @@ answered by three different layers: `deploy-prod` by the session (SESSION),
 `notify-team` by the invoking session (INVOKING_SESSION), `read-file` by a rule (RULE).
 
 1. Chain evaluation, in process, 1,000 rules (target p99 ≤ 1 ms): the pure part (rule
-   index lookups and `chain_decide` for the 3 skills), the index's worst case (a
+   index searches, uncached, and `chain_decide` for the 3 skills), the index's worst case (a
    200-character skill no rule matches) on its own, and `skills_decide` whole, with its
    queries. Each in 5 trials; the best trial's p99 is the figure least disturbed by
    whatever else the machine runs, the median trial's the typical one.
@@ -137,7 +137,7 @@ def chain() -> None:
 
     def evaluate(skills: dict[str, policy.Layers]) -> None:
         for skill, layers in skills.items():
-            rule = index.lookup(runtime.pk, skill)
+            rule = index.find(runtime.pk, skill)  # the search itself, not the remembered answer
             policy.chain_decide(
                 policy.Layers(
                     turn=layers.turn,

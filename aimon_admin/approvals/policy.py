@@ -237,7 +237,10 @@ class RuleIndex:
     holding only the patterns that share that literal prefix.
     """
 
+    ANSWERS_KEPT = 10_000
+
     def __init__(self, rules: Iterable[RuleSpec]) -> None:
+        self._answers: dict[tuple[int, str], RuleSpec | None] = {}
         self._exact: dict[tuple[int | None, str], list[RuleSpec]] = {}
         self._by_prefix: dict[str, list[RuleSpec]] = {}
         for rule in rules:
@@ -249,7 +252,25 @@ class RuleIndex:
             bucket.sort(key=RuleSpec.precedence)
 
     def lookup(self, runtime_id: int, skill: str) -> RuleSpec | None:
-        """The rule that decides `skill` for `runtime_id`, or None."""
+        """The rule that decides `skill` for `runtime_id`, or None.
+
+        Answers are remembered: the index never changes (a changed rule set is a new
+        index), and runtimes ask about the same few skills over and over. The memory is
+        bounded; past its size it starts again empty.
+        """
+        key = (runtime_id, skill)
+        try:
+            return self._answers[key]
+        except KeyError:
+            pass
+        found = self.find(runtime_id, skill)
+        if len(self._answers) >= self.ANSWERS_KEPT:
+            self._answers = {}
+        self._answers[key] = found
+        return found
+
+    def find(self, runtime_id: int, skill: str) -> RuleSpec | None:
+        """`lookup` without its memory: the search itself."""
         candidates: list[RuleSpec] = []
         for key in ((runtime_id, skill), (None, skill)):
             candidates.extend(self._exact.get(key, ()))

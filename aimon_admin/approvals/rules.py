@@ -34,10 +34,15 @@ def _current_version() -> int:
     return row[0] if row else 0
 
 
-def rule_index() -> RuleIndex:
-    """The index of every rule, rebuilt when the rule set changed anywhere."""
+def rule_index(version: int | None = None) -> RuleIndex:
+    """The index of every rule, rebuilt when the rule set changed anywhere.
+
+    `version` is the rule set's version when the caller has just read it (the chain
+    reads it with the grants, in one round trip); otherwise it is read here.
+    """
     global _cached
-    version = _current_version()
+    if version is None:
+        version = _current_version()
     cached = _cached
     if cached is not None and cached[0] == version:
         return cached[1]

@@ -30,7 +30,7 @@ from aimon_admin.approvals.choices import (
     RevokeReason,
     SkillDecision,
 )
-from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, Session
+from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, RuleSetVersion, Session
 from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.services import audit_record
 from aimon_admin.core.actors import Actor
@@ -116,16 +116,47 @@ def sessions_for_decision(
     """The session (touched, as session_touch does) and the invoking session (only read)
     of a decision, in one query when nothing about the session needs writing."""
     wanted = [sid for sid in (session_id, invoking_session_id) if sid]
-    found = (
-        {s.session_id: s for s in Session.objects.filter(runtime=runtime, session_id__in=wanted)}
-        if wanted
-        else {}
-    )
+    found = {s.session_id: s for s in _sessions_read(runtime, wanted)} if wanted else {}
     invoking = found.get(invoking_session_id) if invoking_session_id else None
     session = found.get(session_id) if session_id else None
     if session_id and (session is None or _needs_touch(session, principal)):
         session = session_touch(runtime=runtime, session_id=session_id, principal=principal)
     return session, invoking
+
+
+_SESSION_FIELDS = ("id", "runtime_id", "session_id", "principal", "first_seen_at", "last_seen_at")
+
+
+def _sessions_read(runtime: AgentRuntime, session_ids: list[str]) -> list[Session]:
+    """The runtime's sessions with these ids (one or two), as model instances.
+
+    Plain SQL on purpose, as `_grants_in_force`: it runs on every decision, and the ORM's
+    query building costs more than the query (measured in benchmarks/skill_decisions.py).
+    """
+    table = Session._meta.db_table
+    marks = ", ".join(["%s"] * len(session_ids))
+    sql = (
+        f"SELECT {', '.join(_SESSION_FIELDS)} FROM {table} "  # noqa: S608 - no input in the text
+        f"WHERE runtime_id = %s AND session_id IN ({marks})"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [runtime.pk, *session_ids])
+        rows = cursor.fetchall()
+    fields = [Session._meta.get_field(name) for name in _SESSION_FIELDS]
+    # The converters the ORM would apply (SQLite hands datetimes back as text).
+    converters = [
+        [*connection.ops.get_db_converters(f.cached_col), *f.get_db_converters(connection)] for f in fields
+    ]
+    sessions = []
+    for row in rows:
+        values = list(row)
+        for position, field_converters in enumerate(converters):
+            for converter in field_converters:
+                values[position] = converter(values[position], fields[position].cached_col, connection)
+        session = Session.from_db(connection.alias, _SESSION_FIELDS, values)
+        session.runtime = runtime
+        sessions.append(session)
+    return sessions
 
 
 def _needs_touch(session: Session, principal: str | None) -> bool:
@@ -184,13 +215,13 @@ def skills_decide(
     rules → default ASK (S2). One query for every store at once."""
     now = timezone.now()
     holders = [s.pk for s in (session, invoking_session) if _in_force(s, now)]
-    grants = _grants_in_force(runtime.pk, sorted(set(skills)), holders, now)
+    grants, version = _grants_in_force(runtime.pk, sorted(set(skills)), holders, now)
     held: dict[str, dict[str, str]] = {skill: {} for skill in skills}
     for scope, session_pk, grant_turn, skill, decision in grants:
         layer = _layer(scope, session_pk, grant_turn, session, invoking_session, turn_id)
         if layer is not None:
             held[skill][layer] = decision
-    index = rules.rule_index()
+    index = rules.rule_index(version)
     verdicts = []
     for skill in skills:
         rule = index.lookup(runtime.pk, skill)
@@ -210,15 +241,14 @@ def skills_decide(
 
 def _grants_in_force(
     runtime_pk: int, skills: list[str], holders: list[int], now: dt.datetime
-) -> list[tuple[str, int | None, str, str, str]]:
+) -> tuple[list[tuple[str, int | None, str, str, str]], int]:
     """(scope, session pk, turn, skill, decision) of every grant in force for these
-    skills: the runtime's agent-wide ones and the holders' turn and session ones.
+    skills: the runtime's agent-wide ones and the holders' turn and session ones; and the
+    rule set's version, read in the same round trip (one row with an empty scope).
 
     Plain SQL on purpose: this runs on every decision, and building the equivalent ORM
     query costs several times more than running it (measured in benchmarks/).
     """
-    if not skills:  # "IN ()" is a syntax error on PostgreSQL
-        return []
     table = Grant._meta.db_table
     skill_marks = ", ".join(["%s"] * len(skills))
     holder_clause = ""
@@ -226,15 +256,24 @@ def _grants_in_force(
     if holders:
         holder_clause = f" OR session_id IN ({', '.join(['%s'] * len(holders))})"
         params.extend(holders)
-    sql = (
-        f"SELECT scope, session_id, turn_id, skill, decision FROM {table} "  # noqa: S608 - no input in the text
+    grants_sql = (
+        f"SELECT scope, session_id, turn_id, skill, decision, 0 FROM {table} "  # noqa: S608 - no input in the text
         f"WHERE runtime_id = %s AND revoked_at IS NULL AND skill IN ({skill_marks}) "
         "AND (expires_at IS NULL OR expires_at > %s) "
         f"AND (scope = '{GrantScope.AGENT.value}'{holder_clause})"
     )
+    # No version row (no rule ever written) reads as version 0, as rules.rule_index does.
+    version_sql = f"SELECT '', NULL, '', '', '', version FROM {RuleSetVersion._meta.db_table} WHERE id = 1"  # noqa: S608
+    if not skills:  # "IN ()" is a syntax error on PostgreSQL
+        sql, params = version_sql, []
+    else:
+        sql = f"{grants_sql} UNION ALL {version_sql}"
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        return cursor.fetchall()
+        rows = cursor.fetchall()
+    grants = [row[:5] for row in rows if row[0]]
+    version = next((row[5] for row in rows if not row[0]), 0)
+    return grants, version
 
 
 def _grant(value: str | None) -> GrantDecision | None:

@@ -90,3 +90,24 @@ class ApiBodyLimitMiddleware(_DualMiddleware):
         if too_large:
             return JsonResponse({"error": "payload_too_large", "detail": BODY_TOO_LARGE_MESSAGE}, status=413)
         return None
+
+
+class SyncStackMiddleware:
+    """Last in MIDDLEWARE, and sync only: it makes Django run the whole middleware stack
+    above it in sync mode, in one thread hop per request.
+
+    Django's own middlewares are sync *and* async capable, but in async mode each one
+    runs its hooks through `sync_to_async`, two thread hops apiece; with WhiteNoise
+    (sync only) in the middle the stack also switched modes twice. Measured under ASGI:
+    15 thread hops per request before, 3 after (benchmarks/skill_decisions.py).
+    Async views (the approval long-poll) still run on the event loop, below this.
+    """
+
+    sync_capable = True
+    async_capable = False
+
+    def __init__(self, get_response: Callable) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)

@@ -93,6 +93,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "aimon_admin.core.middleware.SyncStackMiddleware",
 ]
 
 ROOT_URLCONF = "aimon_admin.urls"

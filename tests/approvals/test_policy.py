@@ -551,3 +551,27 @@ def test_a_thousand_rules_lookup_agrees_with_brute_force_and_reads_only_matching
             # Only rules whose literal prefix starts the skill name are ever looked at.
             assert all(skill.startswith(spec.literal_prefix) for spec in examined), skill
             assert len(examined) < len(specs) / 4
+
+
+# S2 (rules layer): the index remembers answers; a remembered answer is the search's own.
+def test_rule_index_remembers_answers_within_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    specs = thousand_rules()
+    index = RuleIndex(specs)
+    index.ANSWERS_KEPT = 5  # type: ignore[misc]
+    searched: list[tuple[int, str]] = []
+    real_find = RuleIndex.find
+
+    def spy(self: RuleIndex, runtime_id: int, skill: str) -> RuleSpec | None:
+        searched.append((runtime_id, skill))
+        return real_find(self, runtime_id, skill)
+
+    monkeypatch.setattr(RuleIndex, "find", spy)
+    skills = [f"deploy-{n}" for n in range(12)]
+    for _ in range(3):
+        for skill in skills:
+            assert index.lookup(RT, skill) == brute_force(specs, RT, skill)
+    assert len(index._answers) <= 5  # bounded, whatever is asked
+    assert index.lookup(RT, "deploy-11") == brute_force(specs, RT, "deploy-11")
+    searched.clear()
+    index.lookup(RT, "deploy-11")
+    assert searched == []  # asked again at once: answered from memory
