@@ -234,3 +234,21 @@ def test_filter_messages_name_the_problem() -> None:
         "level",
         filters.UNKNOWN_LEVEL_MESSAGE.format(value="LOUD"),
     )
+
+
+def test_every_filter_has_an_index_that_ends_in_seq() -> None:
+    # "filter X ORDER BY seq DESC LIMIT 51" must be one index range at a million events.
+    with connection.cursor() as cursor:
+        constraints = connection.introspection.get_constraints(cursor, AuditEvent._meta.db_table)
+    indexes = {name for name, spec in constraints.items() if spec["index"]}
+    assert {
+        "audit_action_seq",
+        "audit_runtime_seq",
+        "audit_level_seq",
+        "audit_actor_label_seq",
+        "audit_session_seq",
+        "audit_subject_seq",
+        "audit_detail_skill_seq",
+    } <= indexes
+    for name in ("audit_level_seq", "audit_actor_label_seq", "audit_session_seq", "audit_subject_seq"):
+        assert constraints[name]["columns"][-1] == "seq", name
