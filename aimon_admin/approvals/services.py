@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from aimon_admin.accounts.models import User
@@ -518,22 +518,32 @@ def request_answer(
             continue
         if answer not in answers_for(user, request, item):
             raise NotAllowedError(ANSWER_NOT_OFFERED_MESSAGE.format(answer=answer.label, skill=item.skill))
-    for item in chosen:
-        if item.answered:
-            continue
+    open_items = [item for item in chosen if not item.answered]
+    for position, item in enumerate(open_items):
+        last = position == len(open_items) - 1
         try:
             with transaction.atomic():
                 written = _answer_item(request, item, answer, shape, user)
+                # The last write closes the request in its own transaction when nothing is
+                # left open (S7 holds: every grant is written by then), saving a commit on
+                # the path from the click to the waiting runtime.
+                if last and written is not None:
+                    outcome.request_answered = _close_if_complete(request)
         except Exception as exc:  # S8: one skill's failure must not stop the others
             logger.exception("writing the grant for %s of request %s failed", item.skill, request.pk)
             outcome.failed.append((item.skill, str(exc) or type(exc).__name__))
+            outcome.request_answered = False
             continue
         if written is None:
             item.refresh_from_db()
             outcome.already_answered.append(item)
         else:
             outcome.written.append(written)
-    outcome.request_answered = _close_if_complete(request)
+    if not outcome.request_answered:
+        # Again after the commits: another person's answer to the request's other skills
+        # may have committed alongside ours, each transaction seeing the other's item still
+        # open. Whichever call checks last, after both commits, closes it.
+        outcome.request_answered = _close_if_complete(request)
     if outcome.written or outcome.request_answered:
         wakeups.publish_after_commit(request.pk)
     return outcome
@@ -561,7 +571,9 @@ def _answer_item(
     grant = _write_grant(request=request, skill=item.skill, target=target, origin=origin, user=user, now=now)
     ApprovalItem.objects.filter(pk=item.pk).update(grant=grant)
     _audit_grant(request, item.skill, grant, target, user)
-    item.refresh_from_db()
+    # What the claim and the line above wrote, without reading the row back.
+    item.decision, item.scope, item.answered_by, item.answered_at = target.decision, target.scope, user, now
+    item.grant = grant
     return item
 
 
@@ -607,18 +619,21 @@ def _close_if_complete(request: ApprovalRequest) -> bool:
     loser of a race on an item (or a retry after a crash) may close it, having answered
     nothing.
     """
-    if request.items.filter(decision="").exists():
-        return False
+    # One conditional UPDATE: still PENDING and no item left open, checked on the row it
+    # updates (PostgreSQL re-checks both after a lock wait).
+    items = ApprovalItem.objects.filter(request_id=OuterRef("pk"))
     last_answerer = (
-        request.items.exclude(answered_by=None)
-        .order_by("-answered_at", "-position")
-        .values_list("answered_by", flat=True)
-        .first()
+        items.exclude(answered_by=None).order_by("-answered_at", "-position").values("answered_by")[:1]
     )
     now = timezone.now()
     return (
-        ApprovalRequest.objects.filter(pk=request.pk, status=RequestStatus.PENDING).update(
-            status=RequestStatus.ANSWERED, answered_at=now, answered_by_id=last_answerer, closed_at=now
+        ApprovalRequest.objects.filter(
+            ~Exists(items.filter(decision="")), pk=request.pk, status=RequestStatus.PENDING
+        ).update(
+            status=RequestStatus.ANSWERED,
+            answered_at=now,
+            answered_by_id=Subquery(last_answerer),
+            closed_at=now,
         )
         == 1
     )

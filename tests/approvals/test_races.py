@@ -186,3 +186,48 @@ def test_two_people_answering_the_same_item_at_once_in_a_new_process(
     told = json.loads(line.removeprefix("TOLD "))
     assert sum(told.values()) == 2 * ROUNDS
     assert told["one:already_answered"] == ROUNDS
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_two_people_answering_different_skills_at_once_close_the_request(
+    runtime: AgentRuntime, contenders: None
+) -> None:  # S7: once every skill is answered the request is ANSWERED, however the answers interleave
+    for number in range(ROUNDS):
+        request, _ = request_create(
+            RequestInput(
+                runtime=runtime, skills=["deploy", "notify"], session_id=f"s-{number}", principal="alice"
+            )
+        )
+        start = threading.Barrier(2)
+        results: dict[str, AnswerOutcome | Exception] = {}
+
+        def answer(
+            username: str,
+            skill: str,
+            request: ApprovalRequest = request,
+            start: threading.Barrier = start,
+            results: dict[str, AnswerOutcome | Exception] = results,
+        ) -> None:
+            try:
+                user = User.objects.get(username=username)
+                start.wait(timeout=30)
+                results[username] = request_answer(
+                    request=request, user=user, answer=Answer.ALLOW_SESSION, skills=[skill]
+                )
+            except Exception as exc:  # reported below, never swallowed
+                results[username] = exc
+            finally:
+                connection.close()
+
+        threads = [
+            threading.Thread(target=answer, args=("olivia", "deploy")),
+            threading.Thread(target=answer, args=("alice", "notify")),
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert all(isinstance(r, AnswerOutcome) and len(r.written) == 1 for r in results.values()), results
+        assert ApprovalRequest.objects.get(pk=request.pk).status == RequestStatus.ANSWERED
+        assert sum(r.request_answered for r in results.values()) == 1  # type: ignore[union-attr]

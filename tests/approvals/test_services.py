@@ -9,12 +9,12 @@ from contextlib import contextmanager
 import pytest
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from aimon_admin.accounts.models import User
 from aimon_admin.accounts.roles import Role
-from aimon_admin.approvals import rules
+from aimon_admin.approvals import rules, services
 from aimon_admin.approvals.choices import (
     Answer,
     DecisionSource,
@@ -610,34 +610,11 @@ def test_the_request_names_a_person_who_answered_whoever_closes_it(
     runtime: AgentRuntime, approver: User, operator: User
 ) -> None:  # S7: the runtime is told who answered
     request = open_request(runtime, skills=("deploy",))
-    # Alice's answer commits, then her call dies before it closes the request (injected).
-    refuse_close = "aimon_test_refuse_close"
-    with connection.cursor() as cursor:
-        if connection.vendor == "sqlite":
-            cursor.execute(
-                f"CREATE TEMP TRIGGER {refuse_close} BEFORE UPDATE OF status ON approvals_approvalrequest "
-                "WHEN NEW.status = 'ANSWERED' BEGIN SELECT RAISE(ABORT, 'injected failure'); END;"
-            )
-        else:
-            cursor.execute(
-                f"CREATE FUNCTION {refuse_close}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-                "IF NEW.status = 'ANSWERED' THEN RAISE EXCEPTION 'injected failure'; END IF; "
-                "RETURN NEW; END $$;"
-            )
-            cursor.execute(
-                f"CREATE TRIGGER {refuse_close} BEFORE UPDATE ON approvals_approvalrequest "
-                f"FOR EACH ROW EXECUTE FUNCTION {refuse_close}();"
-            )
-    try:
-        with pytest.raises(Exception, match="injected failure"):
-            request_answer(request=request, user=approver, answer=FOR_SESSION)
-    finally:
-        with connection.cursor() as cursor:
-            if connection.vendor == "sqlite":
-                cursor.execute(f"DROP TRIGGER {refuse_close};")
-            else:
-                cursor.execute(f"DROP TRIGGER {refuse_close} ON approvals_approvalrequest;")
-                cursor.execute(f"DROP FUNCTION {refuse_close}();")
+    # Alice's answer commits, and her call dies before it closes the request: her item's
+    # transaction, written by the service's own step, without the close that follows it.
+    [pending] = request.items.all()
+    with transaction.atomic():
+        services._answer_item(request, pending, FOR_SESSION, services.request_shape(request), approver)
     assert item(request).answered_by == approver
     assert status(request) == RequestStatus.PENDING
 
