@@ -14,7 +14,8 @@ Two halves, both free of views and templates:
 What is counted (each request counted on the day it was created):
 
 * requests: approval requests opened; answered / expired / cancelled: how they ended;
-* approval rate: of the skills a person answered, the share answered with an ALLOW;
+* approval rate: of the skills a person answered, the share answered with an ALLOW,
+  counted on the day they were answered (the grant each answer wrote);
 * time to answer: from a request's creation to its last skill's answer, for requests a
   person answered (those the chain decided at once are not waits);
 * escalations: session answers written agent-wide (S6), on the day they were written;
@@ -34,7 +35,7 @@ from typing import Any
 from django.db import connection
 
 from aimon_admin.approvals.choices import GrantDecision, GrantOrigin, RequestStatus, RevokeReason
-from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant
+from aimon_admin.approvals.models import ApprovalRequest, Grant
 
 PERIOD_DEFAULT = "30d"
 PERIOD_CHOICES = ("7d", "30d", "90d")
@@ -115,45 +116,50 @@ class Report:
 def decision_report(*, today: dt.date, days: int, runtime_id: int | None, per_runtime: bool = True) -> Report:
     """Every figure for the `days` days ending with `today` (UTC), for one runtime or all.
 
-    Per day always; per runtime (the whole period) when `per_runtime`.
+    Per day always; per runtime (the whole period) when `per_runtime`. Four scans: requests,
+    grants by creation, grants by revocation (each grouped by day and runtime at once and
+    folded here), and the waits' percentiles (PostgreSQL: one scan with grouping sets).
     """
     window = period_days(today=today, days=days)
     start = dt.datetime.combine(window[0], dt.time.min, tzinfo=dt.UTC)
     end = dt.datetime.combine(today + dt.timedelta(days=1), dt.time.min, tzinfo=dt.UTC)
-    by_day = {day: Figures() for day in window}
-    _collect(by_day, "day", start, end, runtime_id)
-    totals = _collect({}, "all", start, end, runtime_id).get("all", Figures())
-    by_runtime: dict[int, Figures] = {}
-    if per_runtime:
-        _collect(by_runtime, "runtime", start, end, runtime_id)
-    return Report(days=window, start=start, end=end, by_day=by_day, totals=totals, by_runtime=by_runtime)
+    report = Report(
+        days=window, start=start, end=end, by_day={day: Figures() for day in window}, totals=Figures()
+    )
 
+    def targets(day: Any, runtime: int) -> list[Figures]:
+        found = [report.totals]
+        figures_of_day = report.by_day.get(_as_date(day))
+        if figures_of_day is not None:
+            found.append(figures_of_day)
+        if per_runtime:
+            found.append(report.by_runtime.setdefault(runtime, Figures()))
+        return found
 
-def _collect(
-    into: dict[Any, Figures], group: str, start: dt.datetime, end: dt.datetime, runtime_id: int | None
-) -> dict[Any, Figures]:
-    def at(key: Any) -> Figures:
-        if group == "day":
-            key = _as_date(key)
-            if key not in into:  # outside the window (a clock edge): not shown
-                return Figures()
-        return into.setdefault(key, Figures())
-
-    for key, requests, answered, expired, cancelled in _requests(group, start, end, runtime_id):
-        figures = at(key)
-        figures.requests, figures.answered = int(requests), int(answered or 0)
-        figures.expired, figures.cancelled = int(expired or 0), int(cancelled or 0)
-    for key, allowed, denied in _answers(group, start, end, runtime_id):
-        figures = at(key)
-        figures.allowed, figures.denied = int(allowed or 0), int(denied or 0)
-    for key, count, median, p90 in _wait_percentiles(group, start, end, runtime_id):
-        figures = at(key)
-        figures.timed, figures.median_seconds, figures.p90_seconds = int(count), median, p90
-    for key, count in _grant_counts(group, start, end, runtime_id, revocations=False):
-        at(key).escalations = int(count)
-    for key, count in _grant_counts(group, start, end, runtime_id, revocations=True):
-        at(key).revocations = int(count)
-    return into
+    for day, runtime, requests, answered, expired, cancelled in _requests(start, end, runtime_id):
+        for figures in targets(day, runtime):
+            figures.requests += int(requests)
+            figures.answered += int(answered or 0)
+            figures.expired += int(expired or 0)
+            figures.cancelled += int(cancelled or 0)
+    for day, runtime, allowed, denied, escalations in _answers(start, end, runtime_id):
+        for figures in targets(day, runtime):
+            figures.allowed += int(allowed or 0)
+            figures.denied += int(denied or 0)
+            figures.escalations += int(escalations or 0)
+    for day, runtime, revocations in _revocations(start, end, runtime_id):
+        for figures in targets(day, runtime):
+            figures.revocations += int(revocations)
+    for kind, key, count, median, p90 in _wait_percentiles(start, end, runtime_id, per_runtime):
+        if kind == "day":
+            figures = report.by_day.get(_as_date(key))
+        elif kind == "runtime":
+            figures = report.by_runtime.setdefault(int(key), Figures())
+        else:
+            figures = report.totals
+        if figures is not None:
+            figures.timed, figures.median_seconds, figures.p90_seconds = count, median, p90
+    return report
 
 
 def _as_date(value: Any) -> dt.date:
@@ -170,23 +176,14 @@ def _as_date(value: Any) -> dt.date:
 # 300,000 requests. Table and column names come from the models; values are parameters.
 
 _REQ = ApprovalRequest._meta.db_table
-_ITEM = ApprovalItem._meta.db_table
 _GRANT = Grant._meta.db_table
+PERSON_ANSWER_ORIGINS = (GrantOrigin.ANSWER, GrantOrigin.ESCALATION)
 
 
-def _group_sql(group: str, column: str, runtime_column: str) -> str:
-    if group == "day":
-        if connection.vendor == "postgresql":
-            return f"CAST(({column} AT TIME ZONE 'UTC') AS date)"
-        return f"date({column})"  # SQLite stores UTC text: its first ten characters
-    if group == "runtime":
-        return runtime_column
-    return "'all'"
-
-
-def _group_by(key: str) -> str:
-    # One group for the whole period: no GROUP BY (PostgreSQL refuses a constant there).
-    return "" if key == "'all'" else f" GROUP BY {key}"
+def _day(column: str) -> str:
+    if connection.vendor == "postgresql":
+        return f"CAST(({column} AT TIME ZONE 'UTC') AS date)"
+    return f"date({column})"  # SQLite stores UTC text: its first ten characters
 
 
 def _params(start: dt.datetime, end: dt.datetime) -> list[Any]:
@@ -201,69 +198,107 @@ def _runtime_clause(column: str, runtime_id: int | None, params: list[Any]) -> s
     return f" AND {column} = %s"
 
 
+def _marks(values: Sequence[Any]) -> str:
+    return ", ".join(["%s"] * len(values))
+
+
 def _fetch(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()
 
 
-def _requests(group: str, start: dt.datetime, end: dt.datetime, runtime_id: int | None) -> list[tuple]:
-    key = _group_sql(group, "r.created_at", "r.runtime_id")
+def _requests(start: dt.datetime, end: dt.datetime, runtime_id: int | None) -> list[tuple]:
+    """(day, runtime, requests, answered, expired, cancelled) by the day each was opened."""
+    day = _day("r.created_at")
     params = [RequestStatus.ANSWERED.value, RequestStatus.EXPIRED.value, RequestStatus.CANCELLED.value]
     params += _params(start, end)
     where = _runtime_clause("r.runtime_id", runtime_id, params)
     return _fetch(
-        f"SELECT {key}, COUNT(*), "  # noqa: S608 - names from the models, values are parameters
+        f"SELECT {day}, r.runtime_id, COUNT(*), "  # noqa: S608 - names from the models, values are parameters
         "SUM(CASE WHEN r.status = %s THEN 1 ELSE 0 END), "
         "SUM(CASE WHEN r.status = %s THEN 1 ELSE 0 END), "
         "SUM(CASE WHEN r.status = %s THEN 1 ELSE 0 END) "
-        f"FROM {_REQ} r WHERE r.created_at >= %s AND r.created_at < %s{where}{_group_by(key)}",
+        f"FROM {_REQ} r WHERE r.created_at >= %s AND r.created_at < %s{where} "
+        f"GROUP BY {day}, r.runtime_id",
         params,
     )
 
 
-def _answers(group: str, start: dt.datetime, end: dt.datetime, runtime_id: int | None) -> list[tuple]:
-    key = _group_sql(group, "r.created_at", "r.runtime_id")
-    params = [GrantDecision.ALLOW.value, GrantDecision.DENY.value, *_params(start, end)]
-    where = _runtime_clause("r.runtime_id", runtime_id, params)
+def _answers(start: dt.datetime, end: dt.datetime, runtime_id: int | None) -> list[tuple]:
+    """(day, runtime, allowed, denied, escalations): the grants people's answers wrote, by
+    the day they were written. One grant per skill a person answered; chain decisions and
+    abort-denies write none of these."""
+    day = _day("g.created_at")
+    params: list[Any] = [GrantDecision.ALLOW.value, GrantDecision.DENY.value, GrantOrigin.ESCALATION.value]
+    params += [origin.value for origin in PERSON_ANSWER_ORIGINS]
+    params += _params(start, end)
+    where = _runtime_clause("g.runtime_id", runtime_id, params)
     return _fetch(
-        f"SELECT {key}, "  # noqa: S608 - names from the models, values are parameters
-        "SUM(CASE WHEN i.decision = %s THEN 1 ELSE 0 END), "
-        "SUM(CASE WHEN i.decision = %s THEN 1 ELSE 0 END) "
-        f"FROM {_ITEM} i JOIN {_REQ} r ON r.id = i.request_id "
-        f"WHERE r.created_at >= %s AND r.created_at < %s{where} AND i.answered_by_id IS NOT NULL"
-        f"{_group_by(key)}",
+        f"SELECT {day}, g.runtime_id, "  # noqa: S608 - names from the models, values are parameters
+        "SUM(CASE WHEN g.decision = %s THEN 1 ELSE 0 END), "
+        "SUM(CASE WHEN g.decision = %s THEN 1 ELSE 0 END), "
+        "SUM(CASE WHEN g.origin = %s THEN 1 ELSE 0 END) "
+        f"FROM {_GRANT} g WHERE g.origin IN ({_marks(PERSON_ANSWER_ORIGINS)}) "
+        f"AND g.created_at >= %s AND g.created_at < %s{where} GROUP BY {day}, g.runtime_id",
         params,
     )
 
 
-def _waits_where(params: list[Any], start: dt.datetime, end: dt.datetime, runtime_id: int | None) -> str:
+def _revocations(start: dt.datetime, end: dt.datetime, runtime_id: int | None) -> list[tuple]:
+    """(day, runtime, grants cleared or revoked) by the day they were removed."""
+    day = _day("g.revoked_at")
+    params: list[Any] = [reason.value for reason in REVOCATION_REASONS]
+    params += _params(start, end)
+    where = _runtime_clause("g.runtime_id", runtime_id, params)
+    return _fetch(
+        f"SELECT {day}, g.runtime_id, COUNT(*) FROM {_GRANT} g "  # noqa: S608 - names from the models, values are parameters
+        f"WHERE g.revoke_reason IN ({_marks(REVOCATION_REASONS)}) "
+        f"AND g.revoked_at >= %s AND g.revoked_at < %s{where} GROUP BY {day}, g.runtime_id",
+        params,
+    )
+
+
+def _waits(params: list[Any], start: dt.datetime, end: dt.datetime, runtime_id: int | None) -> str:
+    """FROM and WHERE of the requests a person answered, opened in the period."""
     params += [RequestStatus.ANSWERED.value, *_params(start, end)]
     where = _runtime_clause("r.runtime_id", runtime_id, params)
     return (
-        "r.status = %s AND r.answered_by_id IS NOT NULL AND r.answered_at IS NOT NULL "
-        f"AND r.created_at >= %s AND r.created_at < %s{where}"
+        f"FROM {_REQ} r WHERE r.status = %s AND r.answered_by_id IS NOT NULL "
+        f"AND r.answered_at IS NOT NULL AND r.created_at >= %s AND r.created_at < %s{where}"
     )
 
 
 def _wait_percentiles(
-    group: str, start: dt.datetime, end: dt.datetime, runtime_id: int | None
-) -> list[tuple[Any, int, float | None, float | None]]:
-    """(group, how many, median seconds, p90 seconds) of the time to answer."""
-    key = _group_sql(group, "r.created_at", "r.runtime_id")
+    start: dt.datetime, end: dt.datetime, runtime_id: int | None, per_runtime: bool
+) -> list[tuple[str, Any, int, float | None, float | None]]:
+    """("day" | "runtime" | "all", key, how many, median seconds, p90 seconds)."""
+    if connection.vendor != "postgresql":
+        kinds = [("day", _day("r.created_at")), ("all", "'all'")]
+        if per_runtime:
+            kinds.append(("runtime", "r.runtime_id"))
+        return [
+            (kind, key, n, median, p90)
+            for kind, expression in kinds
+            for key, n, median, p90 in _wait_percentiles_windowed(expression, start, end, runtime_id)
+        ]
     params: list[Any] = []
-    if connection.vendor == "postgresql":
-        where = _waits_where(params, start, end, runtime_id)
-        seconds = "EXTRACT(EPOCH FROM (r.answered_at - r.created_at))"
-        rows = _fetch(
-            f"SELECT {key}, COUNT(*), "  # noqa: S608 - names from the models, values are parameters
-            f"percentile_cont(0.5) WITHIN GROUP (ORDER BY {seconds}), "
-            f"percentile_cont(0.9) WITHIN GROUP (ORDER BY {seconds}) "
-            f"FROM {_REQ} r WHERE {where}{_group_by(key)}",
-            params,
-        )
-        return [(k, int(n), _seconds(median), _seconds(p90)) for k, n, median, p90 in rows]
-    return _wait_percentiles_windowed(key, start, end, runtime_id)
+    source = _waits(params, start, end, runtime_id)
+    if per_runtime:
+        sets, key = "(d), (rt), ()", "COALESCE(CAST(d AS text), CAST(rt AS text))"
+        kind = "CASE WHEN GROUPING(d) = 0 THEN 'day' WHEN GROUPING(rt) = 0 THEN 'runtime' ELSE 'all' END"
+    else:
+        sets, key = "(d), ()", "CAST(d AS text)"
+        kind = "CASE WHEN GROUPING(d) = 0 THEN 'day' ELSE 'all' END"
+    rows = _fetch(
+        f"SELECT {kind}, {key}, COUNT(*), "  # noqa: S608 - names from the models, values are parameters
+        "percentile_cont(0.5) WITHIN GROUP (ORDER BY s), percentile_cont(0.9) WITHIN GROUP (ORDER BY s) "
+        f"FROM (SELECT {_day('r.created_at')} AS d, r.runtime_id AS rt, "
+        f"EXTRACT(EPOCH FROM (r.answered_at - r.created_at)) AS s {source}) w "
+        f"GROUP BY GROUPING SETS ({sets})",
+        params,
+    )
+    return [(kind, key, int(n), _seconds(median), _seconds(p90)) for kind, key, n, median, p90 in rows if n]
 
 
 def _wait_percentiles_windowed(
@@ -272,15 +307,14 @@ def _wait_percentiles_windowed(
     # Number each group's durations in order; keep only the rows at floor(p*(n-1)) and the
     # one after it, for p = 0.5 and 0.9: at most four rows per group leave the database.
     params: list[Any] = []
-    where = _waits_where(params, start, end, runtime_id)
+    source = _waits(params, start, end, runtime_id)
     picks = " OR ".join(
         f"(o.i = CAST({p} * (o.n - 1) AS INTEGER) OR o.i = CAST({p} * (o.n - 1) AS INTEGER) + 1)"
         for p in (0.5, 0.9)
     )
     rows = _fetch(
         "WITH d AS ("  # noqa: S608 - names from the models, values are parameters
-        f"SELECT {key} AS k, (julianday(r.answered_at) - julianday(r.created_at)) * 86400.0 AS s "
-        f"FROM {_REQ} r WHERE {where}), "
+        f"SELECT {key} AS k, (julianday(r.answered_at) - julianday(r.created_at)) * 86400.0 AS s {source}), "
         "o AS (SELECT k, s, ROW_NUMBER() OVER (PARTITION BY k ORDER BY s) - 1 AS i, "
         "COUNT(*) OVER (PARTITION BY k) AS n FROM d) "
         f"SELECT o.k, o.n, o.i, o.s FROM o WHERE {picks}",
@@ -313,28 +347,6 @@ def _seconds(value: Any) -> float | None:
 def _round(value: float | None) -> float | None:
     # Millisecond precision: SQLite's julianday arithmetic is good to about 0.1 ms.
     return None if value is None else round(value, 3)
-
-
-def _grant_counts(
-    group: str, start: dt.datetime, end: dt.datetime, runtime_id: int | None, *, revocations: bool
-) -> list[tuple]:
-    column = "g.revoked_at" if revocations else "g.created_at"
-    key = _group_sql(group, column, "g.runtime_id")
-    params: list[Any]
-    if revocations:
-        marks = ", ".join(["%s"] * len(REVOCATION_REASONS))
-        condition = f"g.revoke_reason IN ({marks})"
-        params = [reason.value for reason in REVOCATION_REASONS]
-    else:
-        condition = "g.origin = %s"
-        params = [GrantOrigin.ESCALATION.value]
-    params += _params(start, end)
-    where = _runtime_clause("g.runtime_id", runtime_id, params)
-    return _fetch(
-        f"SELECT {key}, COUNT(*) FROM {_GRANT} g "  # noqa: S608 - names from the models, values are parameters
-        f"WHERE {condition} AND {column} >= %s AND {column} < %s{where}{_group_by(key)}",
-        params,
-    )
 
 
 # --- Chart geometry (pure) -------------------------------------------------------------------------

@@ -44,10 +44,15 @@ def at(day: dt.date, hour: int = 10, minute: int = 0) -> dt.datetime:
 
 
 def place(request: ApprovalRequest, created: dt.datetime, wait_seconds: float | None = None) -> None:
-    """Move a request onto a known day (and its answer `wait_seconds` later)."""
+    """Move a request onto a known day, and its answer (with the grants people's answers
+    wrote) `wait_seconds` later."""
     fields: dict[str, object] = {"created_at": created}
     if wait_seconds is not None:
-        fields["answered_at"] = created + dt.timedelta(seconds=wait_seconds)
+        answered = created + dt.timedelta(seconds=wait_seconds)
+        fields["answered_at"] = answered
+        Grant.objects.filter(request=request, origin__in=[GrantOrigin.ANSWER, GrantOrigin.ESCALATION]).update(
+            created_at=answered
+        )
     ApprovalRequest.objects.filter(pk=request.pk).update(**fields)
 
 
