@@ -15,3 +15,7 @@ ROOT_URLCONF = "benchmarks.urls"
 DEBUG = False
 ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
 LOGGING["root"]["level"] = "WARNING"  # noqa: F405
+# Pages render without `collectstatic` (static files straight from the app folders): the
+# benchmarks time the API and the answer path, not static files.
+STORAGES["staticfiles"]["BACKEND"] = "django.contrib.staticfiles.storage.StaticFilesStorage"  # noqa: F405
+WHITENOISE_USE_FINDERS = True

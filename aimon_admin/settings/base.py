@@ -130,6 +130,24 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
 elif _db["ENGINE"] == "django.db.backends.postgresql":
     _db.setdefault("OPTIONS", {})
     _db["OPTIONS"].setdefault("connect_timeout", env_int("DATABASE_CONNECT_TIMEOUT", 5))
+    if env_bool("DATABASE_POOL", True):
+        # A connection pool per process (psycopg-pool), as Django advises under ASGI, where
+        # every request's sync code runs in a thread of its own and a persistent
+        # connection would never be reused. A request (or a long-poll's re-read, after a
+        # wake-up) then borrows an open connection instead of opening one (~3-8 ms).
+        if _db.get("CONN_MAX_AGE"):
+            raise ImproperlyConfigured("DATABASE_CONN_MAX_AGE must be 0 with DATABASE_POOL on")
+        _db["OPTIONS"]["pool"] = {
+            "min_size": env_int("DATABASE_POOL_MIN_SIZE", 2),
+            "max_size": env_int("DATABASE_POOL_MAX_SIZE", 20),
+            # How long a request waits for a connection before it fails (a 503): with the
+            # database down, how long a caller waits to be told so.
+            "timeout": env_int("DATABASE_POOL_TIMEOUT", 5),
+        }
+        # A borrowed connection is checked first (one round trip; Django passes the pool
+        # psycopg's check), so connections left broken by a database restart are
+        # replaced, not handed to a request.
+        _db["CONN_HEALTH_CHECKS"] = True
 DATABASES = {"default": _db}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
