@@ -426,8 +426,9 @@ def _write_grant(
     origin: GrantOrigin,
     user: User | None,
     now: dt.datetime,
-) -> Grant:
-    """Write one grant, replacing whatever grant held the same key before."""
+) -> tuple[Grant, list[int]]:
+    """Write one grant, replacing whatever grant held the same key before; returns it and
+    the ids of the grants it superseded (for the audit event: nothing is replaced unsaid)."""
     session = _holder_session(request, target.holder)
     same_key = Grant.objects.active().filter(runtime=request.runtime, skill=skill, scope=target.scope)
     if target.scope == GrantScope.AGENT:
@@ -436,8 +437,12 @@ def _write_grant(
         same_key = same_key.filter(session=session)
     if target.scope == GrantScope.TURN:
         same_key = same_key.filter(turn_id=request.turn_id)
-    same_key.update(revoked_at=now, revoked_by=user, revoke_reason=RevokeReason.SUPERSEDED)
-    return Grant.objects.create(
+    superseded = list(same_key.values_list("pk", flat=True))
+    if superseded:
+        Grant.objects.filter(pk__in=superseded, revoked_at__isnull=True).update(
+            revoked_at=now, revoked_by=user, revoke_reason=RevokeReason.SUPERSEDED
+        )
+    grant = Grant.objects.create(
         runtime=request.runtime,
         scope=target.scope,
         decision=target.decision,
@@ -448,6 +453,7 @@ def _write_grant(
         granted_by=user,
         request=request,
     )
+    return grant, superseded
 
 
 @dataclass
@@ -568,9 +574,11 @@ def _answer_item(
     if claimed != 1:
         return None
     origin = GrantOrigin.ESCALATION if target.escalated else GrantOrigin.ANSWER
-    grant = _write_grant(request=request, skill=item.skill, target=target, origin=origin, user=user, now=now)
+    grant, superseded = _write_grant(
+        request=request, skill=item.skill, target=target, origin=origin, user=user, now=now
+    )
     ApprovalItem.objects.filter(pk=item.pk).update(grant=grant)
-    _audit_grant(request, item.skill, grant, target, user)
+    _audit_grant(request, item.skill, grant, target, user, superseded)
     # What the claim and the line above wrote, without reading the row back.
     item.decision, item.scope, item.answered_by, item.answered_at = target.decision, target.scope, user, now
     item.grant = grant
@@ -578,7 +586,12 @@ def _answer_item(
 
 
 def _audit_grant(
-    request: ApprovalRequest, skill: str, grant: Grant, target: policy.GrantTarget, user: User
+    request: ApprovalRequest,
+    skill: str,
+    grant: Grant,
+    target: policy.GrantTarget,
+    user: User,
+    superseded: list[int],
 ) -> None:
     details: dict[str, object] = {
         "decision": grant.decision,
@@ -587,6 +600,8 @@ def _audit_grant(
         "grant_id": grant.pk,
         "answered_by": user.username,
     }
+    if superseded:
+        details["superseded_grant_ids"] = superseded
     if grant.session is not None and grant.session_id != request.session_id:
         details["lands_on_invoking_session"] = grant.session.session_id
     if target.escalated:
@@ -674,7 +689,7 @@ def _abort(request: ApprovalRequest, status: RequestStatus, actor: Actor, why: s
             )
             if claimed != 1:
                 continue
-            grant = _write_grant(
+            grant, superseded = _write_grant(
                 request=request, skill=item.skill, target=target, origin=GrantOrigin.ABORT, user=None, now=now
             )
             ApprovalItem.objects.filter(pk=item.pk).update(grant=grant)
@@ -685,7 +700,13 @@ def _abort(request: ApprovalRequest, status: RequestStatus, actor: Actor, why: s
                 session_key=grant.session.session_id if grant.session else "",
                 subject_type="skill",
                 subject=item.skill,
-                details={"request_id": str(request.pk), "why": why, "written": True, "grant_id": grant.pk},
+                details={
+                    "request_id": str(request.pk),
+                    "why": why,
+                    "written": True,
+                    "grant_id": grant.pk,
+                    **({"superseded_grant_ids": superseded} if superseded else {}),
+                },
             )
     wakeups.publish_after_commit(request.pk)
     return True

@@ -1250,3 +1250,36 @@ def test_a_rule_caps_the_widest_scope_an_answer_may_take(
     assert not Grant.objects.exists()
     request_answer(request=request, user=operator, answer=ONCE, skills=["wipe"])
     assert Grant.objects.get().scope == GrantScope.TURN
+
+
+def test_a_grant_that_replaces_another_says_which_in_its_event(
+    runtime: AgentRuntime, approver: User
+) -> None:  # A1, S4: nothing is replaced unsaid
+    first = open_request(runtime)
+    second = open_request(runtime)  # asked again before the first was answered
+    request_answer(request=first, user=approver, answer=FOR_SESSION)
+    allowed = item(first).grant
+
+    request_answer(request=second, user=approver, answer=NO)
+
+    denied = item(second).grant
+    allowed.refresh_from_db()
+    assert allowed.revoke_reason == RevokeReason.SUPERSEDED
+    events = AuditEvent.objects.filter(action=AuditAction.SKILL_GRANTED).order_by("seq")
+    assert [e.details.get("superseded_grant_ids") for e in events] == [None, [allowed.pk]]
+    assert events.last().details["grant_id"] == denied.pk
+
+
+def test_an_abort_deny_that_replaces_an_answer_says_which_in_its_event(
+    runtime: AgentRuntime, approver: User
+) -> None:  # A1, S9: the abort's DENY names the ALLOW it replaced
+    first = open_request(runtime)
+    second = open_request(runtime)
+    request_answer(request=first, user=approver, answer=FOR_SESSION)
+    allowed = item(first).grant
+    ApprovalRequest.objects.filter(pk=second.pk).update(expires_at=timezone.now() - dt.timedelta(seconds=1))
+
+    assert request_expire_if_due(ApprovalRequest.objects.get(pk=second.pk))
+
+    event = AuditEvent.objects.get(action=AuditAction.SKILL_ABORT_DENIED)
+    assert event.details["superseded_grant_ids"] == [allowed.pk]
