@@ -142,21 +142,36 @@ def _sessions_read(runtime: AgentRuntime, session_ids: list[str]) -> list[Sessio
     with connection.cursor() as cursor:
         cursor.execute(sql, [runtime.pk, *session_ids])
         rows = cursor.fetchall()
-    fields = [Session._meta.get_field(name) for name in _SESSION_FIELDS]
-    # The converters the ORM would apply (SQLite hands datetimes back as text).
-    converters = [
-        [*connection.ops.get_db_converters(f.cached_col), *f.get_db_converters(connection)] for f in fields
-    ]
+    converters = _session_converters()
     sessions = []
     for row in rows:
         values = list(row)
-        for position, field_converters in enumerate(converters):
+        for position, column, field_converters in converters:
             for converter in field_converters:
-                values[position] = converter(values[position], fields[position].cached_col, connection)
+                values[position] = converter(values[position], column, connection)
         session = Session.from_db(connection.alias, _SESSION_FIELDS, values)
         session.runtime = runtime
         sessions.append(session)
     return sessions
+
+
+_converters_by_vendor: dict[str, list[tuple[int, object, list]]] = {}
+
+
+def _session_converters() -> list[tuple[int, object, list]]:
+    """The converters the ORM would apply to each column (SQLite hands datetimes back as
+    text), found once per database vendor."""
+    found = _converters_by_vendor.get(connection.vendor)
+    if found is None:
+        found = []
+        for position, name in enumerate(_SESSION_FIELDS):
+            field = Session._meta.get_field(name)
+            column = field.cached_col
+            converters = [*connection.ops.get_db_converters(column), *field.get_db_converters(connection)]
+            if converters:
+                found.append((position, column, converters))
+        _converters_by_vendor[connection.vendor] = found
+    return found
 
 
 def _needs_touch(session: Session, principal: str | None) -> bool:

@@ -130,7 +130,23 @@ class NameField(serializers.CharField):
         kwargs.setdefault("min_length", 1)
         kwargs.setdefault("max_length", 200)
         kwargs.setdefault("trim_whitespace", False)
+        # Only the built-in checks (length, NUL, surrogates) can be taken on the fast path.
+        self._plain = "validators" not in kwargs
         super().__init__(**kwargs)
+
+    def run_validation(self, data: Any = serializers.empty) -> Any:
+        # The common case, checked directly: decisions validate several names per call,
+        # and DRF's validator chain costs more than the decision. ASCII rules out lone
+        # surrogates; anything else takes the full path, which words every error.
+        if (
+            type(data) is str
+            and data.isascii()
+            and self.min_length <= len(data) <= self.max_length  # type: ignore[operator]
+            and not _CONTROL_CHARS.search(data)
+            and self._plain
+        ):
+            return data
+        return super().run_validation(data)
 
     def to_internal_value(self, data: Any) -> str:
         if not isinstance(data, str):

@@ -55,6 +55,7 @@ from aimon_admin.approvals.api.serializers import (
 from aimon_admin.approvals.choices import RequestStatus
 from aimon_admin.approvals.models import ApprovalRequest, Session
 from aimon_admin.core.api import UNAVAILABLE_MESSAGE, error_body
+from aimon_admin.runtimes.api.plain import plain_api_view
 from aimon_admin.runtimes.authentication import RuntimeCaller, RuntimeTokenAuthentication
 from aimon_admin.runtimes.models import AgentRuntime
 
@@ -126,7 +127,8 @@ def _touch(runtime: AgentRuntime, session_id: str | None, principal: str | None)
 # --- POST /api/v1/skill-decisions ----------------------------------------------------------------
 
 
-@extend_schema(
+@plain_api_view(
+    "POST",
     summary="Decide skills for a session",
     description=(
         "Evaluates the chain for each skill, narrowest first: turn → session → invoking session "
@@ -138,11 +140,11 @@ def _touch(runtime: AgentRuntime, session_id: str | None, principal: str | None)
     request=SkillDecisionIn,
     responses={200: SkillDecisionsOut, 400: _ERRORS[400], 401: _ERRORS[401], 409: _ERRORS[409]},
 )
-@api_view(["POST"])
-def skill_decisions(request: Request) -> Response:
-    # Hot: no serializer instance, a handful of indexed queries, plain dicts out.
-    data = validate_flat(SkillDecisionIn, _body(request))
-    runtime = request.user.runtime
+def skill_decisions(request: HttpRequest, caller: RuntimeCaller, body: Any) -> dict[str, Any]:
+    # Hot: a plain view (see runtimes/api/plain.py), no serializer instance, three plain
+    # SQL reads beyond the token, plain dicts out.
+    data = validate_flat(SkillDecisionIn, body)
+    runtime = caller.runtime
     # The invoking session is only read here: a decision never creates it.
     try:
         session, invoking = services.sessions_for_decision(
@@ -160,13 +162,11 @@ def skill_decisions(request: Request) -> Response:
         invoking_session=invoking,
         turn_id=data["turn_id"],
     )
-    return Response(
-        {
-            "decisions": [
-                {"skill": v.skill, "decision": v.decision.value, "source": v.source.value} for v in verdicts
-            ]
-        }
-    )
+    return {
+        "decisions": [
+            {"skill": v.skill, "decision": v.decision.value, "source": v.source.value} for v in verdicts
+        ]
+    }
 
 
 # --- POST /api/v1/approval-requests ----------------------------------------------------------------

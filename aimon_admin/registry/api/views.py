@@ -7,9 +7,9 @@ that runtime's local tools; MCP servers and their tools are shared by every runt
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from django.http import HttpRequest
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.decorators import api_view
 from rest_framework.exceptions import NotFound, ParseError, ValidationError
@@ -33,6 +33,8 @@ from aimon_admin.registry.api.serializers import (
 )
 from aimon_admin.registry.choices import SideEffectLevel
 from aimon_admin.registry.models import Tool
+from aimon_admin.runtimes.api.plain import plain_api_view
+from aimon_admin.runtimes.authentication import RuntimeCaller
 
 TOO_DEEP_MESSAGE = "JSON parse error - nested too deeply."
 NO_SUCH_SERVER_MESSAGE = "No enabled MCP server of that name."
@@ -49,28 +51,6 @@ def _body(request: Request) -> Any:
         return request.data
     except RecursionError as exc:
         raise ParseError(TOO_DEEP_MESSAGE) from exc
-
-
-def _reject_constant(value: str) -> None:
-    raise ValueError(f"Out of range float values are not JSON compliant: {value!r}")
-
-
-def _json_body(request: Request) -> Any:
-    """The body of a hot endpoint: plain `application/json` parsed directly, which costs a
-    fraction of DRF's parser machinery; any other type goes through DRF (and its 415).
-    Same answers as DRF's JSONParser: an empty body is {}, NaN and Infinity are refused,
-    and a parse error is 400 "JSON parse error - ..."."""
-    if request.content_type != "application/json":
-        return _body(request)
-    raw = request.body
-    if not raw:
-        return {}
-    try:
-        return json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
-    except RecursionError as exc:
-        raise ParseError(TOO_DEEP_MESSAGE) from exc
-    except ValueError as exc:
-        raise ParseError(f"JSON parse error - {exc}") from exc
 
 
 def _validated(serializer_class: type[StrictSerializer], request: Request) -> dict[str, Any]:
@@ -155,7 +135,8 @@ def tools(request: Request) -> Response:
 # --- /api/v1/tool-decisions ----------------------------------------------------------------------
 
 
-@extend_schema(
+@plain_api_view(
+    "POST",
     summary="May this runtime run this tool now?",
     description=(
         "The ceiling first, then the approval gate (T6-T9). `session_id` null or absent means "
@@ -166,27 +147,25 @@ def tools(request: Request) -> Response:
     request=ToolDecisionIn,
     responses={200: ToolDecisionOut, **_ERRORS},
 )
-@api_view(["POST"])
-def tool_decisions(request: Request) -> Response:
-    # Hot: no serializer instance, one query (plus the token lookup), a plain dict.
-    data = tool_decision_input(_json_body(request))
+def tool_decisions(request: HttpRequest, caller: RuntimeCaller, body: Any) -> dict[str, Any]:
+    # Hot: a plain view (see runtimes/api/plain.py), no serializer instance, one query
+    # (plus the token lookup), a plain dict.
+    data = tool_decision_input(body)
     outcome = selectors.tool_gate(
-        runtime=request.user.runtime,
+        runtime=caller.runtime,
         name=data["tool"],
         server=data["server"],
         attended=data["session_id"] is not None,
     )
     axes = outcome.axes
-    return Response(
-        {
-            "decision": outcome.result.decision.value,
-            "reason": outcome.result.reason.value,
-            "side_effect_level": axes.level.value,
-            "destructive_behavior": axes.effective_destructive.value,
-            "idempotency_behavior": axes.idempotency.value,
-            "registered": outcome.registered,
-        }
-    )
+    return {
+        "decision": outcome.result.decision.value,
+        "reason": outcome.result.reason.value,
+        "side_effect_level": axes.level.value,
+        "destructive_behavior": axes.effective_destructive.value,
+        "idempotency_behavior": axes.idempotency.value,
+        "registered": outcome.registered,
+    }
 
 
 # --- /api/v1/mcp-servers -------------------------------------------------------------------------
