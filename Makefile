@@ -28,7 +28,7 @@ install-dev: $(VENV)/.installed-dev
 ## The product on its embedded default: SQLite, no Redis, Celery eager, demo data.
 run: $(VENV)/.installed-runtime
 	DJANGO_DEBUG=1 $(BIN)/python manage.py migrate --noinput
-	DJANGO_DEBUG=1 $(BIN)/python manage.py demo_data
+	DJANGO_DEBUG=1 $(BIN)/python manage.py demo_data --url http://$(HOST):$(PORT)/
 	DJANGO_DEBUG=1 $(BIN)/uvicorn aimon_admin.asgi:application --host $(HOST) --port $(PORT) --lifespan off
 
 ## The whole suite: lint, then the tests on SQLite, then on PostgreSQL + Redis.

@@ -68,6 +68,9 @@ class Command(CliCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--force", action="store_true", help="run even without DJANGO_DEBUG")
+        parser.add_argument(
+            "--url", default="http://127.0.0.1:8000/", help="where the server will answer (printed only)"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if not settings.DEBUG and not options["force"]:
@@ -115,10 +118,11 @@ class Command(CliCommand):
 
         path.write_text(json.dumps(saved, indent=2))
         path.chmod(0o600)
-        self.stdout.write("\nDemo people (sign in at http://127.0.0.1:8000/):")
+        url = options["url"].rstrip("/")
+        self.stdout.write(f"\nDemo people (sign in at {url}/):")
         for username, role in DEMO_USERS.items():
             self.stdout.write(f"  {role.label:<9} {username:<9} password: {saved[username]}")
         self.stdout.write(f"\nDemo runtime {DEMO_RUNTIME}, API token:\n  {saved['token']}")
         self.stdout.write(
-            f"  try: curl -H 'Authorization: Bearer {saved['token']}' http://127.0.0.1:8000/api/v1/runtime\n"
+            f"  try: curl -H 'Authorization: Bearer {saved['token']}' {url}/api/v1/runtime\n"
         )
