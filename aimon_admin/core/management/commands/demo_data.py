@@ -123,6 +123,4 @@ class Command(CliCommand):
         for username, role in DEMO_USERS.items():
             self.stdout.write(f"  {role.label:<9} {username:<9} password: {saved[username]}")
         self.stdout.write(f"\nDemo runtime {DEMO_RUNTIME}, API token:\n  {saved['token']}")
-        self.stdout.write(
-            f"  try: curl -H 'Authorization: Bearer {saved['token']}' {url}/api/v1/runtime\n"
-        )
+        self.stdout.write(f"  try: curl -H 'Authorization: Bearer {saved['token']}' {url}/api/v1/runtime\n")
