@@ -19,6 +19,7 @@ from aimon_admin.accounts.models import User
 from aimon_admin.accounts.roles import Role
 from aimon_admin.accounts.services import user_create
 from aimon_admin.audit import triggers
+from aimon_admin.audit.verification import checkpoint_forget
 from aimon_admin.core.actors import Actor
 from aimon_admin.runtimes.models import AgentRuntime
 from aimon_admin.runtimes.services import runtime_create, token_issue
@@ -63,6 +64,15 @@ def _fixture_teardown_with_audit_flush(self: TransactionTestCase) -> None:
 
 
 TransactionTestCase._fixture_teardown = _fixture_teardown_with_audit_flush
+
+
+@pytest.fixture(autouse=True)
+def no_checkpoint_outside_the_log() -> Iterator[None]:
+    """The verification checkpoint's cache copy outlives each test's rolled-back database:
+    every test starts and ends without one."""
+    checkpoint_forget()
+    yield
+    checkpoint_forget()
 
 
 @pytest.fixture

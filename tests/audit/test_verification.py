@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -23,7 +23,6 @@ from aimon_admin.audit.verification import (
     TASK_ACTOR_LABEL,
     audit_chain_check,
     audit_chain_verify,
-    checkpoint_forget,
     checkpoint_from_cache,
     last_verification,
     walk,
@@ -36,14 +35,6 @@ from tests.conftest import TEST_ACTOR
 pytestmark = pytest.mark.django_db
 
 OnCommit = Callable[..., Any]
-
-
-@pytest.fixture(autouse=True)
-def no_checkpoint_outside_the_log() -> Iterator[None]:
-    """The cache outlives each test's rolled-back database: start and end without a copy."""
-    checkpoint_forget()
-    yield
-    checkpoint_forget()
 
 
 def verify_and_commit(on_commit: OnCommit, *, full: bool = False) -> AuditEvent:
@@ -94,6 +85,32 @@ def test_walk_from_genesis_reports_exactly_what_verify_chain_reports(tamper: Cal
     state = walk(iter(events), after_seq=0, after_hash=chain.GENESIS_HASH)
 
     assert state.problem == chain.verify_chain(events)
+
+
+@pytest.mark.parametrize(
+    ("tamper", "read", "through_seq"),
+    [(lambda e: e, 4, 6), (_edited, 1, 2), (_deleted, 1, 2), (_swapped, 1, 2), (_inserted, 2, 3)],
+    ids=["intact", "edited", "deleted", "swapped", "inserted"],
+)
+def test_walk_from_a_checkpoint_reports_what_verify_chain_reports_and_where_it_stopped(
+    tamper: Callable, read: int, through_seq: int
+) -> None:  # A2
+    # Checkpoint at seq 2: the walk reads from the third event on. The forged seq 3 links to
+    # seq 2 and hashes right, so it passes; the real seq 3 after it does not.
+    checkpoint_hash = build_chain(2)[1][2]
+    events = tamper(build_chain(6))
+    walked = events[2:]
+
+    state = walk(iter(walked), after_seq=2, after_hash=checkpoint_hash)
+
+    problem = chain.verify_chain(walked, after_seq=2, after_hash=checkpoint_hash)
+    assert state.problem == problem
+    good = walked[: read - (problem is not None)]
+    assert (state.read, state.through_seq, state.through_hash) == (
+        read,
+        through_seq,
+        good[-1][2] if good else checkpoint_hash,
+    )
 
 
 def test_walk_from_a_checkpoint_checks_the_link_to_it() -> None:  # A2
