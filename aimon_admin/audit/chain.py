@@ -102,14 +102,22 @@ class ChainProblem:
         return f"{where}: {self.problem}"
 
 
-def verify_chain(events: Iterable[tuple[int | None, Mapping[str, Any], str]]) -> ChainProblem | None:
+def verify_chain(
+    events: Iterable[tuple[int | None, Mapping[str, Any], str]],
+    *,
+    after_seq: int = 0,
+    after_hash: str = GENESIS_HASH,
+) -> ChainProblem | None:
     """Walk (event id, content, stored hash) in seq order; return the first problem or None.
 
     Catches an edited event (its hash no longer matches), a deleted or reordered one
     (a gap in seq, or a prev_hash that is not the hash before it) and an inserted one.
+    By default the walk starts from the genesis; `after_seq` and `after_hash` start it
+    after a known good event instead (a verification checkpoint), whose successor must
+    link to it.
     """
-    expected_prev = GENESIS_HASH
-    expected_seq = 1
+    expected_prev = after_hash
+    expected_seq = after_seq + 1
     for event_id, content, stored_hash in events:
         seq = content.get("seq")
         if seq != expected_seq:

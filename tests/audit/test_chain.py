@@ -354,3 +354,33 @@ def test_verify_chain_reports_only_the_first_problem() -> None:  # A2
 def test_chain_problem_names_the_seq_and_the_event_id() -> None:  # A2
     assert str(ChainProblem(3, 42, "hash does not match")) == "event seq=3 (id 42): hash does not match"
     assert str(ChainProblem(3, None, "x")) == "event seq=3: x"
+
+
+# --- verify_chain from a starting point (a verification checkpoint) -------------------------
+
+
+def test_verify_chain_from_a_known_good_event_accepts_the_rest_of_a_valid_chain() -> None:  # A2
+    events = build_chain(6)
+
+    assert verify_chain(events[3:], after_seq=3, after_hash=events[2][2]) is None
+    assert verify_chain([], after_seq=3, after_hash=events[2][2]) is None
+
+
+def test_verify_chain_from_a_known_good_event_checks_the_link_to_it() -> None:  # A2
+    events = build_chain(6)
+
+    wrong_hash = verify_chain(events[3:], after_seq=3, after_hash="f" * 64)
+    wrong_seq = verify_chain(events[4:], after_seq=3, after_hash=events[2][2])
+
+    assert wrong_hash == ChainProblem(4, 104, "prev_hash does not match the event before it")
+    assert wrong_seq == ChainProblem(5, 105, "expected seq 4: events missing or reordered")
+
+
+def test_verify_chain_from_a_known_good_event_still_catches_an_edit_after_it() -> None:  # A2
+    events = build_chain(6)
+    event_id, body, digest = events[4]
+    events[4] = (event_id, dict(body, subject="edited"), digest)
+
+    problem = verify_chain(events[3:], after_seq=3, after_hash=events[2][2])
+
+    assert problem == ChainProblem(5, 105, "hash does not match the content (event altered)")
