@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from aimon_admin.runtimes.models import AgentRuntime
 
 # Any constant will do; it only has to be the same for every writer of the chain.
-_CHAIN_LOCK_KEY = 0x41494D4F4E  # "AIMON"
+CHAIN_LOCK_KEY = 0x41494D4F4E  # "AIMON"
 
 
 def _column_text(value: str, limit: int) -> str:
@@ -61,7 +61,7 @@ def audit_record(
 
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_CHAIN_LOCK_KEY])
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [CHAIN_LOCK_KEY])
 
     head = AuditEvent.objects.order_by("-seq").values_list("seq", "hash").first()
     prev_seq, prev_hash = head if head else (0, chain.GENESIS_HASH)

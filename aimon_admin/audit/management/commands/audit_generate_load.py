@@ -56,7 +56,7 @@ from aimon_admin.audit.management.commands._loadgen import (
     Sink,
 )
 from aimon_admin.audit.models import AuditEvent
-from aimon_admin.audit.services import _CHAIN_LOCK_KEY
+from aimon_admin.audit.services import CHAIN_LOCK_KEY
 from aimon_admin.core.commands import CliCommand
 from aimon_admin.runtimes.models import AgentRuntime, RuntimeToken
 from aimon_admin.runtimes.tokens import token_hash, token_prefix
@@ -103,7 +103,7 @@ class Command(CliCommand):
             if connection.vendor == "postgresql":
                 with connection.cursor() as cursor:
                     # Same lock as audit_record(): no other writer can append meanwhile.
-                    cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_CHAIN_LOCK_KEY])
+                    cursor.execute("SELECT pg_advisory_xact_lock(%s)", [CHAIN_LOCK_KEY])
             head = AuditEvent.objects.order_by("-seq").values_list("seq", "hash").first()
             head = head or (0, "0" * 64)
             # Same seed and same starting head, same data; a batch added on top differs.
