@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test lint format install install-dev clean-db
+.PHONY: run prod test lint format install install-dev clean-db
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "AIMON Admin needs Python 3.11")'
@@ -30,6 +30,12 @@ run: $(VENV)/.installed-runtime
 	DJANGO_DEBUG=1 $(BIN)/python manage.py migrate --noinput
 	DJANGO_DEBUG=1 $(BIN)/python manage.py demo_data --url http://$(HOST):$(PORT)/
 	DJANGO_DEBUG=1 $(BIN)/uvicorn aimon_admin.asgi:application --host $(HOST) --port $(PORT) --lifespan off
+
+## Production on this machine: PostgreSQL (DATABASE_URL), Redis (REDIS_URL), DJANGO_SECRET_KEY
+## required; migrates, collects static files, then runs and watches uvicorn (AIMON_WEB_WORKERS,
+## AIMON_WEB_HOST, AIMON_WEB_PORT), a Celery worker and Celery beat until Ctrl-C or SIGTERM.
+prod: $(VENV)/.installed-runtime
+	$(BIN)/python scripts/prod.py
 
 ## The whole suite: lint, then the tests on SQLite, then on PostgreSQL + Redis.
 test: $(VENV)/.installed-dev

@@ -1,0 +1,220 @@
+"""`make prod` for real: scripts/prod.py against the test PostgreSQL database and Redis.
+
+The script checks its environment, runs `check --deploy`, migrates, collects static files,
+then supervises uvicorn (several workers), a Celery worker and Celery beat. This test
+starts it as an operator would, decides over HTTP, sends a task through Redis to its
+worker, reads a static file WhiteNoise serves from STATIC_ROOT, then SIGTERMs it and
+checks that every process it started has gone. Bounded: 60 s in all.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from celery import Celery
+
+from aimon_admin.accounts.models import User
+from aimon_admin.approvals.choices import Answer
+from aimon_admin.approvals.services import RequestInput, request_answer, request_create
+from aimon_admin.audit.choices import AuditAction
+from aimon_admin.audit.models import AuditEvent
+from aimon_admin.audit.tasks import VERIFY_TASK_NAME
+from aimon_admin.core.context import Channel
+from aimon_admin.runtimes.models import AgentRuntime
+from tests.audit.helpers import database_for_new_process
+from tests.production.helpers import (
+    ROOT,
+    Deadline,
+    child_env,
+    decide,
+    free_port,
+    request_json,
+    session_members,
+    tail,
+    wait_for_health,
+)
+
+BUDGET_SECONDS = 60
+SCRIPT = ROOT / "scripts" / "prod.py"
+
+
+def test_make_prod_runs_the_script() -> None:
+    # The Makefile target is the documented entry point; it must run this very script.
+    dry_run = subprocess.run(
+        ["make", "-n", "prod"], cwd=ROOT, capture_output=True, text=True, check=True, timeout=30
+    )
+    assert dry_run.stdout.strip().splitlines()[-1].endswith("python scripts/prod.py")
+
+
+@pytest.mark.parametrize(
+    ("unset", "named"),
+    [
+        ("DATABASE_URL", "DATABASE_URL is not set"),
+        ("REDIS_URL", "REDIS_URL is not set"),
+        ("DJANGO_SECRET_KEY", "DJANGO_SECRET_KEY is not set"),
+        ("DJANGO_ALLOWED_HOSTS", "DJANGO_ALLOWED_HOSTS is not set"),
+    ],
+)
+def test_the_script_refuses_to_start_without_what_production_needs(unset: str, named: str) -> None:
+    env = child_env(
+        DATABASE_URL="postgres://aimon@db.invalid:5432/aimon",
+        REDIS_URL="redis://redis.invalid:6379/0",
+        DJANGO_SECRET_KEY="x" * 50,
+        DJANGO_ALLOWED_HOSTS="aimon.example.com",
+    )
+    del env[unset]
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=30
+    )
+    assert result.returncode == 2
+    assert named in result.stderr
+    assert "started" not in result.stderr  # nothing was started, nothing migrated
+
+
+def test_the_script_refuses_sqlite_debug_and_eager_tasks() -> None:
+    env = child_env(
+        DATABASE_URL="sqlite:///db.sqlite3",
+        REDIS_URL="redis://redis.invalid:6379/0",
+        DJANGO_SECRET_KEY="x" * 50,
+        DJANGO_ALLOWED_HOSTS="aimon.example.com",
+        DJANGO_DEBUG="1",
+        CELERY_TASK_ALWAYS_EAGER="1",
+        AIMON_WEB_WORKERS="0",
+    )
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=30
+    )
+    assert result.returncode == 2
+    for problem in (
+        "DATABASE_URL must be a PostgreSQL URL",
+        "DJANGO_DEBUG is on",
+        "CELERY_TASK_ALWAYS_EAGER is on",
+        "AIMON_WEB_WORKERS must be a whole number ≥ 1, not '0'",
+    ):
+        assert problem in result.stderr
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_prod_serves_decides_runs_tasks_and_stops_every_process_on_sigterm(
+    redis_url: str, runtime: AgentRuntime, runtime_token: str, operator: User, tmp_path: Path
+) -> None:
+    deadline = Deadline(BUDGET_SECONDS)
+    # S4: an answer made before the launch, committed, for the launched nodes to read.
+    approval, _ = request_create(
+        RequestInput(runtime=runtime, skills=["deploy"], session_id="s-1", principal=operator.username)
+    )
+    request_answer(request=approval, user=operator, answer=Answer.ALLOW_SESSION)
+
+    port = free_port()
+    log = tmp_path / "prod.log"
+    env = child_env(
+        DATABASE_URL=database_for_new_process(tmp_path),
+        REDIS_URL=redis_url,
+        DJANGO_SECRET_KEY="launch-test-secret-key-not-for-production-0123456789abcdef",
+        DJANGO_ALLOWED_HOSTS="127.0.0.1",
+        AIMON_WEB_HOST="127.0.0.1",
+        AIMON_WEB_PORT=str(port),
+        AIMON_WEB_WORKERS="2",
+        AIMON_CELERY_CONCURRENCY="1",
+        AIMON_BEAT_SCHEDULE=str(tmp_path / "beat" / "celerybeat-schedule"),
+        AIMON_STOP_TIMEOUT="15",
+    )
+    with log.open("wb") as out:
+        # A session of its own, so every process it starts, and theirs, can be found again.
+        prod = subprocess.Popen(
+            [sys.executable, str(SCRIPT)],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        wait_for_health(port, deadline, prod, log)
+
+        # Several uvicorn workers, a Celery worker and beat, all alive under the script.
+        commands = [command for _, command in session_members(prod.pid)]
+        assert sum("uvicorn" in c and "--workers 2" in c for c in commands) == 1
+        assert sum("multiprocessing" in c or "spawn_main" in c for c in commands) >= 2, commands
+        assert sum("celery" in c and " worker " in c for c in commands) >= 1, commands
+        assert sum("celery" in c and " beat " in c for c in commands) == 1, commands
+
+        # S2: one decision over HTTP, exact: the session's answer, and the default for the rest.
+        assert decide(port, runtime_token, "s-1", ["deploy", "drop-database"]) == {
+            "deploy": ("ALLOW", "SESSION"),
+            "drop-database": ("ASK", "DEFAULT"),
+        }
+        status, body = request_json(port, "GET", "/api/v1/runtime")
+        assert (status, body["error"]) == (401, "not_authenticated")
+
+        # Static files: collected into STATIC_ROOT under hashed names, served by WhiteNoise.
+        conn_status, page = _get(port, "/accounts/login/")
+        assert conn_status == 200
+        stylesheet = page.split('rel="stylesheet" href="', 1)[1].split('"', 1)[0]
+        assert stylesheet.startswith("/static/css/app.")
+        assert stylesheet != "/static/css/app.css"
+        css_status, css, headers = _get_with_headers(port, stylesheet)
+        assert css_status == 200
+        assert ".card" in css
+        assert headers["content-type"].startswith("text/css")
+        assert "immutable" in headers["cache-control"]  # hashed name: cached for good
+
+        # The Celery worker answers: a task sent through Redis, run by it against PostgreSQL.
+        client = Celery("aimon-launch-test", broker=redis_url)
+        try:
+            task_id = client.send_task(VERIFY_TASK_NAME).id
+        finally:
+            client.close()
+        while not (
+            verified := AuditEvent.objects.filter(
+                action=AuditAction.AUDIT_CHAIN_VERIFIED, request_id=f"task-{task_id}"
+            ).first()
+        ):
+            deadline.check("waiting for the Celery worker to run the verification task")
+            assert prod.poll() is None, tail(log)
+            time.sleep(0.2)
+        assert verified.channel == Channel.TASK
+        assert verified.details["problem"] == ""
+        assert prod.poll() is None, "the script stopped while everything was healthy"
+    finally:
+        if prod.poll() is None:
+            os.killpg(prod.pid, signal.SIGTERM)  # as a terminal's Ctrl-C or systemd would, to the group
+        try:
+            status = prod.wait(max(deadline.left(), 20))
+        except subprocess.TimeoutExpired:
+            os.killpg(prod.pid, signal.SIGKILL)
+            pytest.fail(f"the script did not stop on SIGTERM:\n{tail(log)}")
+
+    assert status == 0, tail(log)
+    assert session_members(prod.pid) == [], f"processes outlived the script:\n{tail(log)}"
+    output = log.read_text()
+    for name in ("web", "worker", "beat"):
+        assert re.search(rf"prod: {name} \(pid [0-9]+\) stopped, status 0", output), output[-2000:]
+    deadline.check("stopping")
+
+
+def _get(port: int, path: str) -> tuple[int, str]:
+    status, body, _ = _get_with_headers(port, path)
+    return status, body
+
+
+def _get_with_headers(port: int, path: str) -> tuple[int, str, dict[str, str]]:
+    from http.client import HTTPConnection
+
+    conn = HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("GET", path)
+        response = conn.getresponse()
+        body = response.read().decode()
+        headers = {name.lower(): value for name, value in response.getheaders()}
+    finally:
+        conn.close()
+    return response.status, body, headers
