@@ -6,6 +6,7 @@ path, PostgreSQL the COPY path.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections import Counter
 from collections.abc import Callable
 from io import StringIO
@@ -13,7 +14,8 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from django.db.models import Sum
+from django.db.models import F, Max, Sum
+from django.utils import timezone
 
 from aimon_admin.accounts.models import User
 from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, Session
@@ -140,13 +142,56 @@ def test_answered_requests_have_every_item_decided_and_pending_ones_none(generat
     assert answered.exists()
     assert not answered.filter(decision="").exists()
     assert not ApprovalItem.objects.filter(request__status="PENDING").exclude(decision="").exists()
-    assert Grant.objects.filter(revoked_at__isnull=False, revoked_at__lt=models_created_at()).count() == 0
 
 
-def models_created_at():  # type: ignore[no-untyped-def]
-    from django.db.models import F
+# With few sessions per event, the generator once ran its requests up to three days past the
+# moment it was run, answered before they were made.
+@pytest.fixture(params=[SESSIONS, 100], ids=["usual", "few-sessions"])
+def generated_before(request: pytest.FixtureRequest) -> tuple[str, dt.datetime]:
+    """A generated data set and the moment just before it was generated."""
+    before = timezone.now()
+    return generate(sessions=request.param), before
 
-    return F("created_at")
+
+def test_time_never_goes_backwards_for_any_row(generated_before: tuple[str, dt.datetime]) -> None:  # A1 S7
+    requests = ApprovalRequest.objects.all()
+    assert not requests.filter(answered_at__lt=F("created_at")).exists()
+    assert not requests.filter(closed_at__lt=F("created_at")).exists()
+    assert requests.filter(answered_at__isnull=False).count() > 100
+    # A grant is written by an answer (or an abort) to its request: at that answer's time, after
+    # the request was made, and no later than the request closed with its last skill's answer.
+    items = ApprovalItem.objects.filter(grant__isnull=False)
+    assert items.count() == Grant.objects.count()
+    assert not items.filter(answered_at__lt=F("request__created_at")).exists()
+    assert not items.exclude(grant__created_at=F("answered_at")).exists()
+    answered = Grant.objects.filter(request__answered_at__isnull=False)
+    assert not answered.filter(created_at__gt=F("request__answered_at")).exists()
+    assert not Grant.objects.filter(created_at__lt=F("request__created_at")).exists()
+    revoked = Grant.objects.filter(revoked_at__isnull=False)
+    assert revoked.count() > 100
+    assert not revoked.filter(revoked_at__lte=F("created_at")).exists()
+    sessions = Session.objects.all()
+    assert not sessions.filter(last_seen_at__lt=F("first_seen_at")).exists()
+    assert not ApprovalRequest.objects.filter(session__first_seen_at__gt=F("created_at")).exists()
+
+
+def test_nothing_lies_in_the_future_of_the_moment_it_was_generated(
+    generated_before: tuple[str, dt.datetime],
+) -> None:  # A1
+    _, before = generated_before
+    latest = [
+        AuditEvent.objects.aggregate(m=Max("created_at"))["m"],
+        Session.objects.aggregate(m=Max("last_seen_at"))["m"],
+        *ApprovalRequest.objects.aggregate(Max("created_at"), Max("answered_at"), Max("closed_at")).values(),
+        ApprovalItem.objects.aggregate(m=Max("answered_at"))["m"],
+        *Grant.objects.aggregate(Max("created_at"), Max("revoked_at")).values(),
+    ]
+    assert all(moment is not None and moment <= before for moment in latest), (before, latest)
+    # ... and the history runs up to that moment, with no empty stretch at its end.
+    assert before - latest[0] < dt.timedelta(hours=12)
+    assert before - latest[2] < dt.timedelta(days=1)
+    week = ApprovalRequest.objects.filter(created_at__gte=before - dt.timedelta(days=7)).count()
+    assert week > ApprovalRequest.objects.count() * 7 / 90 / 2
 
 
 def test_it_continues_the_chain_from_the_current_head(five_events: list[AuditEvent]) -> None:  # A2

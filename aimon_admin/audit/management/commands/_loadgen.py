@@ -10,6 +10,14 @@ grant in force already decides (it would not have been asked otherwise), which a
 the one-grant-in-force constraints true. Noise — sign-ins, failed sign-ins, settings and
 tool changes, MCP syncs — fills the rest. Exactly `events` events are written.
 
+Time only moves forward, and never past `end` (a minute before the command started): each
+handler runs no earlier than the last event written, the rows it writes carry the times of
+the events that record them, and nothing scheduled after `end` ever happens (a session's
+idle TTL that would end after it leaves its grants in force; an answer due after it leaves
+its request PENDING). The arrival rates are steered as the run goes, so the target is
+reached just before `end`; should it still fall short, the last few events are noise spread
+over the time left.
+
 Rows go to `Sink`s: PostgreSQL COPY in batches, or executemany on SQLite.
 """
 
@@ -32,6 +40,11 @@ from aimon_admin.audit import chain
 from aimon_admin.audit.models import format_timestamp
 
 PREFIX = "load-"
+TICK = dt.timedelta(microseconds=1)
+# How often (as a share of the window) the arrival rates are steered towards the target, and
+# how far before `end` the run aims to reach it.
+STEER_EVERY = 1 / 400
+AIM_BEFORE_END = 1 / 2000
 REQUEST_TTL = dt.timedelta(minutes=10)
 SESSION_IDLE_TTL = dt.timedelta(hours=24)
 ESCALATION_REACH = (
@@ -255,6 +268,11 @@ class Simulation:
         self.seq, self.prev_hash = head
         self.last_time = start
         self.ids, self.sinks, self.progress = ids, sinks, progress
+        # Request and noise arrivals run at their base rate times `pace`, steered by `steer`.
+        self.pace = 1.0
+        self.window = (end - start).total_seconds()
+        self.goal = end - dt.timedelta(seconds=self.window * AIM_BEFORE_END)
+        self.steered_at, self.steered_events = start, 0
         self.stats = Stats()
         self.heap: list[tuple[dt.datetime, int, str, Any]] = []
         self.counter = 0
@@ -287,7 +305,7 @@ class Simulation:
         details: dict[str, Any] | None = None,
         request_id: str = "",
     ) -> dt.datetime:
-        when = max(min(when, self.end), self.last_time + dt.timedelta(microseconds=1))
+        when = self.tick(when)
         self.last_time = when
         self.seq += 1
         content = {
@@ -333,6 +351,10 @@ class Simulation:
             self.progress(self.stats.events)
         return when
 
+    def tick(self, when: dt.datetime) -> dt.datetime:
+        """The time the next event written at `when` will carry: after the last one, by `end`."""
+        return max(min(when, self.end), self.last_time + TICK)
+
     def request_id(self) -> str:
         return f"{self.rng.getrandbits(128):032x}"
 
@@ -348,6 +370,24 @@ class Simulation:
     def after(self, when: dt.datetime, rate_per_second: float) -> dt.datetime:
         return when + dt.timedelta(seconds=self.rng.expovariate(rate_per_second))
 
+    def steer(self, when: dt.datetime) -> None:
+        """Set `pace` so that the events still to write fit the time left before `goal`.
+
+        The first estimate of events per request is rough (skills already decided are not
+        asked, sessions end), so the rate actually seen since the last check is compared
+        with the rate needed; the square root damps the step.
+        """
+        seconds = (when - self.steered_at).total_seconds()
+        if seconds < self.window * STEER_EVERY:
+            return
+        produced = self.stats.events - self.steered_events
+        time_left = (self.goal - when).total_seconds()
+        if produced > 0 and time_left > 0:
+            needed = self.left() / time_left
+            seen = produced / seconds
+            self.pace *= min(max(needed / seen, 0.5), 2.0) ** 0.5
+        self.steered_at, self.steered_events = when, self.stats.events
+
     def next_id(self, table: str) -> int:
         self.ids[table] += 1
         return self.ids[table]
@@ -358,8 +398,8 @@ class Simulation:
         window = (self.end - self.start).total_seconds()
         sessions = len(self.sessions)
         # Expected events: ~1.65 per request (one per skill, some revocations), ~0.85 per
-        # session (clears, revokes, idle expiry with grants), the rest noise (12%). The rates
-        # aim 2% past the target so the run reaches it just before the window ends.
+        # session (clears, revokes, idle expiry with grants), the rest noise (12%): a first
+        # estimate, 2% past the target, which `steer` corrects as the run goes.
         budget = (self.target - setup_events) * 1.02
         noise_rate = 0.12 * budget / window
         request_rate = max(budget * 0.88 - 0.85 * sessions, budget * 0.3) / 1.65 / window
@@ -376,9 +416,23 @@ class Simulation:
                 self.at(self._within(plan), "session-revoke", plan)
         while self.left() > 0:
             when, _, kind, payload = heapq.heappop(self.heap)
+            if when > self.end:
+                self._fill_to_end()
+                break
+            # Nothing happens before the last event written (an answer's skills take seconds),
+            # so no row is ever older than a row it follows from.
+            when = max(when, self.last_time + TICK)
+            self.steer(when)
             getattr(self, "on_" + kind.replace("-", "_"))(when, payload)
         self.finish()
         return self.stats
+
+    def _fill_to_end(self) -> None:
+        """The events still owed when the window is spent: noise, evenly over what is left of it."""
+        count, start = self.left(), self.last_time
+        step = (self.end - start) / (count + 1)
+        for index in range(1, count + 1):
+            self.on_noise(start + step * index, None)
 
     def _within(self, plan: SessionPlan) -> dt.datetime:
         span = (plan.end - plan.start).total_seconds()
@@ -425,7 +479,7 @@ class Simulation:
     # --- handlers -------------------------------------------------------------------------------
 
     def on_request(self, when: dt.datetime, rate: float) -> None:
-        self.at(self.after(when, rate), "request", rate)
+        self.at(self.after(when, rate * self.pace), "request", rate)
         roll = self.rng.random()
         session = invoking = None
         if roll < 0.85:
@@ -524,7 +578,8 @@ class Simulation:
             )
             decision = "DENY" if answer == "DENY" else "ALLOW"
             key = self._key(request, answer, skill)
-            at = when + dt.timedelta(milliseconds=position * self.rng.randint(0, 2500))
+            # The grant, its item and its event carry the time the event is written at.
+            at = self.tick(when + dt.timedelta(milliseconds=position * self.rng.randint(0, 2500)))
             grant = self._grant(
                 request,
                 skill,
@@ -856,7 +911,7 @@ class Simulation:
 
     def on_noise(self, when: dt.datetime, rate: float | None) -> None:
         if rate is not None:
-            self.at(self.after(when, rate), "noise", rate)
+            self.at(self.after(when, rate * self.pace), "noise", rate)
         roll = self.rng.random()
         person = self.rng.choice(self.people.approvers if self.rng.random() < 0.85 else self.people.operators)
         request_id = self.request_id()
