@@ -511,6 +511,12 @@ def duration_label(seconds: float | None) -> str:
     return f"{seconds / 3600:.3g} h"
 
 
+def count_label(count: float, singular: str, plural: str = "") -> str:
+    """A count and its noun, singular for exactly one: "1 request", "0 requests", "2.5 hours"."""
+    noun = singular if count == 1 else (plural or f"{singular}s")
+    return f"{_number(count)} {noun}"
+
+
 def percent_label(value: float | None) -> str:
     return "—" if value is None else f"{value * 100:.0f}%"
 

@@ -344,6 +344,24 @@ def test_durations_read_as_people_read_them(seconds: float | None, text: str) ->
     assert analytics.duration_label(seconds) == text
 
 
+@pytest.mark.parametrize(
+    ("count", "singular", "plural", "text"),
+    [
+        (0, "request", "", "0 requests"),
+        (1, "request", "", "1 request"),
+        (1.0, "escalation", "", "1 escalation"),
+        (2, "revocation", "", "2 revocations"),
+        (1.5, "request", "", "1.5 requests"),
+        (1, "person", "people", "1 person"),
+        (3, "person", "people", "3 people"),
+    ],
+)
+def test_counts_take_the_singular_only_for_exactly_one(
+    count: float, singular: str, plural: str, text: str
+) -> None:
+    assert analytics.count_label(count, singular, plural) == text
+
+
 def test_percentile_from_ranks_interpolates_like_percentile_cont() -> None:
     assert analytics.percentile_from_ranks({1: 20.0, 2: 40.0}, 4, 0.5) == 30.0
     assert analytics.percentile_from_ranks({0: 9.0}, 1, 0.9) == 9.0
