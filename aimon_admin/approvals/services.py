@@ -231,15 +231,134 @@ def skills_decide(
     now = timezone.now()
     holders = [s.pk for s in (session, invoking_session) if _in_force(s, now)]
     grants, version = _grants_in_force(runtime.pk, sorted(set(skills)), holders, now)
+    return _verdicts(
+        runtime.pk,
+        skills,
+        grants,
+        version,
+        session_pk=session.pk if session else None,
+        invoking_pk=invoking_session.pk if invoking_session else None,
+        turn_id=turn_id,
+    )
+
+
+def decide_skills(
+    *,
+    runtime: AgentRuntime,
+    skills: Sequence[str],
+    session_id: str | None,
+    invoking_session_id: str | None,
+    principal: str | None,
+    turn_id: str | None,
+) -> list[SkillVerdict]:
+    """A decision by ids, as the API asks it: `sessions_for_decision` then `skills_decide`.
+
+    In the common case — the session was seen in the last minute under the same principal
+    (or none is named) — that is one round trip: the sessions, the grants in force and the
+    rule set's version in one query. Anything else about the session (unseen, idle, a
+    principal to fix or refuse, last seen over a minute ago) takes the two-step path, which
+    writes what must be written.
+    """
+    ids = [sid for sid in (session_id, invoking_session_id) if sid]
+    if session_id and ids:
+        sessions, grants, version = _decision_read(runtime.pk, ids, sorted(set(skills)), timezone.now())
+        found = sessions.get(session_id)
+        if found is not None and found.fresh and (not principal or found.principal == principal):
+            invoking = sessions.get(invoking_session_id) if invoking_session_id else None
+            return _verdicts(
+                runtime.pk,
+                skills,
+                grants,
+                version,
+                session_pk=found.pk,
+                invoking_pk=invoking.pk if invoking else None,
+                turn_id=turn_id,
+            )
+    session, invoking = sessions_for_decision(
+        runtime=runtime, session_id=session_id, invoking_session_id=invoking_session_id, principal=principal
+    )
+    return skills_decide(
+        runtime=runtime, skills=skills, session=session, invoking_session=invoking, turn_id=turn_id
+    )
+
+
+@dataclass(frozen=True)
+class _SessionSeen:
+    pk: int
+    principal: str
+    fresh: bool  # seen within SEEN_RESOLUTION: nothing to write
+
+
+def _decision_read(
+    runtime_pk: int, session_ids: list[str], skills: list[str], now: dt.datetime
+) -> tuple[dict[str, _SessionSeen], list[tuple[str, int | None, str, str, str]], int]:
+    """The named sessions, the grants in force for these skills, and the rule set's
+    version, in one query: rows tagged S (session), G (grant) and V (version).
+
+    The grants are those `_grants_in_force` reads, with the holders found in the query
+    itself: the named sessions not idle past their TTL. Plain SQL, as the chain's reads.
+    """
+    session_table = Session._meta.db_table
+    grant_table = Grant._meta.db_table
+    version_table = RuleSetVersion._meta.db_table
+    ids = ", ".join(["%s"] * len(session_ids))
+    marks = ", ".join(["%s"] * len(skills))
+    adapt = connection.ops.adapt_datetimefield_value
+    fresh_after = adapt(now - SEEN_RESOLUTION)
+    idle_before = adapt(now - session_idle_ttl())
+    grants_sql = (
+        f"SELECT 'G', session_id, scope, turn_id, skill, decision, 0 FROM {grant_table} "  # noqa: S608
+        f"WHERE runtime_id = %s AND revoked_at IS NULL AND skill IN ({marks}) "
+        "AND (expires_at IS NULL OR expires_at > %s) "
+        f"AND (scope = '{GrantScope.AGENT.value}' OR session_id IN ("
+        f"SELECT id FROM {session_table} WHERE runtime_id = %s AND session_id IN ({ids}) "
+        "AND last_seen_at >= %s))"
+    )
+    sql = (
+        f"SELECT 'S', id, session_id, principal, '', '', "  # noqa: S608 - no input in the text
+        f"CASE WHEN last_seen_at >= %s THEN 1 ELSE 0 END FROM {session_table} "
+        f"WHERE runtime_id = %s AND session_id IN ({ids})"
+        + (f" UNION ALL {grants_sql}" if skills else "")
+        + f" UNION ALL SELECT 'V', version, '', '', '', '', 0 FROM {version_table} WHERE id = 1"  # noqa: S608
+    )
+    params: list[object] = [fresh_after, runtime_pk, *session_ids]
+    if skills:
+        params += [runtime_pk, *skills, adapt(now), runtime_pk, *session_ids, idle_before]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    sessions: dict[str, _SessionSeen] = {}
+    grants: list[tuple[str, int | None, str, str, str]] = []
+    version = 0
+    for kind, a, b, c, d, e, f in rows:
+        if kind == "S":
+            sessions[b] = _SessionSeen(pk=a, principal=c, fresh=bool(f))
+        elif kind == "G":
+            grants.append((b, a, c, d, e))
+        else:
+            version = a
+    return sessions, grants, version
+
+
+def _verdicts(
+    runtime_pk: int,
+    skills: Sequence[str],
+    grants: list[tuple[str, int | None, str, str, str]],
+    version: int,
+    *,
+    session_pk: int | None,
+    invoking_pk: int | None,
+    turn_id: str | None,
+) -> list[SkillVerdict]:
     held: dict[str, dict[str, str]] = {skill: {} for skill in skills}
-    for scope, session_pk, grant_turn, skill, decision in grants:
-        layer = _layer(scope, session_pk, grant_turn, session, invoking_session, turn_id)
+    for scope, grant_session_pk, grant_turn, skill, decision in grants:
+        layer = _layer(scope, grant_session_pk, grant_turn, session_pk, invoking_pk, turn_id)
         if layer is not None:
             held[skill][layer] = decision
     index = rules.rule_index(version)
     verdicts = []
     for skill in skills:
-        rule = index.lookup(runtime.pk, skill)
+        rule = index.lookup(runtime_pk, skill)
         decision, source = policy.chain_decide(
             policy.Layers(
                 turn=_grant(held[skill].get("turn")),
@@ -297,25 +416,24 @@ def _grant(value: str | None) -> GrantDecision | None:
 
 def _layer(
     scope: str,
-    session_pk: int | None,
+    grant_session_pk: int | None,
     grant_turn: str,
-    session: Session | None,
-    invoking_session: Session | None,
+    session_pk: int | None,
+    invoking_pk: int | None,
     turn_id: str | None,
 ) -> str | None:
     if scope == GrantScope.AGENT:
         return "agent"
-    own = session is not None and session_pk == session.pk
     if scope == GrantScope.TURN:
         # A turn grant answers only that turn, of the session it was written to (the
         # session, or for a fork the invoking session: where its session answers land).
-        holder = session or invoking_session
-        if turn_id and grant_turn == turn_id and holder is not None and session_pk == holder.pk:
+        holder = session_pk if session_pk is not None else invoking_pk
+        if turn_id and grant_turn == turn_id and holder is not None and grant_session_pk == holder:
             return "turn"
         return None
-    if own:
+    if session_pk is not None and grant_session_pk == session_pk:
         return "session"
-    if invoking_session is not None and session_pk == invoking_session.pk:
+    if invoking_pk is not None and grant_session_pk == invoking_pk:
         return "invoking_session"
     return None
 

@@ -41,6 +41,7 @@ from aimon_admin.approvals.services import (
     RequestClosedError,
     RequestInput,
     agent_grants_revoke,
+    decide_skills,
     grant_revoke,
     request_answer,
     request_cancel,
@@ -443,6 +444,17 @@ def check(world: World) -> None:
         )
         got = {v.skill: (str(v.decision), str(v.source)) for v in verdicts}
         seen[(session, invoking, turn)] = got
+        if session and sessions[session] is not None:
+            # The API's one-round-trip read (decide_skills, by ids) agrees with the two-step one.
+            by_ids = decide_skills(
+                runtime=runtime,
+                skills=list(SKILLS),
+                session_id=session,
+                invoking_session_id=invoking,
+                principal=None,
+                turn_id=turn,
+            )
+            assert {v.skill: (str(v.decision), str(v.source)) for v in by_ids} == got
         # The services agree with the model of the stores.
         assert got == {s: model.decide(session, invoking, turn, s) for s in SKILLS}, (session, invoking, turn)
 

@@ -37,6 +37,7 @@ from aimon_admin.approvals.services import (
     RequestInput,
     agent_grants_revoke,
     answers_for,
+    decide_skills,
     grant_revoke,
     request_answer,
     request_cancel,
@@ -1283,3 +1284,53 @@ def test_an_abort_deny_that_replaces_an_answer_says_which_in_its_event(
 
     event = AuditEvent.objects.get(action=AuditAction.SKILL_ABORT_DENIED)
     assert event.details["superseded_grant_ids"] == [allowed.pk]
+
+
+def _by_ids(runtime: AgentRuntime, **ids: str | None) -> dict[str, tuple[str, str]]:
+    verdicts = decide_skills(
+        runtime=runtime,
+        skills=["deploy", "notify", "other"],
+        session_id=ids.get("session_id"),
+        invoking_session_id=ids.get("invoking_session_id"),
+        principal=ids.get("principal"),
+        turn_id=ids.get("turn_id"),
+    )
+    return {v.skill: (str(v.decision), str(v.source)) for v in verdicts}
+
+
+def test_a_decision_by_ids_reads_everything_in_one_query_when_the_session_is_fresh(
+    runtime: AgentRuntime, approver: User, django_assert_num_queries: Callable
+) -> None:  # S2, S3: the API's decision path
+    request_answer(request=open_request(runtime, session_id="s-0"), user=approver, answer=FOR_SESSION)
+    request_answer(
+        request=open_request(runtime, skills=("notify",), session_id="s-1", turn_id="t-1"),
+        user=approver,
+        answer=ONCE,
+    )
+    _by_ids(runtime, session_id="s-1", invoking_session_id="s-0")  # warm the rule index
+
+    with django_assert_num_queries(1):
+        got = _by_ids(runtime, session_id="s-1", invoking_session_id="s-0", principal="alice", turn_id="t-1")
+
+    assert got == {
+        "deploy": ("ALLOW", "INVOKING_SESSION"),
+        "notify": ("ALLOW", "TURN"),
+        "other": ("ASK", "DEFAULT"),
+    }
+    assert _by_ids(runtime, session_id="s-1", turn_id="t-2")["notify"] == ("ASK", "DEFAULT")
+
+
+def test_a_decision_by_ids_writes_what_the_session_needs_first(
+    runtime: AgentRuntime, approver: User, settings: object
+) -> None:  # S12: unseen, principal to fix or refuse, idle past the TTL
+    assert _by_ids(runtime, session_id="s-new", principal="alice")["deploy"] == ("ASK", "DEFAULT")
+    assert Session.objects.get(session_id="s-new").principal == "alice"  # created at first sight
+    with pytest.raises(PrincipalConflictError):
+        _by_ids(runtime, session_id="s-new", principal="bob")
+
+    request_answer(request=open_request(runtime, session_id="s-1"), user=approver, answer=FOR_SESSION)
+    assert _by_ids(runtime, session_id="s-1")["deploy"] == ("ALLOW", "SESSION")
+    settings.AIMON_SESSION_IDLE_TTL_SECONDS = 600  # type: ignore[attr-defined]
+    Session.objects.filter(session_id="s-1").update(last_seen_at=timezone.now() - dt.timedelta(hours=1))
+    assert _by_ids(runtime, session_id="s-1")["deploy"] == ("ASK", "DEFAULT")  # its approvals expired
+    assert Grant.objects.get(session__session_id="s-1").revoke_reason == RevokeReason.EXPIRED

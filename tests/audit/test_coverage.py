@@ -657,6 +657,21 @@ CASES: dict[str, list[Case]] = {
             channel=Channel.API,
         )
     ],
+    "aimon_admin.approvals.services.decide_skills": [
+        Case(
+            run=lambda w: approvals.decide_skills(
+                runtime=w.runtime,
+                skills=["deploy"],
+                session_id="s-idle",
+                invoking_session_id=None,
+                principal=None,
+                turn_id=None,
+            ),
+            expect=(AuditAction.SESSION_EXPIRED,),
+            actor=lambda w: Actor.system("session-ttl"),
+            channel=Channel.API,
+        )
+    ],
     "aimon_admin.approvals.services.session_lookup": [
         Case(run=lambda w: approvals.session_lookup(runtime=w.runtime, session_id="s-1"), reads="a lookup")
     ],

@@ -141,27 +141,21 @@ def _touch(runtime: AgentRuntime, session_id: str | None, principal: str | None)
     responses={200: SkillDecisionsOut, 400: _ERRORS[400], 401: _ERRORS[401], 409: _ERRORS[409]},
 )
 def skill_decisions(request: HttpRequest, caller: RuntimeCaller, body: Any) -> dict[str, Any]:
-    # Hot: a plain view (see runtimes/api/plain.py), no serializer instance, three plain
-    # SQL reads beyond the token, plain dicts out.
+    # Hot: a plain view (see runtimes/api/plain.py), no serializer instance, one plain SQL
+    # read beyond the token in the common case, plain dicts out.
     data = validate_flat(SkillDecisionIn, body)
-    runtime = caller.runtime
     # The invoking session is only read here: a decision never creates it.
     try:
-        session, invoking = services.sessions_for_decision(
-            runtime=runtime,
+        verdicts = services.decide_skills(
+            runtime=caller.runtime,
+            skills=data["skills"],
             session_id=data["session_id"],
             invoking_session_id=data["invoking_session_id"],
             principal=data["principal"],
+            turn_id=data["turn_id"],
         )
     except services.PrincipalConflictError as exc:
         raise Conflict(str(exc)) from exc
-    verdicts = services.skills_decide(
-        runtime=runtime,
-        skills=data["skills"],
-        session=session,
-        invoking_session=invoking,
-        turn_id=data["turn_id"],
-    )
     return {
         "decisions": [
             {"skill": v.skill, "decision": v.decision.value, "source": v.source.value} for v in verdicts
