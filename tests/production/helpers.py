@@ -100,7 +100,10 @@ def request_json(
         raw = response.read()
     finally:
         conn.close()
-    return response.status, json.loads(raw) if raw else None
+    try:
+        return response.status, json.loads(raw) if raw else None
+    except ValueError:  # not JSON (an HTML error page): the text, for the failure message
+        return response.status, raw.decode(errors="replace")[:500]
 
 
 def decide(port: int, token: str, session_id: str, skills: list[str]) -> dict[str, tuple[str, str]]:
@@ -167,6 +170,7 @@ def start_node(port: int, database_url: str, redis_url: str, log: Path) -> subpr
         DATABASE_URL=database_url,
         REDIS_URL=redis_url,
         DJANGO_SETTINGS_MODULE="aimon_admin.settings.test",
+        DJANGO_ALLOWED_HOSTS="127.0.0.1",
         CELERY_TASK_ALWAYS_EAGER="1",
         LOG_LEVEL="WARNING",
     )
