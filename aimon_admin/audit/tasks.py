@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from celery import shared_task
 from django.core.cache import cache
 
-from aimon_admin.audit.verification import TASK_ACTOR_LABEL, audit_chain_verify
+from aimon_admin.audit.models import AuditEvent
+from aimon_admin.audit.verification import TASK_ACTOR_LABEL, VERIFICATION_ACTIONS, audit_chain_verify
 from aimon_admin.core.actors import Actor
 
 VERIFY_TASK_NAME = "audit.verify_chain"
@@ -17,20 +20,36 @@ TASK_TIME_LIMIT = 660
 _RUNNING_KEY = "aimon:audit:verify-running"
 
 
+def task_request_id(task_id: str) -> str:
+    """The request id a task's audit events carry (set by aimon_admin.celery for every task)."""
+    return f"task-{task_id}"
+
+
 @shared_task(
+    bind=True,
     name=VERIFY_TASK_NAME,
     ignore_result=True,
     soft_time_limit=TASK_SOFT_TIME_LIMIT,
     time_limit=TASK_TIME_LIMIT,
 )
-def verify_chain(full: bool = False) -> str | None:
+def verify_chain(self: Any, full: bool = False) -> str | None:
     """Verify the chain from the last checkpoint and write the outcome as an event.
 
-    Idempotent: each run verifies whatever the log holds when it starts and records one
-    event; a run that finds another still going (a slow full re-verify, a beat that fired
-    twice) does nothing, since the running one covers the same events. Returns the action
-    written, or None when it stood aside.
+    Idempotent: a delivery of this task records at most one event, whatever happens to
+    the message. A redelivery (the worker died after the event committed, before the late
+    ack) finds the event its task id already wrote and does nothing; a run that finds
+    another still going (a slow full re-verify, a beat that fired twice) does nothing too,
+    since the running one covers the same events. A new beat tick is a new task and
+    records a new outcome. Returns the action written, or None when it stood aside.
     """
+    task_id = self.request.id
+    if (
+        task_id
+        and AuditEvent.objects.filter(
+            action__in=VERIFICATION_ACTIONS, request_id=task_request_id(task_id)
+        ).exists()
+    ):
+        return None
     if not cache.add(_RUNNING_KEY, "1", timeout=TASK_TIME_LIMIT):
         return None
     try:
