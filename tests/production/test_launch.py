@@ -45,6 +45,36 @@ BUDGET_SECONDS = 60
 SCRIPT = ROOT / "scripts" / "prod.py"
 
 
+def production_env(database_url: str, redis_url: str, port: int, tmp_path: Path) -> dict[str, str]:
+    """What an operator sets for production, on this test's database and Redis."""
+    return child_env(
+        DATABASE_URL=database_url,
+        REDIS_URL=redis_url,
+        DJANGO_SECRET_KEY="launch-test-secret-key-not-for-production-0123456789abcdef",
+        DJANGO_ALLOWED_HOSTS="127.0.0.1",
+        AIMON_WEB_HOST="127.0.0.1",
+        AIMON_WEB_PORT=str(port),
+        AIMON_WEB_WORKERS="2",
+        AIMON_CELERY_CONCURRENCY="1",
+        AIMON_BEAT_SCHEDULE=str(tmp_path / "beat" / "celerybeat-schedule"),
+        AIMON_STOP_TIMEOUT="15",
+    )
+
+
+def start_prod(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """The script, as `make prod` runs it, in a session of its own, so every process it
+    starts (and theirs) can be found again."""
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, str(SCRIPT)],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
 def test_make_prod_runs_the_script() -> None:
     # The Makefile target is the documented entry point; it must run this very script.
     dry_run = subprocess.run(
@@ -115,28 +145,8 @@ def test_prod_serves_decides_runs_tasks_and_stops_every_process_on_sigterm(
 
     port = free_port()
     log = tmp_path / "prod.log"
-    env = child_env(
-        DATABASE_URL=database_for_new_process(tmp_path),
-        REDIS_URL=redis_url,
-        DJANGO_SECRET_KEY="launch-test-secret-key-not-for-production-0123456789abcdef",
-        DJANGO_ALLOWED_HOSTS="127.0.0.1",
-        AIMON_WEB_HOST="127.0.0.1",
-        AIMON_WEB_PORT=str(port),
-        AIMON_WEB_WORKERS="2",
-        AIMON_CELERY_CONCURRENCY="1",
-        AIMON_BEAT_SCHEDULE=str(tmp_path / "beat" / "celerybeat-schedule"),
-        AIMON_STOP_TIMEOUT="15",
-    )
-    with log.open("wb") as out:
-        # A session of its own, so every process it starts, and theirs, can be found again.
-        prod = subprocess.Popen(
-            [sys.executable, str(SCRIPT)],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    env = production_env(database_for_new_process(tmp_path), redis_url, port, tmp_path)
+    prod = start_prod(env, log)
     try:
         wait_for_health(port, deadline, prod, log)
 
@@ -199,6 +209,32 @@ def test_prod_serves_decides_runs_tasks_and_stops_every_process_on_sigterm(
     for name in ("web", "worker", "beat"):
         assert re.search(rf"prod: {name} \(pid [0-9]+\) stopped, status 0", output), output[-2000:]
     deadline.check("stopping")
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_prod_stops_everything_and_fails_when_one_process_dies(redis_url: str, tmp_path: Path) -> None:
+    # A supervisor above the script (systemd, a container runtime) must see the failure:
+    # beat killed, the script stops the web server and the worker and exits 1.
+    deadline = Deadline(BUDGET_SECONDS)
+    port = free_port()
+    log = tmp_path / "prod.log"
+    env = production_env(database_for_new_process(tmp_path), redis_url, port, tmp_path)
+    prod = start_prod(env, log)
+    try:
+        wait_for_health(port, deadline, prod, log)
+        (beat,) = [
+            pid for pid, command in session_members(prod.pid) if "celery" in command and " beat " in command
+        ]
+        os.kill(beat, signal.SIGKILL)
+        status = prod.wait(max(deadline.left(), 1))
+    finally:
+        if prod.poll() is None:
+            os.killpg(prod.pid, signal.SIGKILL)
+            prod.wait(10)
+    assert status == 1, tail(log)
+    assert re.search(r"prod: beat \(pid [0-9]+\) exited with status -9; stopping the others", log.read_text())
+    assert session_members(prod.pid) == [], f"processes outlived the script:\n{tail(log)}"
 
 
 def _get(port: int, path: str) -> tuple[int, str]:
