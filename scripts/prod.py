@@ -13,6 +13,7 @@ starts and watches three processes, each in a process group of its own:
 * worker: a Celery worker (`AIMON_CELERY_CONCURRENCY` processes, default one per CPU);
 * beat: Celery beat, its schedule file at `AIMON_BEAT_SCHEDULE` (default
   <temp dir>/aimon-admin/celerybeat-schedule, somewhere writable even when the code is not).
+  One beat for the whole installation: on every other machine set `AIMON_RUN_BEAT=0`.
 
 Ctrl-C or SIGTERM stops all three (SIGTERM to each, SIGKILL to whatever is left after
 `AIMON_STOP_TIMEOUT` seconds, default 20) and exits 0. If one of them dies on its own the
@@ -43,6 +44,7 @@ WEB_GRACE_SECONDS = 10
 POSTGRES_SCHEMES = ("postgres://", "postgresql://", "pgsql://", "postgis://")
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 TRUE = {"1", "true", "yes", "on"}
+FALSE = {"0", "false", "no", "off"}
 SETTINGS = "aimon_admin.settings.base"
 DEFAULT_BEAT_SCHEDULE = Path(tempfile.gettempdir()) / "aimon-admin" / "celerybeat-schedule"
 SEE_README = "See README.md, 'Running it in production'."
@@ -56,6 +58,7 @@ class ConfigError(Exception):
 class Config:
     host: str
     port: int
+    run_beat: bool
     web_workers: int
     celery_concurrency: int
     beat_schedule: Path
@@ -110,6 +113,9 @@ def config_from(env: dict[str, str]) -> Config:
             "CELERY_TASK_ALWAYS_EAGER is on: production runs tasks on the Celery worker, "
             "not inside web requests; unset it"
         )
+    run_beat = env.get("AIMON_RUN_BEAT", "1").strip().lower()
+    if run_beat not in TRUE | FALSE:
+        problems.append(f"AIMON_RUN_BEAT must be 1 or 0, not {run_beat!r}")
     cpus = os.cpu_count() or 1
     try:
         web_workers = _whole_number(env, "AIMON_WEB_WORKERS", cpus)
@@ -127,6 +133,7 @@ def config_from(env: dict[str, str]) -> Config:
     return Config(
         host=env.get("AIMON_WEB_HOST", "").strip() or "127.0.0.1",
         port=port,
+        run_beat=run_beat in TRUE,
         web_workers=web_workers,
         celery_concurrency=concurrency,
         beat_schedule=Path(schedule)
@@ -140,8 +147,8 @@ def config_from(env: dict[str, str]) -> Config:
 
 
 def commands(config: Config) -> dict[str, list[str]]:
-    """What runs, by name: the web server, the Celery worker and Celery beat."""
-    return {
+    """What runs, by name: the web server, the Celery worker and (unless turned off) Celery beat."""
+    argv = {
         "web": [
             PYTHON,
             "-m",
@@ -185,6 +192,9 @@ def commands(config: Config) -> dict[str, list[str]]:
             str(config.beat_schedule),
         ],
     }
+    if not config.run_beat:
+        del argv["beat"]
+    return argv
 
 
 def log(message: str) -> None:

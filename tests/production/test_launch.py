@@ -117,6 +117,7 @@ def test_the_script_refuses_sqlite_debug_and_eager_tasks() -> None:
         DJANGO_DEBUG="1",
         CELERY_TASK_ALWAYS_EAGER="1",
         AIMON_WEB_WORKERS="0",
+        AIMON_RUN_BEAT="maybe",
     )
     result = subprocess.run(
         [sys.executable, str(SCRIPT)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=30
@@ -127,6 +128,7 @@ def test_the_script_refuses_sqlite_debug_and_eager_tasks() -> None:
         "DJANGO_DEBUG is on",
         "CELERY_TASK_ALWAYS_EAGER is on",
         "AIMON_WEB_WORKERS must be a whole number ≥ 1, not '0'",
+        "AIMON_RUN_BEAT must be 1 or 0, not 'maybe'",
     ):
         assert problem in result.stderr
 
