@@ -157,8 +157,12 @@ REDIS_URL = os.environ.get("REDIS_URL", "")
 if REDIS_URL:
     CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            # Django's Redis cache, read as a miss while Redis is down: nothing cached is
+            # the truth, so an outage costs a slower path, never an error.
+            "BACKEND": "aimon_admin.core.cache.ResilientRedisCache",
             "LOCATION": REDIS_URL,
+            # Fail fast when Redis is unreachable rather than hold a request.
+            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
         }
     }
 else:
@@ -171,6 +175,13 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# A message a worker took and never acknowledged (the worker was killed) goes back to the
+# queue once it has been out this long. Every task is safe to run twice (a duplicate of a
+# task still running steps aside), so this is shorter than the longest task: a killed
+# worker's MCP sync is retried well before `registry.fail_stale_mcp_syncs` gives up on it.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": env_int("CELERY_BROKER_VISIBILITY_TIMEOUT", 600),
+}
 CELERY_TASK_TIME_LIMIT = 300
 CELERY_TASK_SOFT_TIME_LIMIT = 240
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True

@@ -1,0 +1,102 @@
+"""PostgreSQL goes down under a running web node, then comes back (issue 6; fail closed).
+
+With the database gone nothing can be decided or recorded: every decision endpoint
+answers 503 with a JSON body that says so and a Retry-After, within the connection
+pool's timeout, and never an ALLOW. When the database returns, the same node recovers
+on its own (no restart), and what was granted before the outage still holds.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from aimon_admin.core.api import UNAVAILABLE_MESSAGE
+from tests.faults.checks import assert_nothing_lost, register_tools
+from tests.faults.clients import Person, Recorder, Runtime
+from tests.faults.conftest import POOL_TIMEOUT_SECONDS, Node, PrivatePostgres, Product, wait_until
+from tests.faults.product import PASSWORD
+
+pytestmark = pytest.mark.postgres
+
+UNAVAILABLE = {"error": "unavailable", "detail": UNAVAILABLE_MESSAGE}
+# The pool's wait for a connection, plus a request's own work and the machine's load.
+ANSWER_WITHIN_SECONDS = POOL_TIMEOUT_SECONDS + 1.5
+RECOVER_WITHIN_SECONDS = 10.0
+
+
+def test_postgres_down_answers_503_never_allow_and_the_node_recovers_by_itself(
+    product: Product, private_postgres: PrivatePostgres, start_node: Callable[..., Node]
+) -> None:
+    node: Node = start_node()
+    who = product.run("people", tag="pg")
+    node.wait_ready()
+    seen = Recorder()
+    runtime = Runtime(node.url, who["token"], seen)
+    alice = Person(node.url, seen)
+    alice.sign_in(who["approver"], PASSWORD)
+    register_tools(runtime)
+    granted = runtime.open_request(["deploy"], "s-1", who["approver"])
+    alice.answer(granted["id"], "ALLOW_SESSION")
+    pending = runtime.open_request(["restart"], "s-1", who["approver"])
+    assert runtime.skill_decisions(["deploy"], "s-1") == [("deploy", "ALLOW", "SESSION")]
+    assert runtime.tool_decision("read_file", "s-1") == ("ALLOW", "READ_ONLY_EXEMPT")
+
+    private_postgres.stop()
+
+    calls: list[tuple[str, str, dict[str, Any] | None]] = [
+        ("POST", "/api/v1/skill-decisions", {"skills": ["deploy"], "session_id": "s-1"}),
+        ("POST", "/api/v1/tool-decisions", {"tool": "read_file", "server": None, "session_id": "s-1"}),
+        ("POST", "/api/v1/approval-requests", {"skills": ["deploy"], "session_id": "s-1"}),
+        ("GET", f"/api/v1/approval-requests/{pending['id']}?wait=5", None),
+        ("POST", "/api/v1/sessions/s-1/revoke", {"agent": False}),
+    ]
+    for method, path, body in calls:
+        started = time.monotonic()
+        response = runtime.request(method, path, json=body)
+        elapsed = time.monotonic() - started
+        assert (response.status_code, response.json()) == (503, UNAVAILABLE), (path, response.text)
+        assert response.headers["Retry-After"] == "5", path
+        assert elapsed <= ANSWER_WITHIN_SECONDS, (path, elapsed)
+
+    started = time.monotonic()
+    health = runtime.request("GET", "/healthz")
+    assert (health.status_code, health.json()) == (503, {"status": "unavailable", "database": "down"})
+    assert time.monotonic() - started <= ANSWER_WITHIN_SECONDS
+
+    private_postgres.start()
+
+    def decides_again() -> bool:
+        response = runtime.request(
+            "POST", "/api/v1/skill-decisions", json={"skills": ["deploy"], "session_id": "s-1"}
+        )
+        assert response.status_code in (200, 503), response.text
+        if response.status_code == 503:
+            assert response.json() == UNAVAILABLE
+        return response.status_code == 200
+
+    recovered_in = wait_until(decides_again, RECOVER_WITHIN_SECONDS, "the node to decide again", interval=0.2)
+    # The grant made before the outage holds; the revoke refused during it changed nothing.
+    assert runtime.skill_decisions(["deploy", "restart"], "s-1") == [
+        ("deploy", "ALLOW", "SESSION"),
+        ("restart", "ASK", "DEFAULT"),
+    ]
+    assert runtime.tool_decision("read_file", "s-1") == ("ALLOW", "READ_ONLY_EXEMPT")
+    assert runtime.request("GET", "/healthz").json() == {"status": "ok", "database": "up"}
+    assert recovered_in <= RECOVER_WITHIN_SECONDS
+
+    # Never an ALLOW, nor any other answer, while the database was down: only 503s.
+    outage_5xx = seen.server_errors()
+    assert {s.status for s in outage_5xx} == {503}
+    assert (
+        len([s for s in seen.seen if s.path.startswith("/api/v1/skill-decisions") and s.status == 503]) >= 1
+    )
+    assert_nothing_lost(product, answered=[granted["id"]], revoked_sessions=[], runtime_id=who["runtime_id"])
+    with product.postgres.connect() as db:
+        refused = db.execute(
+            "SELECT count(*) FROM approvals_approvalrequest WHERE runtime_id = %s", [who["runtime_id"]]
+        ).fetchone()[0]
+    assert refused == 2  # the request refused during the outage was never half-made
