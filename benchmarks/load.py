@@ -1,0 +1,470 @@
+"""Open-model load on the decision endpoints: the sustainable rate, p99 at half of it, and
+the ratio against the bare baseline, every response checked.
+
+Run by hand (never by CI), from the project root, with PostgreSQL and Redis up:
+
+    .venv/bin/python benchmarks/load.py                       # the figures (about 10 minutes)
+    .venv/bin/python benchmarks/load.py --quick               # one short ladder, to try it
+    .venv/bin/python benchmarks/load.py --workers 3 --http h11 --loop asyncio
+    .venv/bin/python benchmarks/load.py --profile 600         # yappi in a one-worker server
+
+Why this generator: wrk (and wrk + Lua) is closed-loop, each connection sends its next
+request when the last one returns, so a slow server lowers the offered rate and hides its
+own latency (coordinated omission); wrk2 is not packaged. locust's users are closed loops
+too (a wait time after each response) and its gevent client costs several times the CPU
+per request, CPU the server needs on 2 cores. So benchmarks/load_client.py: asyncio (uvloop)
+over raw HTTP/1.1 keep-alive connections, in `--procs` processes of their own, sending on a
+schedule fixed in advance (Poisson by default, `--even` for evenly spaced); latency runs
+from each request's scheduled time, so queueing for a connection or behind the server
+counts.
+
+State is throwaway: a PostgreSQL database `aimon_bench_load` (created and dropped here,
+never anyone else's) and Redis database 11 (flushed at the start, only it). Seeded: 1,000
+skill rules (benchmarks/skill_decisions.rule_specs), an operator, three runtimes (ceiling
+MUTATING with the default gate, one exempt at MUTATING, one with a READ_ONLY ceiling) with
+300 local tools each, an IGNORE and a TRUST MCP server with 50 tools each, and grants
+answered at session and agent scope. The mix (benchmarks/load_mix.py) has 24 skill bodies
+and 24 tool bodies: every decision source of the chain (TURN excepted) and every gate
+reason, attended and unattended, each with the exact answer DESIGN S2-S3 and T5-T11 give,
+written out there by hand, not computed by our code.
+
+The server is started as production runs it: uvicorn with `--workers`, benchmarks.settings
+(the product's settings, DEBUG off, plus `/bench/baseline`), PostgreSQL with its pool,
+Redis, no access log. Then, per repeat, a ladder of offered rates for the decisions and the
+baseline in turn at each step; a rate is sustained when every response is 200 with the
+expected body, the achieved rate is within 3% of the offered one and p99 ≤ `--p99-limit`.
+The figures are medians over repeats: (a) the highest sustained decision rate; (b) p99 at
+half of it, in its own longer runs; (c) the ratio of (a) to the baseline's highest
+sustained rate, and of server CPU seconds per request at the same offered rate (this one
+barely moves with the rest of the machine's load). The generator's CPU and the machine's
+are reported at each step: on 2 cores they compete with the server.
+
+Figures measured on this 2-core machine (shared with other sessions' tests, so noisy):
+see the end of this docstring, filled in from `benchmarks/load.py` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+from dataclasses import dataclass
+from http.client import HTTPConnection
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import load_mix  # noqa: E402
+
+PYTHON = sys.executable
+BENCH_DB = "aimon_bench_load"
+DEFAULT_PG = "postgres://postgres@127.0.0.1:5432/postgres"
+DEFAULT_REDIS = "redis://127.0.0.1:6379/11"
+TARGET_RATE = 1000
+TARGET_P99_MS = 10.0
+TARGET_RATIO = 0.80
+
+
+# --- Machine accounting ------------------------------------------------------------------------
+
+
+def session_cpu_seconds(session: int) -> float:
+    """User + system CPU of every live process in a session (the server and its workers)."""
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == session:
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy() -> tuple[float, float]:
+    """(busy, total) jiffies of the whole machine, from /proc/stat."""
+    values = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = values[3] + values[4]
+    return sum(values) - idle, sum(values)
+
+
+def percentile(ordered: list[float], p: float) -> float:
+    if not ordered:
+        return float("nan")
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+# --- One step: a fixed offered rate for a fixed time ------------------------------------------------
+
+
+@dataclass
+class Step:
+    path: str
+    offered: float
+    achieved: float
+    p50: float
+    p90: float
+    p99: float
+    max: float
+    responses: int
+    errors: int  # non-200 and no response at all
+    server_errors: int  # 5xx
+    wrong: int
+    server_cpu_per_request_ms: float
+    server_cpu: float  # cores used by the server's processes
+    generator_cpu: float  # cores used by the generator's processes
+    machine_cpu: float  # cores busy on the whole machine
+    lag_p99_ms: float
+    samples: list[str]
+
+    def sustained(self, limit: float) -> bool:
+        return (
+            self.errors == 0
+            and self.wrong == 0
+            and self.achieved >= 0.97 * self.offered
+            and self.p99 <= limit
+        )
+
+    def line(self) -> str:
+        name = "baseline " if self.path == "/bench/baseline" else "decisions"
+        return (
+            f"  {name} offered {self.offered:7,.0f}/s achieved {self.achieved:7,.0f}/s  "
+            f"p50 {self.p50:6.2f} p90 {self.p90:6.2f} p99 {self.p99:7.2f} max {self.max:7.1f} ms  "
+            f"err {self.errors} 5xx {self.server_errors} wrong {self.wrong}  "
+            f"cpu: server {self.server_cpu:.2f} gen {self.generator_cpu:.2f} machine {self.machine_cpu:.2f} "
+            f"({self.server_cpu_per_request_ms:.3f} ms server CPU/request)"
+        )
+
+
+def run_step(
+    args: argparse.Namespace, port: int, server_session: int, cases: list[dict], rate: float, seconds: float
+) -> Step:
+    procs = max(1, min(args.procs, int(rate // 300) + 1))
+    start_at = time.monotonic() + 1.5  # every generator process warmed and waiting
+    children = []
+    for n in range(procs):
+        job = {
+            "host": "127.0.0.1",
+            "port": port,
+            "cases": cases[n::procs] or cases,
+            "rate": rate / procs,
+            "seconds": seconds,
+            "start_at": start_at,
+            "seed": n * 7919 + int(rate),
+            "poisson": not args.even,
+            "connections": args.connections,
+            "max_connections": args.max_connections,
+            "timeout": 10.0,
+        }
+        child = subprocess.Popen(
+            [PYTHON, str(ROOT / "benchmarks" / "load_client.py")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        child.stdin.write(json.dumps(job))
+        child.stdin.close()
+        children.append(child)
+    time.sleep(max(0.0, start_at - time.monotonic()))
+    cpu0, (busy0, total0) = session_cpu_seconds(server_session), machine_busy()
+    outs = [json.loads(child.stdout.read()) for child in children]
+    for child in children:
+        child.wait()
+    cpu1, (busy1, total1) = session_cpu_seconds(server_session), machine_busy()
+    elapsed = max(out["elapsed"] for out in outs)
+    latencies = sorted(x for out in outs for x in out["latencies"])
+    statuses: dict[int, int] = {}
+    for out in outs:
+        for code, count in out["statuses"].items():
+            statuses[int(code)] = statuses.get(int(code), 0) + count
+    ok = statuses.get(200, 0)
+    failures = sum(out["failures"] for out in outs)
+    cores = os.cpu_count() or 1
+    used = cpu1 - cpu0
+    return Step(
+        path=cases[0]["path"],
+        offered=rate,
+        achieved=len(latencies) / elapsed,
+        p50=percentile(latencies, 50),
+        p90=percentile(latencies, 90),
+        p99=percentile(latencies, 99),
+        max=latencies[-1] if latencies else float("nan"),
+        responses=len(latencies),
+        errors=len(latencies) - ok + failures,
+        server_errors=sum(v for k, v in statuses.items() if k >= 500),
+        wrong=sum(out["wrong"] for out in outs),
+        server_cpu_per_request_ms=used / max(1, len(latencies)) * 1000,
+        server_cpu=used / elapsed,
+        generator_cpu=sum(out["cpu_seconds"] for out in outs) / elapsed,
+        machine_cpu=(busy1 - busy0) / max(1, total1 - total0) * cores,
+        lag_p99_ms=max(out["lag_p99_ms"] for out in outs),
+        samples=[s for out in outs for s in out["samples"]][:5],
+    )
+
+
+# --- The server ----------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def pg_admin(base_url: str, sql: str) -> None:
+    import psycopg
+
+    with psycopg.connect(base_url.replace("postgres://", "postgresql://", 1), autocommit=True) as conn:
+        conn.execute(sql)
+
+
+def pg_url_for(base_url: str, name: str) -> str:
+    parts = urllib.parse.urlsplit(base_url)
+    return urllib.parse.urlunsplit(parts._replace(path=f"/{name}"))
+
+
+def server_env(database_url: str, redis_url: str) -> dict[str, str]:
+    env = dict(
+        os.environ,
+        DJANGO_SETTINGS_MODULE="benchmarks.settings",
+        DATABASE_URL=database_url,
+        REDIS_URL=redis_url,
+        PYTHONPATH=str(ROOT),
+    )
+    for name in ("DJANGO_DEBUG", "CELERY_TASK_ALWAYS_EAGER", "DATABASE_CONN_MAX_AGE"):
+        env.pop(name, None)
+    return env
+
+
+def start_server(args: argparse.Namespace, env: dict[str, str], port: int) -> subprocess.Popen:
+    if args.profile:
+        command = [PYTHON, str(ROOT / "benchmarks" / "load_profile.py"), "--port", str(port)]
+        command += ["--loop", args.loop, "--http", args.http, "--out", args.profile_out]
+        command += ["--yappi"] if args.yappi else []
+    else:
+        command = [PYTHON, "-m", "uvicorn", "aimon_admin.asgi:application", "--host", "127.0.0.1"]
+        command += ["--port", str(port), "--workers", str(args.workers), "--loop", args.loop]
+        command += ["--http", args.http, "--lifespan", "off", "--no-access-log", "--log-level", "warning"]
+    return subprocess.Popen(command, cwd=ROOT, env=env, start_new_session=True)
+
+
+def wait_until_up(port: int, token: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            conn = HTTPConnection("127.0.0.1", port, timeout=2)
+            conn.request("POST", "/bench/baseline", body="{}", headers={"Authorization": f"Bearer {token}"})
+            if conn.getresponse().status == 200:
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise SystemExit("uvicorn did not come up")
+
+
+def check_every_case(port: int, cases: list[dict]) -> None:
+    """Each body once, before any load: a wrong expectation fails here, readably."""
+    conn = HTTPConnection("127.0.0.1", port, timeout=10)
+    for case in cases:
+        conn.request(
+            "POST",
+            case["path"],
+            body=case["body"],
+            headers={"Authorization": f"Bearer {case['token']}", "Content-Type": "application/json"},
+        )
+        response = conn.getresponse()
+        raw = response.read()
+        got = json.loads(raw) if response.status == 200 else raw
+        if response.status != 200 or got != case["expected"]:
+            raise SystemExit(
+                f"{case['path']} {case['body']}: HTTP {response.status} {got!r}, "
+                f"expected {case['expected']!r}"
+            )
+
+
+# --- The figures ---------------------------------------------------------------------------------
+
+
+def ladder(args: argparse.Namespace) -> list[float]:
+    rates, rate = [], float(args.start)
+    while rate <= args.stop:
+        rates.append(round(rate, -1))
+        rate *= args.factor
+    return rates
+
+
+def measure(args: argparse.Namespace, port: int, session: int, decisions: list[dict], baseline: list[dict]):  # type: ignore[no-untyped-def]
+    """Per repeat: the ladder, decisions and baseline in turn at each rate, each stopped
+    after its first unsustained step; then p99 at half the decisions' best."""
+    best_decisions, best_baseline, cpu_ratio, half_p99, bad = [], [], [], [], 0
+    for repeat in range(args.repeats):
+        print(f"repeat {repeat + 1}/{args.repeats}: ladder of {args.seconds}s steps", flush=True)
+        best = {"decisions": 0.0, "baseline": 0.0}
+        going = {"decisions": True, "baseline": not args.no_baseline}
+        ratios = []
+        for rate in ladder(args):
+            pair = {}
+            for name, cases in (("decisions", decisions), ("baseline", baseline)):
+                if not going[name]:
+                    continue
+                step = run_step(args, port, session, cases, rate, args.seconds)
+                print(step.line(), flush=True)
+                for sample in step.samples:
+                    print(f"      {sample}")
+                bad += step.wrong + step.server_errors
+                pair[name] = step
+                if step.sustained(args.p99_limit):
+                    best[name] = step.achieved
+                else:
+                    going[name] = False
+            if "decisions" in pair and "baseline" in pair:
+                ratios.append(
+                    pair["baseline"].server_cpu_per_request_ms / pair["decisions"].server_cpu_per_request_ms
+                )
+            if not any(going.values()):
+                break
+        best_decisions.append(best["decisions"])
+        best_baseline.append(best["baseline"])
+        if ratios:
+            cpu_ratio.append(statistics.median(ratios))
+        half = round(best["decisions"] / 2, -1)
+        if half and args.half_seconds:
+            step = run_step(args, port, session, decisions, half, args.half_seconds)
+            print(f"  half of {best['decisions']:,.0f}/s, {args.half_seconds}s:")
+            print(step.line(), flush=True)
+            bad += step.wrong + step.server_errors
+            half_p99.append(step.p99)
+        if args.at_target:
+            step = run_step(args, port, session, decisions, TARGET_RATE / 2, args.half_seconds)
+            print(f"  at {TARGET_RATE // 2}/s (half the {TARGET_RATE:,}/s target), {args.half_seconds}s:")
+            print(step.line(), flush=True)
+            bad += step.wrong + step.server_errors
+    return best_decisions, best_baseline, cpu_ratio, half_p99, bad
+
+
+def report(args: argparse.Namespace, best_decisions, best_baseline, cpu_ratio, half_p99, bad) -> bool:  # type: ignore[no-untyped-def]
+    d = statistics.median(best_decisions)
+    print(
+        f"\nPostgreSQL + Redis, uvicorn {args.workers} worker(s) --loop {args.loop} --http {args.http}, "
+        f"{args.procs} generator process(es), {'even' if args.even else 'Poisson'} arrivals, "
+        f"p99 limit {args.p99_limit} ms, median of {args.repeats}:"
+    )
+    print(
+        f"  (a) sustained decisions/s: {d:,.0f} (repeats {', '.join(f'{x:,.0f}' for x in best_decisions)}; "
+        f"target ≥ {TARGET_RATE:,})"
+    )
+    ok = d >= TARGET_RATE and bad == 0
+    if half_p99:
+        h = statistics.median(half_p99)
+        print(
+            f"  (b) p99 at half that rate: {h:.2f} ms (repeats {', '.join(f'{x:.2f}' for x in half_p99)}; "
+            f"target ≤ {TARGET_P99_MS} ms)"
+        )
+        ok &= h <= TARGET_P99_MS
+    if not args.no_baseline:
+        b = statistics.median(best_baseline) or float("nan")
+        repeats = ", ".join(f"{x:,.0f}" for x in best_baseline)
+        print(
+            f"  (c) baseline sustained/s: {b:,.0f} (repeats {repeats}); "
+            f"ratio {d / b:.2f} (target ≥ {TARGET_RATIO:.2f})"
+        )
+        if cpu_ratio:
+            print(
+                f"      server CPU per request, baseline / decisions at the same rates: "
+                f"{statistics.median(cpu_ratio):.2f} (repeats {', '.join(f'{x:.2f}' for x in cpu_ratio)})"
+            )
+        ok &= d / b >= TARGET_RATIO
+    print(f"  wrong decisions + 5xx over every step: {bad} (target 0)")
+    return ok
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--workers", type=int, default=2, help="uvicorn workers")
+    parser.add_argument("--loop", choices=["uvloop", "asyncio", "auto"], default="uvloop")
+    parser.add_argument("--http", choices=["httptools", "h11", "auto"], default="httptools")
+    parser.add_argument("--procs", type=int, default=2, help="generator processes (at most)")
+    parser.add_argument("--connections", type=int, default=16, help="warm connections per generator process")
+    parser.add_argument("--max-connections", type=int, default=64, help="per generator process")
+    parser.add_argument("--start", type=float, default=400, help="first offered rate of the ladder, req/s")
+    parser.add_argument("--stop", type=float, default=4000)
+    parser.add_argument("--factor", type=float, default=1.15, help="each step's rate over the last's")
+    parser.add_argument("--seconds", type=float, default=8, help="length of each ladder step")
+    parser.add_argument("--half-seconds", type=float, default=20, help="length of the half-rate run")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--p99-limit", type=float, default=50.0, help="ms; above it a rate is not sustained")
+    parser.add_argument("--even", action="store_true", help="evenly spaced arrivals instead of Poisson")
+    parser.add_argument("--no-baseline", action="store_true")
+    parser.add_argument("--at-target", action="store_true", help=f"also run at {TARGET_RATE // 2}/s")
+    parser.add_argument("--quick", action="store_true", help="one repeat of 4s steps, 8s at half")
+    parser.add_argument(
+        "--profile", type=float, default=0, help="instead: yappi in a 1-worker server at this rate"
+    )
+    parser.add_argument("--profile-out", default=str(Path(tempfile.gettempdir()) / "aimon_load_profile.txt"))
+    parser.add_argument("--yappi", action="store_true", help="with --profile: yappi's CPU clock too")
+    parser.add_argument("--seed", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.seed:
+        print(json.dumps(load_mix.seed()))
+        return 0
+    if args.quick:
+        args.repeats, args.seconds, args.half_seconds = 1, 4, 8
+
+    base_url = os.environ.get("DATABASE_URL") or DEFAULT_PG
+    if not base_url.startswith(("postgres://", "postgresql://")):
+        base_url = DEFAULT_PG
+    redis_url = os.environ.get("LOAD_REDIS_URL", DEFAULT_REDIS)
+    pg_admin(base_url, f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+    pg_admin(base_url, f"CREATE DATABASE {BENCH_DB}")
+    env = server_env(pg_url_for(base_url, BENCH_DB), redis_url)
+    server = None
+    try:
+        import redis
+
+        redis.Redis.from_url(redis_url).flushdb()
+        subprocess.run([PYTHON, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
+        seeded = json.loads(
+            subprocess.run(
+                [PYTHON, __file__, "--seed"], cwd=ROOT, env=env, check=True, capture_output=True, text=True
+            )
+            .stdout.strip()
+            .splitlines()[-1]
+        )
+        decisions = load_mix.decision_cases(seeded)
+        baseline = load_mix.baseline_cases(seeded)
+        port = free_port()
+        server = start_server(args, env, port)
+        wait_until_up(port, seeded["tokens"]["bench"])
+        check_every_case(port, decisions + baseline)
+        print(
+            f"{len(decisions)} decision bodies and the baseline answered as expected; warming up", flush=True
+        )
+        for cases in (decisions, baseline):
+            run_step(args, port, server.pid, cases, args.start, 3)
+        if args.profile:
+            step = run_step(args, port, server.pid, decisions, args.profile, 20)
+            print(step.line())
+            for sample in step.samples:
+                print(f"      {sample}")
+            return 0
+        results = measure(args, port, server.pid, decisions, baseline)
+        return 0 if report(args, *results) else 1
+    finally:
+        if server is not None:
+            os.killpg(server.pid, signal.SIGTERM)
+            server.wait(timeout=300 if args.profile else 30)
+        pg_admin(base_url, f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
