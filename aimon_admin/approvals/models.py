@@ -146,6 +146,10 @@ class Grant(models.Model):
             models.Index(fields=["runtime", "skill"], name="grant_runtime_skill"),
             models.Index(fields=["session", "skill"], name="grant_session_skill"),
             models.Index(fields=["runtime", "scope", "-created_at"], name="grant_runtime_scope"),
+            # Decision analytics read a period's grants by the day they were written or
+            # revoked; only revoked grants have a revoked_at worth indexing.
+            models.Index(fields=["created_at"], name="grant_created"),
+            models.Index(fields=["revoked_at"], name="grant_revoked", condition=Q(revoked_at__isnull=False)),
         ]
 
     def __str__(self) -> str:
@@ -196,6 +200,8 @@ class ApprovalRequest(models.Model):
             models.Index(fields=["status", "expires_at"], name="request_status_expiry"),
             models.Index(fields=["principal", "status", "-created_at"], name="request_principal_status"),
             models.Index(fields=["runtime", "status", "-created_at"], name="request_runtime_status"),
+            # Decision analytics read a period's requests by the day they were opened.
+            models.Index(fields=["created_at"], name="request_created"),
         ]
 
     def __str__(self) -> str:
