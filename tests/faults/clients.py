@@ -119,19 +119,22 @@ class Person(_Client):
         )
         assert response.status_code == 302, (response.status_code, response.text[:500])
 
-    def answer(self, request_id: str, answer: str) -> httpx2.Response:
-        """Click an answer on the request's card, as htmx posts it."""
-        token = self.http.cookies.get("csrftoken")
-        response = self.request(
+    def post(self, path: str, data: dict[str, str]) -> httpx2.Response:
+        """A button on a page, as htmx posts it (CSRF token in the header)."""
+        return self.request(
             "POST",
-            f"/approvals/requests/{request_id}/answer/",
-            data={"answer": answer},
+            path,
+            data=data,
             headers={
-                "X-CSRFToken": token or "",
+                "X-CSRFToken": self.http.cookies.get("csrftoken") or "",
                 "HX-Request": "true",
-                "Referer": f"{self.origin}/approvals/",
+                "Referer": f"{self.origin}/",
             },
         )
+
+    def answer(self, request_id: str, answer: str) -> httpx2.Response:
+        """Click an answer on the request's card."""
+        response = self.post(f"/approvals/requests/{request_id}/answer/", {"answer": answer})
         assert response.status_code == 200, (response.status_code, response.text[:500])
         return response
 

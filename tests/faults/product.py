@@ -43,9 +43,12 @@ def chain() -> dict[str, Any]:
     return {"events": count, "problem": None if problem is None else str(problem)}
 
 
-def slow_mcp(*, tag: str, name: str, args: list[str], env: dict[str, str]) -> dict[str, Any]:
-    """`people`, plus a trusted stdio MCP server run by this Python (T11), and its first sync
-    queued as the operator's button queues it: the task goes to the broker on commit."""
+def slow_mcp(
+    *, tag: str, name: str, args: list[str], env: dict[str, str], queue_sync: bool = True
+) -> dict[str, Any]:
+    """`people`, plus a trusted stdio MCP server run by this Python (T11), and (`queue_sync`)
+    its first sync queued as the operator's button queues it: the task goes to the broker
+    on commit."""
     from aimon_admin.accounts.models import User
     from aimon_admin.core.actors import Actor
     from aimon_admin.registry.choices import AnnotationTrust, McpTransport
@@ -63,7 +66,8 @@ def slow_mcp(*, tag: str, name: str, args: list[str], env: dict[str, str]) -> di
         env=env,
         timeout_seconds=60,
     )
-    return {**who, "server_id": server.pk, "run_id": sync(name=name, operator=who["operator"])["run_id"]}
+    run_id = sync(name=name, operator=who["operator"])["run_id"] if queue_sync else None
+    return {**who, "server_id": server.pk, "run_id": run_id}
 
 
 def sync(*, name: str, operator: str) -> dict[str, Any]:

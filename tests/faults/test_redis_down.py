@@ -14,6 +14,7 @@ from collections.abc import Callable
 import pytest
 
 from aimon_admin.approvals.api.views import REPOLL_SECONDS
+from aimon_admin.registry.tasks import ERROR_NOT_QUEUED
 from tests.faults.checks import assert_nothing_lost, register_tools
 from tests.faults.clients import BackgroundPoll, Person, Recorder, Runtime
 from tests.faults.conftest import Node, PrivateRedis, Product
@@ -23,6 +24,7 @@ pytestmark = pytest.mark.postgres
 
 # The embedded target for answer-to-unblocked with no wake-ups at all (re-poll + a read).
 FALLBACK_LIMIT_SECONDS = 1.5
+MCP_SERVER = "catalog-redis"
 # Clicks land this long after a poll starts: it is subscribed (or, Redis down, sleeping).
 CLICK_AFTER_SECONDS = 0.3
 
@@ -48,7 +50,14 @@ def test_redis_down_decisions_stay_exact_polls_fall_back_and_wake_ups_resume(
     product: Product, private_redis: PrivateRedis, start_node: Callable[..., Node]
 ) -> None:
     node: Node = start_node()
-    who = product.run("people", tag="redis")
+    who = product.run(
+        "slow_mcp",
+        tag="redis",
+        name=MCP_SERVER,
+        args=["-m", "tests.faults.slow_mcp", "--variant-file", "v", "--marker-file", "m"],
+        env={},
+        queue_sync=False,
+    )
     node.wait_ready()
     seen = Recorder()
     runtime = Runtime(node.url, who["token"], seen)
@@ -112,6 +121,25 @@ def test_redis_down_decisions_stay_exact_polls_fall_back_and_wake_ups_resume(
     verified = product.manage("verify_audit", "--from-checkpoint", "--record")
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert "audit chain OK" in verified.stdout
+
+    # An operator's "Sync now": its task cannot reach the queue, so the run fails at once,
+    # saying why, instead of a server error and a run left QUEUED (blocking every later sync).
+    olivia = Person(node.url, seen)
+    olivia.sign_in(who["operator"], PASSWORD)
+    clicked = olivia.post(f"/registry/servers/{MCP_SERVER}/sync/", {})
+    assert clicked.status_code == 200, clicked.text[:300]
+    with product.postgres.connect() as db:
+        runs = db.execute(
+            "SELECT id, status, error FROM registry_mcpsyncrun WHERE server_id = %s", [who["server_id"]]
+        ).fetchall()
+        assert [(status, error) for _, status, error in runs] == [("FAILED", ERROR_NOT_QUEUED)]
+        events = db.execute(
+            "SELECT action, level FROM audit_auditevent WHERE subject = %s AND details->>'run_id' = %s "
+            "ORDER BY seq",
+            [MCP_SERVER, str(runs[0][0])],
+        ).fetchall()
+        assert events == [("MCP_SYNC_REQUESTED", "INFO"), ("MCP_SYNC_FAILED", "WARNING")]
+    assert ERROR_NOT_QUEUED in olivia.request("GET", f"/registry/servers/{MCP_SERVER}/").text
 
     # S10: a revoke made during the outage takes effect at once.
     revoke = runtime.request("POST", "/api/v1/sessions/s-before/revoke", json={"agent": False})
