@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
+from aimon_admin.approvals.api.views import REPOLL_SECONDS
 from aimon_admin.core.api import UNAVAILABLE_MESSAGE
 from tests.faults.checks import assert_nothing_lost, register_tools
-from tests.faults.clients import Person, Recorder, Runtime
+from tests.faults.clients import BackgroundPoll, Person, Recorder, Runtime
 from tests.faults.conftest import POOL_TIMEOUT_SECONDS, Node, PrivatePostgres, Product, wait_until
 from tests.faults.product import PASSWORD
 
@@ -45,7 +46,17 @@ def test_postgres_down_answers_503_never_allow_and_the_node_recovers_by_itself(
     assert runtime.skill_decisions(["deploy"], "s-1") == [("deploy", "ALLOW", "SESSION")]
     assert runtime.tool_decision("read_file", "s-1") == ("ALLOW", "READ_ONLY_EXEMPT")
 
+    waiting = BackgroundPoll(node.url, who["token"], seen, pending["id"], wait=30)
+    time.sleep(0.3)  # it has read the row once and waits for a wake-up or its re-read
+
     private_postgres.stop()
+
+    # The poll that was waiting learns of the outage at its next re-read: a 503, not a
+    # PENDING it would wait on, nor anything it could take for an answer.
+    polled = waiting.result()
+    assert (polled.status_code, polled.json()) == (503, UNAVAILABLE)
+    assert waiting.returned_at is not None
+    assert waiting.returned_at - waiting.started_at <= REPOLL_SECONDS + ANSWER_WITHIN_SECONDS
 
     calls: list[tuple[str, str, dict[str, Any] | None]] = [
         ("POST", "/api/v1/skill-decisions", {"skills": ["deploy"], "session_id": "s-1"}),
