@@ -127,13 +127,15 @@ def _charts(report: Report, runtime: AgentRuntime | None) -> list[Chart]:
     totals = report.totals
     plot = analytics.Plot()
 
-    def bar_series(key: str, label: str, values: list[float], boxes: list[analytics.Box | None]) -> Series:
+    def bar_series(
+        key: str, label: str, values: list[float], boxes: list[analytics.Box | None], noun: str = ""
+    ) -> Series:
+        # `noun` (singular) for counts of things; without it the label is an adjective ("3 expired").
+        def text(value: float) -> str:
+            return analytics.count_label(value, noun) if noun else f"{value:g} {label.lower()}"
+
         return Series(
-            key,
-            label,
-            boxes=[
-                (box, f"{labels[i]}: {values[i]:g} {label.lower()}") for i, box in enumerate(boxes) if box
-            ],
+            key, label, boxes=[(box, f"{labels[i]}: {text(values[i])}") for i, box in enumerate(boxes) if box]
         )
 
     # 1. Requests, stacked by how they ended.
@@ -149,7 +151,8 @@ def _charts(report: Report, runtime: AgentRuntime | None) -> list[Chart]:
         "requests",
         f"Requests per day, {who}",
         (
-            f"{totals.requests} requests from {span}: {totals.answered} answered, {totals.expired} "
+            f"{analytics.count_label(totals.requests, 'request')} from {span}: {totals.answered} answered, "
+            f"{totals.expired} "
             f"expired, {totals.cancelled} cancelled, {totals.pending} still pending. "
             + (
                 f"Busiest day {busiest[0].isoformat()} with {busiest[1].requests}."
@@ -187,7 +190,7 @@ def _charts(report: Report, runtime: AgentRuntime | None) -> list[Chart]:
         "wait",
         f"Time to answer per day, {who}",
         (
-            f"For the {totals.timed} requests a person answered from {span}: median "
+            f"For the {analytics.count_label(totals.timed, 'request')} a person answered from {span}: median "
             f"{analytics.duration_label(totals.median_seconds)}, 90th percentile "
             f"{analytics.duration_label(totals.p90_seconds)}."
         ),
@@ -200,14 +203,14 @@ def _charts(report: Report, runtime: AgentRuntime | None) -> list[Chart]:
         labels[-1],
     )
 
-    def count_chart(slug: str, title: str, label: str, values: list[float], total: int, note: str) -> Chart:
+    def count_chart(slug: str, title: str, noun: str, values: list[float], total: int, note: str) -> Chart:
         top = analytics.count_ceiling(analytics.max_of(values))
         return Chart(
             slug,
             f"{title} per day, {who}",
-            f"{total} {label.lower()} from {span}. {note}",
+            f"{analytics.count_label(total, noun)} from {span}. {note}",
             analytics.ticks(top, plot),
-            [bar_series(slug, label, values, analytics.bars(values, top, plot))],
+            [bar_series(slug, title, values, analytics.bars(values, top, plot), noun)],
             labels[0],
             labels[-1],
         )
@@ -215,7 +218,7 @@ def _charts(report: Report, runtime: AgentRuntime | None) -> list[Chart]:
     escalations = count_chart(
         "escalations",
         "Escalations",
-        "Escalations",
+        "escalation",
         [float(f.escalations) for f in figures],
         totals.escalations,
         "Each is a session answer written agent-wide: every session, no expiry, survives clear.",
@@ -223,7 +226,7 @@ def _charts(report: Report, runtime: AgentRuntime | None) -> list[Chart]:
     revocations = count_chart(
         "revocations",
         "Revocations",
-        "Revocations",
+        "revocation",
         [float(f.revocations) for f in figures],
         totals.revocations,
         "Grants cleared or revoked, counted on the day they were removed.",
