@@ -51,24 +51,7 @@ TASK_ACTOR_LABEL = "audit-verifier"
 CHECKPOINT_MISSING = "missing, though verified on {when}: the log was truncated or rewritten since"
 CHECKPOINT_CHANGED = "no longer has the hash verified on {when}: the log was rewritten since"
 
-_VALUES = (
-    "pk",
-    "seq",
-    "created_at",
-    "actor_id",
-    "actor_label",
-    "channel",
-    "action",
-    "level",
-    "runtime_id",
-    "session_key",
-    "subject_type",
-    "subject",
-    "details",
-    "request_id",
-    "prev_hash",
-    "hash",
-)
+_VALUES = ("pk", *chain.CONTENT_FIELDS, "hash")
 
 
 # --- Walking the database chain ---------------------------------------------------------------

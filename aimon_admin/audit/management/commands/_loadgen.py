@@ -36,6 +36,7 @@ from typing import Any
 
 from django.db import connection
 
+from aimon_admin.approvals.services import ESCALATION_REACH
 from aimon_admin.audit import chain
 from aimon_admin.audit.models import format_timestamp
 
@@ -47,27 +48,7 @@ STEER_EVERY = 1 / 400
 AIM_BEFORE_END = 1 / 2000
 REQUEST_TTL = dt.timedelta(minutes=10)
 SESSION_IDLE_TTL = dt.timedelta(hours=24)
-ESCALATION_REACH = (
-    "applies to all sessions of the runtime, has no expiry, survives clear, and is removed "
-    "only by an agent-wide revoke"
-)
-EVENT_COLUMNS = (
-    "seq",
-    "created_at",
-    "actor_id",
-    "actor_label",
-    "channel",
-    "action",
-    "level",
-    "runtime_id",
-    "session_key",
-    "subject_type",
-    "subject",
-    "details",
-    "request_id",
-    "prev_hash",
-    "hash",
-)
+EVENT_COLUMNS = (*chain.CONTENT_FIELDS, "hash")
 SESSION_COLUMNS = ("id", "runtime_id", "session_id", "principal", "first_seen_at", "last_seen_at")
 REQUEST_COLUMNS = (
     "id",
