@@ -90,6 +90,21 @@ def session_cpu_seconds(session: int) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+def database_cpu_seconds(name: str) -> float:
+    """CPU of the PostgreSQL backends serving database `name` (their title names it)."""
+    total = 0
+    marker = f" {name} ".encode()
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if marker not in (proc / "cmdline").read_bytes().replace(b"\0", b" "):
+                continue
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def machine_busy() -> tuple[float, float]:
     """(busy, total) jiffies of the whole machine, from /proc/stat."""
     values = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
@@ -120,11 +135,17 @@ class Step:
     server_errors: int  # 5xx
     wrong: int
     server_cpu_per_request_ms: float
+    db_cpu_per_request_ms: float  # PostgreSQL's backends for the benchmark database
     server_cpu: float  # cores used by the server's processes
     generator_cpu: float  # cores used by the generator's processes
     machine_cpu: float  # cores busy on the whole machine
     lag_p99_ms: float
     samples: list[str]
+
+    def cpu_per_request_ms(self) -> float:
+        """Server, database and generator CPU per response: what a request costs the machine."""
+        generator = self.generator_cpu / max(1.0, self.achieved) * 1000
+        return self.server_cpu_per_request_ms + self.db_cpu_per_request_ms + generator
 
     def sustained(self, limit: float) -> bool:
         return (
@@ -141,7 +162,8 @@ class Step:
             f"p50 {self.p50:6.2f} p90 {self.p90:6.2f} p99 {self.p99:7.2f} max {self.max:7.1f} ms  "
             f"err {self.errors} 5xx {self.server_errors} wrong {self.wrong}  "
             f"cpu: server {self.server_cpu:.2f} gen {self.generator_cpu:.2f} machine {self.machine_cpu:.2f} "
-            f"({self.server_cpu_per_request_ms:.3f} ms server CPU/request)"
+            f"(CPU/request: server {self.server_cpu_per_request_ms:.2f} ms, "
+            f"PostgreSQL {self.db_cpu_per_request_ms:.2f} ms)"
         )
 
 
@@ -176,10 +198,12 @@ def run_step(
         children.append(child)
     time.sleep(max(0.0, start_at - time.monotonic()))
     cpu0, (busy0, total0) = session_cpu_seconds(server_session), machine_busy()
+    db0 = database_cpu_seconds(BENCH_DB)
     outs = [json.loads(child.stdout.read()) for child in children]
     for child in children:
         child.wait()
     cpu1, (busy1, total1) = session_cpu_seconds(server_session), machine_busy()
+    db1 = database_cpu_seconds(BENCH_DB)
     elapsed = max(out["elapsed"] for out in outs)
     latencies = sorted(x for out in outs for x in out["latencies"])
     statuses: dict[int, int] = {}
@@ -203,6 +227,7 @@ def run_step(
         server_errors=sum(v for k, v in statuses.items() if k >= 500),
         wrong=sum(out["wrong"] for out in outs),
         server_cpu_per_request_ms=used / max(1, len(latencies)) * 1000,
+        db_cpu_per_request_ms=(db1 - db0) / max(1, len(latencies)) * 1000,
         server_cpu=used / elapsed,
         generator_cpu=sum(out["cpu_seconds"] for out in outs) / elapsed,
         machine_cpu=(busy1 - busy0) / max(1, total1 - total0) * cores,
@@ -305,6 +330,7 @@ def measure(args: argparse.Namespace, port: int, session: int, decisions: list[d
     """Per repeat: the ladder, decisions and baseline in turn at each rate, each stopped
     after its first unsustained step; then p99 at half the decisions' best."""
     best_decisions, best_baseline, cpu_ratio, half_p99, bad = [], [], [], [], 0
+    costs: dict[str, list[float]] = {"decisions": [], "baseline": []}
     for repeat in range(args.repeats):
         print(f"repeat {repeat + 1}/{args.repeats}: ladder of {args.seconds}s steps", flush=True)
         best = {"decisions": 0.0, "baseline": 0.0}
@@ -321,6 +347,7 @@ def measure(args: argparse.Namespace, port: int, session: int, decisions: list[d
                     print(f"      {sample}")
                 bad += step.wrong + step.server_errors
                 pair[name] = step
+                costs[name].append(step.cpu_per_request_ms())
                 if step.sustained(args.p99_limit):
                     best[name] = step.achieved
                 else:
@@ -347,10 +374,10 @@ def measure(args: argparse.Namespace, port: int, session: int, decisions: list[d
             print(f"  at {TARGET_RATE // 2}/s (half the {TARGET_RATE:,}/s target), {args.half_seconds}s:")
             print(step.line(), flush=True)
             bad += step.wrong + step.server_errors
-    return best_decisions, best_baseline, cpu_ratio, half_p99, bad
+    return best_decisions, best_baseline, cpu_ratio, half_p99, bad, costs
 
 
-def report(args: argparse.Namespace, best_decisions, best_baseline, cpu_ratio, half_p99, bad) -> bool:  # type: ignore[no-untyped-def]
+def report(args: argparse.Namespace, best_decisions, best_baseline, cpu_ratio, half_p99, bad, costs) -> bool:  # type: ignore[no-untyped-def]
     d = statistics.median(best_decisions)
     print(
         f"\nPostgreSQL + Redis, uvicorn {args.workers} worker(s) --loop {args.loop} --http {args.http}, "
@@ -382,6 +409,15 @@ def report(args: argparse.Namespace, best_decisions, best_baseline, cpu_ratio, h
                 f"{statistics.median(cpu_ratio):.2f} (repeats {', '.join(f'{x:.2f}' for x in cpu_ratio)})"
             )
         ok &= d / b >= TARGET_RATIO
+    cores = os.cpu_count() or 1
+    for name, values in costs.items():
+        if values:
+            cost = statistics.median(values)
+            print(
+                f"  CPU per {name} request (server + PostgreSQL + generator), median of every step: "
+                f"{cost:.2f} ms, so {cores} cores with nothing else running carry at most "
+                f"{cores * 1000 / cost:,.0f}/s"
+            )
     print(f"  wrong decisions + 5xx over every step: {bad} (target 0)")
     return ok
 
