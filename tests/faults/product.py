@@ -43,7 +43,7 @@ def chain() -> dict[str, Any]:
     return {"events": count, "problem": None if problem is None else str(problem)}
 
 
-def slow_mcp(
+def people_and_server(
     *, tag: str, name: str, args: list[str], env: dict[str, str], queue_sync: bool = True
 ) -> dict[str, Any]:
     """`people`, plus a trusted stdio MCP server run by this Python (T11), and (`queue_sync`)
@@ -86,7 +86,7 @@ def sync(*, name: str, operator: str) -> dict[str, Any]:
     return {"run_id": run.pk}
 
 
-COMMANDS = {"people": people, "chain": chain, "slow_mcp": slow_mcp, "sync": sync}
+COMMANDS = {"people": people, "chain": chain, "people_and_server": people_and_server, "sync": sync}
 
 
 def main() -> None:

@@ -51,7 +51,7 @@ def test_redis_down_decisions_stay_exact_polls_fall_back_and_wake_ups_resume(
 ) -> None:
     node: Node = start_node()
     who = product.run(
-        "slow_mcp",
+        "people_and_server",
         tag="redis",
         name=MCP_SERVER,
         args=["-m", "tests.faults.slow_mcp", "--variant-file", "v", "--marker-file", "m"],

@@ -99,7 +99,7 @@ def synced_server(
     variant, marker = folder / f"{name}.variant", folder / f"{name}.listings"
     variant.write_text("v1")
     who = product.run(
-        "slow_mcp",
+        "people_and_server",
         tag=tag,
         name=name,
         args=["-m", "tests.faults.slow_mcp", "--variant-file", str(variant), "--marker-file", str(marker)],
