@@ -6,63 +6,21 @@ import logging
 from typing import Any
 
 from celery import Task, shared_task
-from django.db import transaction
-from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerUnavailable
 
-from aimon_admin.audit.choices import AuditAction, AuditLevel
-from aimon_admin.audit.services import audit_record
-from aimon_admin.registry.choices import SyncStatus
-from aimon_admin.registry.models import McpSyncRun
 from aimon_admin.registry.sync import (
     STALE_AFTER,
-    SYNC_ACTOR,
     TASK_SOFT_TIME_LIMIT,
     TASK_TIME_LIMIT,
     run_sync,
+    sync_run_fail_unqueued,
     sync_runs_fail_stale,
 )
-from aimon_admin.registry.sync.messages import PROGRESS_FAILED
 
 logger = logging.getLogger(__name__)
 
 SYNC_TASK_NAME = "registry.sync_mcp_server"
 FAIL_STALE_TASK_NAME = "registry.fail_stale_mcp_syncs"
-ERROR_NOT_QUEUED = (
-    "Not started: the task queue (Redis) could not be reached, so no worker was asked to run "
-    "this sync. Sync again once it is back."
-)
-
-
-def sync_run_fail_unqueued(run_id: int, reason: str) -> bool:
-    """Fail a QUEUED run whose task never reached the broker, with its audit event (A3).
-
-    Left QUEUED, the run would block every later sync of its server and no worker would
-    ever take it; failed, the operator sees why and can sync again.
-    """
-    with transaction.atomic():
-        run = (
-            McpSyncRun.objects.select_for_update(of=("self",))
-            .select_related("server")
-            .filter(pk=run_id, status=SyncStatus.QUEUED)
-            .first()
-        )
-        if run is None:
-            return False
-        run.status = SyncStatus.FAILED
-        run.error = ERROR_NOT_QUEUED
-        run.progress = PROGRESS_FAILED
-        run.finished_at = timezone.now()
-        run.save(update_fields=["status", "error", "progress", "finished_at"])
-        audit_record(
-            action=AuditAction.MCP_SYNC_FAILED,
-            actor=SYNC_ACTOR,
-            level=AuditLevel.WARNING,
-            subject_type="mcp_server",
-            subject=run.server.name,
-            details={"run_id": run.pk, "attempt": 0, "error": ERROR_NOT_QUEUED, "broker_error": reason[:300]},
-        )
-    return True
 
 
 class _SyncTask(Task):

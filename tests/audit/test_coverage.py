@@ -617,6 +617,15 @@ CASES: dict[str, list[Case]] = {
             channel=Channel.TASK,
         )
     ],
+    "aimon_admin.registry.sync.runs.sync_run_fail_unqueued": [
+        Case(
+            prepare=_queued_run,
+            run=lambda w: runs.sync_run_fail_unqueued(w.prepared.pk, "Error 111 connecting to redis"),
+            expect=(AuditAction.MCP_SYNC_FAILED,),
+            actor=lambda w: runs.SYNC_ACTOR,
+            channel=Channel.TASK,
+        )
+    ],
     "aimon_admin.registry.sync.runs.sync_runs_fail_stale": [
         Case(
             prepare=_stale_run,

@@ -17,6 +17,7 @@ from aimon_admin.registry.sync.runs import (
     TASK_SOFT_TIME_LIMIT,
     TASK_TIME_LIMIT,
     run_sync,
+    sync_run_fail_unqueued,
     sync_runs_fail_stale,
 )
 
@@ -32,5 +33,6 @@ __all__ = [
     "SyncError",
     "fetch_tool_listing",
     "run_sync",
+    "sync_run_fail_unqueued",
     "sync_runs_fail_stale",
 ]

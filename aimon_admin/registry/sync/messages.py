@@ -10,6 +10,10 @@ PROGRESS_LISTED = "Listed {tools} tools (page {page})…"
 PROGRESS_STORING = "Storing {tools} tools…"
 PROGRESS_DONE = "Done: {seen} tools; {added} added, {changed} changed, {absent} absent."
 PROGRESS_FAILED = "Failed."
+ERROR_NOT_QUEUED = (
+    "Not started: the task queue (Redis) could not be reached, so no worker was asked to run "
+    "this sync. Sync again once it is back."
+)
 
 STAGE_STARTING = "while starting the server"
 STAGE_CONNECTING = "while connecting"

@@ -23,7 +23,7 @@ from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.db import DatabaseError, connection, transaction
-from django.db.models import F
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from aimon_admin.audit.choices import AuditAction, AuditLevel
@@ -36,6 +36,7 @@ from aimon_admin.registry.sync.fetch import SyncError, fetch_tool_listing, one_l
 from aimon_admin.registry.sync.messages import (
     ERROR_DISABLED,
     ERROR_GAVE_UP,
+    ERROR_NOT_QUEUED,
     ERROR_STALE,
     ERROR_STORE,
     ERROR_TIME_LIMIT,
@@ -127,8 +128,23 @@ def _progress(claim: _Claim, text: str) -> None:
 
 def _fail(claim: _Claim, message: str) -> bool:
     """Record the failure and its audit event, if this attempt still owns the run."""
+    return _fail_run(_fenced(claim), message, {"attempt": claim.attempt})
+
+
+def sync_run_fail_unqueued(run_id: int, reason: str) -> bool:
+    """Fail a QUEUED run whose task never reached the broker, with its audit event (A3).
+
+    Left QUEUED, the run would block every later sync of its server and no worker would
+    ever take it; failed, the operator sees why and can sync again.
+    """
+    queued = McpSyncRun.objects.filter(pk=run_id, status=SyncStatus.QUEUED)
+    return _fail_run(queued, ERROR_NOT_QUEUED, {"attempt": 0, "broker_error": reason[:300]})
+
+
+def _fail_run(runs: QuerySet[McpSyncRun], message: str, details: dict[str, Any]) -> bool:
+    """Fail the run `runs` selects (if it still does, under a row lock), with its event."""
     with transaction.atomic():
-        run = _fenced(claim).select_for_update(of=("self",)).select_related("server").first()
+        run = runs.select_for_update(of=("self",)).select_related("server").first()
         if run is None:
             return False
         run.status = SyncStatus.FAILED
@@ -142,7 +158,7 @@ def _fail(claim: _Claim, message: str) -> bool:
             level=AuditLevel.WARNING,
             subject_type="mcp_server",
             subject=run.server.name,
-            details={"run_id": run.pk, "attempt": claim.attempt, "error": message},
+            details={"run_id": run.pk, **details, "error": message},
         )
     return True
 
