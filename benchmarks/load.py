@@ -270,7 +270,9 @@ def server_env(database_url: str, redis_url: str) -> dict[str, str]:
     return env
 
 
-def start_server(args: argparse.Namespace, env: dict[str, str], port: int) -> subprocess.Popen:
+def start_server(
+    args: argparse.Namespace, env: dict[str, str], port: int, root: Path = ROOT
+) -> subprocess.Popen:
     if args.profile:
         command = [PYTHON, str(ROOT / "benchmarks" / "load_profile.py"), "--port", str(port)]
         command += ["--loop", args.loop, "--http", args.http, "--out", args.profile_out]
@@ -279,7 +281,7 @@ def start_server(args: argparse.Namespace, env: dict[str, str], port: int) -> su
         command = [PYTHON, "-m", "uvicorn", "aimon_admin.asgi:application", "--host", "127.0.0.1"]
         command += ["--port", str(port), "--workers", str(args.workers), "--loop", args.loop]
         command += ["--http", args.http, "--lifespan", "off", "--no-access-log", "--log-level", "warning"]
-    return subprocess.Popen(command, cwd=ROOT, env=env, start_new_session=True)
+    return subprocess.Popen(command, cwd=root, env=env, start_new_session=True)
 
 
 def wait_until_up(port: int, token: str, timeout: float = 60.0) -> None:
@@ -377,6 +379,39 @@ def measure(args: argparse.Namespace, port: int, session: int, decisions: list[d
     return best_decisions, best_baseline, cpu_ratio, half_p99, bad, costs
 
 
+def compare(args: argparse.Namespace, a: tuple[int, int], b: tuple[int, int], decisions: list[dict]) -> int:
+    """A/B: the same decision load on two servers in turn (ABBA order), at `--start` req/s."""
+    steps: dict[str, list[Step]] = {"A": [], "B": []}
+    for repeat in range(args.repeats):
+        order = ("A", "B") if repeat % 2 == 0 else ("B", "A")
+        for name in order:
+            port, session = a if name == "A" else b
+            step = run_step(args, port, session, decisions, args.start, args.seconds)
+            print(f"{name}{step.line()}", flush=True)
+            steps[name].append(step)
+    ratios = [
+        sb.server_cpu_per_request_ms / sa.server_cpu_per_request_ms
+        for sa, sb in zip(steps["A"], steps["B"], strict=True)
+    ]
+    b_label = " ".join(
+        [*(["root " + str(args.compare_root)] if args.compare_root else []), *args.compare_env]
+    )
+    print(f"\nA: {ROOT}; B: {b_label}; {args.repeats} x {args.seconds}s at {args.start:,.0f}/s each")
+    for name, runs in steps.items():
+        cpu = statistics.median(s.server_cpu_per_request_ms for s in runs)
+        db = statistics.median(s.db_cpu_per_request_ms for s in runs)
+        p50, p99 = statistics.median(s.p50 for s in runs), statistics.median(s.p99 for s in runs)
+        print(
+            f"  {name}: server CPU/request {cpu:.2f} ms, PostgreSQL {db:.2f} ms, "
+            f"p50 {p50:.2f} ms, p99 {p99:.2f} ms"
+        )
+    each = ", ".join(f"{r:.2f}" for r in ratios)
+    print(f"  B / A server CPU per request: {statistics.median(ratios):.2f} ({each})")
+    bad = sum(s.wrong + s.server_errors for runs in steps.values() for s in runs)
+    print(f"  wrong decisions + 5xx: {bad}")
+    return 0 if bad == 0 else 1
+
+
 def report(args: argparse.Namespace, best_decisions, best_baseline, cpu_ratio, half_p99, bad, costs) -> bool:  # type: ignore[no-untyped-def]
     d = statistics.median(best_decisions)
     print(
@@ -448,6 +483,12 @@ def main() -> int:
     )
     parser.add_argument("--profile-out", default=str(Path(tempfile.gettempdir()) / "aimon_load_profile.txt"))
     parser.add_argument("--yappi", action="store_true", help="with --profile: yappi's CPU clock too")
+    parser.add_argument(
+        "--compare-root", help="A/B instead: a second server from this checkout (a scratch copy)"
+    )
+    parser.add_argument(
+        "--compare-env", action="append", default=[], metavar="NAME=VALUE", help="A/B: B's environment"
+    )
     parser.add_argument("--seed", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.seed:
@@ -493,6 +534,20 @@ def main() -> int:
             for sample in step.samples:
                 print(f"      {sample}")
             return 0
+        if args.compare_root or args.compare_env:
+            root = Path(args.compare_root or ROOT).resolve()
+            other_env = dict(env, PYTHONPATH=str(root))
+            other_env.update(pair.split("=", 1) for pair in args.compare_env)
+            other_port = free_port()
+            other = start_server(args, other_env, other_port, root)
+            try:
+                wait_until_up(other_port, seeded["tokens"]["bench"])
+                check_every_case(other_port, decisions + baseline)
+                run_step(args, other_port, other.pid, decisions, args.start, 3)
+                return compare(args, (port, server.pid), (other_port, other.pid), decisions)
+            finally:
+                os.killpg(other.pid, signal.SIGTERM)
+                other.wait(timeout=30)
         results = measure(args, port, server.pid, decisions, baseline)
         return 0 if report(args, *results) else 1
     finally:
