@@ -180,7 +180,8 @@ def test_prod_serves_decides_runs_tasks_and_stops_every_process_on_sigterm(
         assert "immutable" in headers["cache-control"]  # hashed name: cached for good
 
         # The Celery worker answers: a task sent through Redis, run by it against PostgreSQL.
-        client = Celery("aimon-launch-test", broker=redis_url)
+        # Not the current app: shared tasks in later tests must keep resolving to the product's.
+        client = Celery("aimon-launch-test", broker=redis_url, set_as_current=False)
         try:
             task_id = client.send_task(VERIFY_TASK_NAME).id
         finally:
