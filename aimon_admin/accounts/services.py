@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from axes.handlers.proxy import AxesProxyHandler
 from django.apps import apps
+from django.conf import settings
 from django.contrib.auth.management import create_permissions
 from django.contrib.auth.models import Group, Permission
 from django.contrib.auth.password_validation import validate_password
@@ -133,6 +135,41 @@ def login_failure_record(*, username: str) -> None:
         subject_type="user",
         subject=username,
     )
+
+
+@transaction.atomic
+def login_lockout_record(*, username: str, ip_address: str, failures: int | None) -> None:
+    """A username+address pair locked out after repeated failed sign-ins (django-axes)."""
+    audit_record(
+        action=AuditAction.LOGIN_LOCKED_OUT,
+        actor=Actor.system("anonymous"),
+        level=AuditLevel.WARNING,
+        subject_type="user",
+        subject=username,
+        details={
+            "ip_address": ip_address,
+            "failures": failures,
+            "failure_limit": settings.AXES_FAILURE_LIMIT,
+            "lockout_minutes": int(settings.AXES_COOLOFF_TIME.total_seconds() // 60),
+        },
+    )
+
+
+@transaction.atomic
+def login_unlock(*, username: str, actor: Actor) -> int:
+    """Clear a username's failed sign-ins from every address (an operator's unlock).
+
+    Returns how many failure records were cleared; the unlock is audited either way.
+    """
+    count = AxesProxyHandler.reset_attempts(username=username)
+    audit_record(
+        action=AuditAction.LOGIN_UNLOCKED,
+        actor=actor,
+        subject_type="user",
+        subject=username,
+        details={"attempt_records_cleared": count},
+    )
+    return count
 
 
 @transaction.atomic

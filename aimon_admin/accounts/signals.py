@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from axes.signals import user_locked_out
 from django.contrib.auth.signals import user_logged_in, user_logged_out, user_login_failed
 from django.dispatch import receiver
 from django.http import HttpRequest
@@ -25,3 +26,12 @@ def _login_failed(sender: Any, credentials: dict, request: HttpRequest | None = 
 def _logged_out(sender: Any, request: HttpRequest, user: Any, **_: Any) -> None:
     if user is not None:
         services.logout_record(user=user)
+
+
+@receiver(user_locked_out)
+def _locked_out(sender: Any, request: HttpRequest, username: str | None, ip_address: str, **_: Any) -> None:
+    services.login_lockout_record(
+        username=str(username or "")[:150],
+        ip_address=str(ip_address or ""),
+        failures=getattr(request, "axes_failures_since_start", None),
+    )

@@ -17,6 +17,8 @@ class AuditAction(models.TextChoices):
     USER_PASSWORD_CHANGED = "USER_PASSWORD_CHANGED", "User password changed"
     LOGIN_SUCCEEDED = "LOGIN_SUCCEEDED", "Login succeeded"
     LOGIN_FAILED = "LOGIN_FAILED", "Login failed"
+    LOGIN_LOCKED_OUT = "LOGIN_LOCKED_OUT", "Sign-in locked out after repeated failures"
+    LOGIN_UNLOCKED = "LOGIN_UNLOCKED", "Sign-in lockout cleared by an operator"
     LOGOUT = "LOGOUT", "Logout"
     # Agent runtimes and their tokens
     RUNTIME_CREATED = "RUNTIME_CREATED", "Runtime created"

@@ -8,9 +8,11 @@ sets DATABASE_URL (PostgreSQL) and REDIS_URL; see README.md for every variable.
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONCE, NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
@@ -79,12 +81,15 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_htmx",
     "template_partials",
+    "axes",
+    "csp",
 ]
 
 MIDDLEWARE = [
     "aimon_admin.core.middleware.RequestIdMiddleware",
     "aimon_admin.core.middleware.ApiBodyLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -93,6 +98,9 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # After every middleware that can answer on its own, so a locked-out sign-in is
+    # answered with the lockout page (axes.middleware reads what its backend marked).
+    "axes.middleware.AxesMiddleware",
     "aimon_admin.core.middleware.SyncStackMiddleware",
 ]
 
@@ -203,6 +211,11 @@ AUTH_USER_MODEL = "accounts.User"
 LOGIN_URL = "accounts:login"
 LOGIN_REDIRECT_URL = "core:home"
 LOGOUT_REDIRECT_URL = "accounts:login"
+# AxesStandaloneBackend first: it refuses a locked-out sign-in before any password is checked.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -248,6 +261,52 @@ SECURE_HSTS_SECONDS = env_int("DJANGO_HSTS_SECONDS", 0)
 SECURE_SSL_REDIRECT = env_bool("DJANGO_SSL_REDIRECT", default=False)
 if env_bool("DJANGO_BEHIND_TLS_PROXY", default=False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# --- Sign-in throttling (django-axes) ---------------------------------------------------------
+# After AIMON_LOGIN_FAILURE_LIMIT failed sign-ins for one username from one address, that
+# pair is refused (429, the lockout page) for AIMON_LOGIN_LOCKOUT_MINUTES, and the lockout
+# is an audit event (LOGIN_LOCKED_OUT). Another address, or another username from the same
+# address, is not affected, so an attacker cannot lock a person out from everywhere.
+# Operators unlock with `manage.py unlock_login <username>` (audited) or axes' own
+# `axes_reset_username` / `axes_reset` (not audited).
+AXES_ENABLED = True
+AXES_FAILURE_LIMIT = env_int("AIMON_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("AIMON_LOGIN_LOCKOUT_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "aimon_admin.accounts.views.lockout"
+AXES_CLIENT_IP_CALLABLE = "aimon_admin.accounts.lockout.client_ip"
+# Behind a TLS proxy the client's address is the one the proxy appended to X-Forwarded-For.
+AIMON_LOGIN_TRUST_FORWARDED_FOR = env_bool("DJANGO_BEHIND_TLS_PROXY", default=False)
+# Sign-ins and sign-outs are already in the audit log; axes keeps only the failure counts.
+AXES_DISABLE_ACCESS_LOG = True
+AXES_ENABLE_ACCESS_FAILURE_LOG = False
+AXES_VERBOSE = False
+AXES_SENSITIVE_PARAMETERS = ["username", "ip_address", "password"]
+if AXES_FAILURE_LIMIT < 1:
+    raise ImproperlyConfigured("AIMON_LOGIN_FAILURE_LIMIT must be at least 1")
+
+# --- Content-Security-Policy (django-csp) -----------------------------------------------------
+# No inline script or style anywhere: scripts and styles come from our own static files;
+# the one exception, the Swagger UI page at /api/docs/, carries a per-response nonce on its
+# inline start-up script and style (templates/drf_spectacular/swagger_ui.html). htmx is told
+# not to inject its indicator <style> (the htmx-config meta tag in base.html), and hx-on
+# attributes are not used (they would need 'unsafe-eval'). data: images are Swagger UI's
+# icons, drawn from its own stylesheet.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF, NONCE],
+        "style-src": [SELF, NONCE],
+        "img-src": [SELF, "data:"],
+        "connect-src": [SELF],
+        "font-src": [SELF],
+        "frame-ancestors": [NONE],
+        "form-action": [SELF],
+        "base-uri": [NONE],
+        "object-src": [NONE],
+    }
+}
 
 # --- REST framework ---------------------------------------------------------------------------
 REST_FRAMEWORK = {

@@ -1,0 +1,33 @@
+"""Browser views of accounts: the page a locked-out sign-in gets."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+LOCKOUT_STATUS = 429
+LOCKOUT_TITLE = "Too many failed sign-ins"
+LOCKOUT_MESSAGE = (
+    "Sign-in for this username from your address is paused for {minutes} minutes after "
+    "{limit} failed attempts. Wait and try again, or ask an operator to unlock it."
+)
+
+
+def lockout(
+    request: HttpRequest,
+    original_response: HttpResponse | None = None,
+    credentials: dict | None = None,
+) -> HttpResponse:
+    """django-axes' lockout response (AXES_LOCKOUT_CALLABLE): our styled error page, 429."""
+    message = LOCKOUT_MESSAGE.format(
+        minutes=int(settings.AXES_COOLOFF_TIME.total_seconds() // 60),
+        limit=settings.AXES_FAILURE_LIMIT,
+    )
+    context = {
+        "status": LOCKOUT_STATUS,
+        "title": LOCKOUT_TITLE,
+        "message": message,
+        "request_id": getattr(request, "request_id", ""),
+    }
+    return render(request, "core/error.html", context, status=LOCKOUT_STATUS)
