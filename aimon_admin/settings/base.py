@@ -258,6 +258,17 @@ SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
 CSRF_FAILURE_VIEW = "aimon_admin.core.views.csrf_failure"
 SECURE_HSTS_SECONDS = env_int("DJANGO_HSTS_SECONDS", 0)
+# HSTS for every subdomain, and the browsers' preload list, bind the whole domain and cannot
+# be undone quickly: each is a decision for the domain's owner. 1 sends it; 0 declines it
+# and, being a decision, silences `check --deploy`'s reminder (W005 / W021); unset, the
+# reminder stays.
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", default=False)
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_HSTS_PRELOAD", default=False)
+SILENCED_SYSTEM_CHECKS: list[str] = []
+if os.environ.get("DJANGO_HSTS_INCLUDE_SUBDOMAINS", "").strip() and not SECURE_HSTS_INCLUDE_SUBDOMAINS:
+    SILENCED_SYSTEM_CHECKS.append("security.W005")
+if os.environ.get("DJANGO_HSTS_PRELOAD", "").strip() and not SECURE_HSTS_PRELOAD:
+    SILENCED_SYSTEM_CHECKS.append("security.W021")
 SECURE_SSL_REDIRECT = env_bool("DJANGO_SSL_REDIRECT", default=False)
 if env_bool("DJANGO_BEHIND_TLS_PROXY", default=False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
