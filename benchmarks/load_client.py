@@ -11,6 +11,8 @@ connection carries one request at a time; when none is free a new one is opened,
 Every response is checked: status 200 and a JSON body exactly equal to the expected one.
 Run as `python benchmarks/load_client.py` with a JSON job on stdin (load.py does that);
 prints one JSON object: latencies (ms), counts, wrong answers and this process's CPU time.
+`python benchmarks/load_client.py --self-test` checks the checker against a fake server
+that fails 1 request in 50, with half the expectations wrong.
 """
 
 from __future__ import annotations
@@ -242,7 +244,90 @@ async def run(job: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+async def fake_server(port: int) -> None:
+    """For --self-test: answers {"decision": "ALLOW"}, and every 50th request a 500."""
+    served = 0
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal served
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(
+                    int(line.split(b":")[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length")
+                )
+                await reader.readexactly(length)
+                served += 1
+                status, body = (
+                    (b"500 Internal Server Error", b"oops")
+                    if served % 50 == 0
+                    else (b"200 OK", b'{"decision": "ALLOW"}')
+                )
+                writer.write(b"HTTP/1.1 %s\r\nContent-Length: %d\r\n\r\n%s" % (status, len(body), body))
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", port)
+    async with server:
+        await server.serve_forever()
+
+
+def self_test() -> None:
+    """The checker must catch what it is there to catch: half the expectations are wrong,
+    and the server fails 1 request in 50. Also shows what one process can offer."""
+    import socket
+    import subprocess
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = subprocess.Popen([sys.executable, __file__, "--fake-server", str(port)])
+    try:
+        time.sleep(1)
+        rate, seconds = 2000, 3
+        job = {
+            "host": "127.0.0.1",
+            "port": port,
+            "rate": rate,
+            "seconds": seconds,
+            "seed": 1,
+            "start_at": time.monotonic() + 1,
+            "poisson": True,
+            "connections": 8,
+            "max_connections": 64,
+            "timeout": 5,
+            "cases": [
+                {"path": "/x", "token": "t", "body": "{}", "expected": {"decision": "ALLOW"}},
+                {"path": "/x", "token": "t", "body": "{}", "expected": {"decision": "DENY"}},
+            ],
+        }
+        out = asyncio.run(run(job))
+    finally:
+        server.terminate()
+        server.wait()
+    answered = sum(out["statuses"].values())
+    errors = out["statuses"].get("500", 0)
+    print(
+        f"sent {out['sent']} at {rate}/s in one process ({out['cpu_seconds'] / seconds:.2f} cores), "
+        f"answered {answered}, 500s {errors}, wrong {out['wrong']}"
+    )
+    assert out["failures"] == 0, out
+    assert answered == out["sent"], out
+    assert abs(errors - answered / 50) <= 2, errors
+    # Half the 200s had an expectation the fake server never meets.
+    assert abs(out["wrong"] - (answered - errors) / 2) <= 0.05 * answered, out["wrong"]
+    print("self-test passed")
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--self-test"]:
+        self_test()
+        return
+    if sys.argv[1:2] == ["--fake-server"]:
+        asyncio.run(fake_server(int(sys.argv[2])))
+        return
     job = json.loads(sys.stdin.read())
     try:
         import uvloop
