@@ -77,8 +77,9 @@ pool's per-borrow health check (`CONN_HEALTH_CHECKS` with psycopg-pool) is a rou
 every request (42-55% of a request thread's busy wall-clock samples); asgiref's five thread
 hops per request ~12%. A/B against a scratch copy, interleaved in one run (`--compare-root
 /tmp/scratch --compare-env NAME=1`, 6 pairs at 250/s; an identical copy measures 0.99):
-the token lookup in plain SQL 0.68 of the server CPU per decision; no health check per
-borrow 0.91; `gc.freeze()` + a gen-0 threshold of 10,000 0.97 (noise).
+the token lookup in plain SQL 0.68 of the server CPU per decision (pairs 0.63-0.79); no
+health check per borrow 0.91 (0.79-1.16, within noise); both 0.76 (0.70-0.80);
+`gc.freeze()` + a gen-0 threshold of 10,000 0.97 (noise); the identical copy 0.92-1.10.
 """
 
 from __future__ import annotations
