@@ -9,7 +9,7 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -314,14 +314,16 @@ def session_revoke_view(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def _grant_for(request: HttpRequest, pk: int) -> Grant:
+    """An active grant this person may revoke; anyone else's is a 404, as its session is
+    (S13: someone else's object is not shown to exist)."""
     grant = get_object_or_404(Grant.objects.active().select_related("runtime", "session"), pk=pk)
     if grant.scope == GrantScope.AGENT:
         if not selectors.may_manage_agent_grants(user=request.user, runtime=grant.runtime):
-            raise PermissionDenied
+            raise Http404
         return grant
     visible = selectors.sessions_visible_to(user=request.user).filter(pk=grant.session_id).exists()
     if not visible:
-        raise PermissionDenied
+        raise Http404
     return grant
 
 

@@ -1,0 +1,546 @@
+"""The authorization matrix: every URL pattern x every kind of caller, GET and POST (S13, S11).
+
+Generated from the URL configuration: `get_resolver()` is walked, and every pattern (pages,
+htmx fragments, the API, the audit pages, django-admin) must have a row in EXPECTED, keyed
+by its URL name (its route where it has none). A new view without a row fails
+`test_every_url_is_classified`, so it cannot ship unclassified.
+
+The world is made through the services: two runtimes (agent-one owned by Owen), a live,
+another runtime's and a revoked token, Alice's session and request, her session grant, a
+rule, an MCP server with a sync run, a local tool. Someone else's object is a 404. A POST
+that is refused changes nothing: no audit event, grant, token, request status or setting.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from django.apps import apps
+from django.contrib.contenttypes.models import ContentType
+from django.db import transaction
+from django.middleware.csrf import _get_new_csrf_string
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+
+from aimon_admin.accounts.models import User
+from aimon_admin.accounts.roles import Role
+from aimon_admin.accounts.services import user_create
+from aimon_admin.approvals import rules
+from aimon_admin.approvals.choices import Answer, RuleAction
+from aimon_admin.approvals.models import ApprovalRequest, Grant, Session, SkillRule
+from aimon_admin.approvals.services import RequestInput, request_answer, request_create
+from aimon_admin.audit.models import AuditEvent
+from aimon_admin.registry.choices import McpTransport
+from aimon_admin.registry.models import McpServer, McpSyncRun, Tool
+from aimon_admin.registry.services import local_tools_replace, mcp_server_create, mcp_sync_request
+from aimon_admin.runtimes.models import AgentRuntime, RuntimeToken
+from aimon_admin.runtimes.services import runtime_create, token_issue, token_revoke
+from tests.conftest import PASSWORD, TEST_ACTOR
+
+# --- Outcomes ------------------------------------------------------------------------------------
+
+OK = "200"
+NO_CONTENT = "204"
+LOGIN = "302 login"  # to the sign-in page, with ?next=
+ADMIN_LOGIN = "302 admin login"  # django-admin's own sign-in (nobody here is staff)
+MOVED = "302 elsewhere"  # a successful write's redirect
+BAD = "400"
+UNAUTH = "401"
+FORBID = "403"
+MISSING = "404"
+NOT_ALLOWED = "405"
+REFUSED = {LOGIN, ADMIN_LOGIN, UNAUTH, FORBID, MISSING, NOT_ALLOWED}
+
+PEOPLE = ("anonymous", "alice", "bob", "operator", "auditor", "owner")
+TOKENS = ("token", "other_token", "revoked_token")
+CALLERS = PEOPLE + TOKENS
+
+
+def _row(**outcomes: str) -> dict[str, str]:
+    assert set(outcomes) == set(CALLERS), sorted(set(CALLERS) ^ set(outcomes))
+    return outcomes
+
+
+def page(*, alice: str, bob: str, operator: str, auditor: str, owner: str) -> dict[str, str]:
+    """A browser page: a token is no sign-in, so every token caller is sent to sign in."""
+    return _row(
+        anonymous=LOGIN,
+        alice=alice,
+        bob=bob,
+        operator=operator,
+        auditor=auditor,
+        owner=owner,
+        token=LOGIN,
+        other_token=LOGIN,
+        revoked_token=LOGIN,
+    )
+
+
+def api(*, token: str, other_token: str, anonymous: str = UNAUTH, revoked: str = UNAUTH) -> dict[str, str]:
+    """An API route: people (a session cookie, no token) are 401 like the anonymous."""
+    return _row(
+        anonymous=anonymous,
+        alice=anonymous,
+        bob=anonymous,
+        operator=anonymous,
+        auditor=anonymous,
+        owner=anonymous,
+        token=token,
+        other_token=other_token,
+        revoked_token=revoked,
+    )
+
+
+def everyone(outcome: str) -> dict[str, str]:
+    return _row(**dict.fromkeys(CALLERS, outcome))
+
+
+def operators(ok: str, *, auditor: str = FORBID) -> dict[str, str]:
+    """Operator-only pages (approvers hold no such permission; auditors only read)."""
+    return page(alice=FORBID, bob=FORBID, operator=ok, auditor=auditor, owner=FORBID)
+
+
+def readers(ok: str = OK) -> dict[str, str]:
+    """What operators and auditors read and approvers do not."""
+    return page(alice=FORBID, bob=FORBID, operator=ok, auditor=ok, owner=FORBID)
+
+
+def approvers(ok: str) -> dict[str, str]:
+    """Approvers and operators, each scoped by the selectors; auditors answer nothing."""
+    return page(alice=ok, bob=ok, operator=ok, auditor=FORBID, owner=ok)
+
+
+def alices(ok: str) -> dict[str, str]:
+    """Alice's own object: Bob and Owen (who owns the runtime, but she is its principal)
+    get a 404, operators see all, auditors answer nothing (S13)."""
+    return page(alice=ok, bob=MISSING, operator=ok, auditor=FORBID, owner=MISSING)
+
+
+def agent_managers(ok: str) -> dict[str, str]:
+    """Agent-wide approvals: operators and the runtime's owner (S13)."""
+    return page(alice=FORBID, bob=FORBID, operator=ok, auditor=FORBID, owner=ok)
+
+
+@dataclass(frozen=True)
+class Expect:
+    get: dict[str, str]
+    post: dict[str, str]
+
+
+def only_get(get: dict[str, str]) -> Expect:
+    """A GET-only page: its method check comes first, so a POST is a 405 for anyone."""
+    return Expect(get=get, post=everyone(NOT_ALLOWED))
+
+
+def only_post(post: dict[str, str]) -> Expect:
+    """A POST-only view: its method check comes first, so a GET is a 405 for anyone."""
+    return Expect(get=everyone(NOT_ALLOWED), post=post)
+
+
+ADMIN_ONLY = Expect(get=everyone(ADMIN_LOGIN), post=everyone(ADMIN_LOGIN))
+
+SIGN_IN = _row(**dict.fromkeys(("anonymous", *TOKENS), OK), **dict.fromkeys(PEOPLE[1:], MOVED))
+
+# Each row: what every caller gets for GET and for POST (an empty form, CSRF token sent).
+EXPECTED: dict[str, Expect] = {
+    "core:home": only_get(approvers(OK) | {"auditor": OK}),
+    "core:healthz": only_get(everyone(OK)),
+    # A signed-in person is sent on from the sign-in page; to others an empty form is shown again.
+    "accounts:login": Expect(get=SIGN_IN, post=SIGN_IN),
+    "accounts:logout": Expect(get=everyone(NOT_ALLOWED), post=everyone(MOVED)),
+    # Runtimes (operators change; auditors read)
+    "runtimes:list": only_get(readers()),
+    "runtimes:create": Expect(get=operators(OK), post=operators(OK)),  # invalid form, re-shown
+    "runtimes:detail": only_get(readers()),
+    "runtimes:settings": only_post(operators(OK)),
+    "runtimes:token-issue": only_post(operators(OK)),
+    "runtimes:token-revoke": Expect(get=operators(OK), post=operators(MOVED)),
+    # Registry
+    "registry:server-list": only_get(readers()),
+    "registry:server-create": Expect(get=operators(OK), post=operators(OK)),
+    "registry:server-detail": only_get(readers()),
+    "registry:server-edit": Expect(get=operators(OK), post=operators(OK)),
+    "registry:server-sync": only_post(operators(MOVED)),
+    "registry:server-sync-run": only_get(readers()),
+    "registry:server-trust": Expect(get=operators(OK), post=operators(OK)),
+    "registry:tool-list": only_get(readers()),
+    "registry:tool-detail": only_get(readers()),
+    "registry:tool-accept": Expect(get=operators(OK), post=operators(MOVED)),
+    "registry:tool-review": Expect(get=operators(OK), post=operators(OK)),
+    "registry:simulator": only_get(readers()),
+    "registry:worklist": only_get(readers()),
+    # Approvals (S13: a request belongs to its principal; operators see all)
+    "approvals:inbox": only_get(approvers(OK)),
+    "approvals:inbox-poll": only_get(approvers(OK)),
+    "approvals:request": only_get(alices(OK)),
+    "approvals:answer": only_post(alices(MOVED)),
+    "approvals:dismiss": Expect(get=alices(OK), post=alices(MOVED)),
+    "approvals:sessions": only_get(approvers(OK)),
+    "approvals:session": only_get(alices(OK)),
+    "approvals:session-clear": Expect(get=alices(OK), post=alices(MOVED)),
+    "approvals:session-revoke": Expect(get=alices(OK), post=alices(MOVED)),
+    "approvals:grant-revoke": Expect(get=alices(OK), post=alices(MOVED)),
+    "approvals:agent": only_get(agent_managers(OK)),
+    "approvals:agent-revoke": Expect(get=agent_managers(OK), post=agent_managers(MOVED)),
+    "approvals:rules": only_get(readers()),
+    "approvals:rule-create": only_post(operators(OK)),
+    "approvals:rule-delete": Expect(get=operators(OK), post=operators(MOVED)),
+    # Audit (auditors and operators read; nobody writes)
+    "audit:home": only_get(readers()),
+    "audit:log": only_get(readers()),
+    "audit:export-csv": only_get(readers()),
+    "audit:export-jsonl": only_get(readers()),
+    "audit:event": only_get(readers()),
+    "audit:escalations": only_get(readers()),
+    "audit:in-force": only_get(readers()),
+    "audit:analytics": only_get(readers()),
+    # The runtime API: the token's own runtime; another runtime's request is a 404
+    "api:runtime-self": Expect(
+        get=api(token=OK, other_token=OK), post=api(token=NOT_ALLOWED, other_token=NOT_ALLOWED)
+    ),
+    # The plain (hot) views check the method before the token.
+    "api:skill-decisions": Expect(
+        get=everyone(NOT_ALLOWED),
+        post=api(token=BAD, other_token=BAD),  # {} lacks skills
+    ),
+    "api:approval-requests": Expect(
+        get=api(token=NOT_ALLOWED, other_token=NOT_ALLOWED), post=api(token=BAD, other_token=BAD)
+    ),
+    # The long-poll checks the method first too.
+    "api:approval-request-detail": Expect(get=api(token=OK, other_token=MISSING), post=everyone(NOT_ALLOWED)),
+    "api:approval-request-cancel": Expect(
+        get=api(token=NOT_ALLOWED, other_token=NOT_ALLOWED), post=api(token=OK, other_token=MISSING)
+    ),
+    # Sessions are keyed by (runtime, session_id): another runtime's clear reaches its own
+    # session of that name (none here), never agent-one's.
+    "api:session-clear": Expect(
+        get=api(token=NOT_ALLOWED, other_token=NOT_ALLOWED), post=api(token=OK, other_token=OK)
+    ),
+    "api:session-revoke": Expect(
+        get=api(token=NOT_ALLOWED, other_token=NOT_ALLOWED), post=api(token=OK, other_token=OK)
+    ),
+    "api:tools": Expect(
+        get=api(token=OK, other_token=OK), post=api(token=NOT_ALLOWED, other_token=NOT_ALLOWED)
+    ),
+    "api:tool-decisions": Expect(get=everyone(NOT_ALLOWED), post=api(token=BAD, other_token=BAD)),
+    "api:mcp-servers": Expect(
+        get=api(token=OK, other_token=OK), post=api(token=NOT_ALLOWED, other_token=NOT_ALLOWED)
+    ),
+    "api:mcp-server-tools": Expect(
+        get=api(token=NOT_ALLOWED, other_token=NOT_ALLOWED), post=api(token=BAD, other_token=BAD)
+    ),
+    "^api/": Expect(get=everyone(MISSING), post=everyone(MISSING)),
+    # The schema and its docs are public: they describe the API, they grant nothing.
+    "api-schema": only_get(everyone(OK)),
+    "api-docs": only_get(everyone(OK)),
+    # django-admin: nobody is staff, so everything but its sign-in sends you to it.
+    "admin:login": Expect(get=everyone(OK), post=everyone(OK)),
+    "admin:logout": Expect(get=everyone(MOVED), post=everyone(MOVED)),
+}
+# htmx fragments are fetched as htmx fetches them (a plain GET of a poll is sent to its page).
+HTMX_FRAGMENTS = {"registry:server-sync-run", "approvals:inbox-poll"}
+ADMIN_PATTERN = re.compile(r"^admin:|^django-admin/")
+
+
+def expected_for(key: str) -> Expect | None:
+    if key in EXPECTED:
+        return EXPECTED[key]
+    if ADMIN_PATTERN.match(key):
+        # Every other django-admin page: staff only, and nobody here is staff.
+        return ADMIN_ONLY
+    return None
+
+
+# --- The URL configuration, walked -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Route:
+    key: str  # the URL name, or the route where there is none
+    name: str | None
+    route: str
+    parameters: tuple[str, ...]
+
+
+def _walk(resolver: URLResolver, prefix: str = "", namespace: str | None = None) -> Iterator[Route]:
+    for pattern in resolver.url_patterns:
+        if isinstance(pattern, URLResolver):
+            inner = namespace
+            if pattern.namespace:
+                inner = f"{namespace}:{pattern.namespace}" if namespace else pattern.namespace
+            yield from _walk(pattern, prefix + str(pattern.pattern), inner)
+            continue
+        assert isinstance(pattern, URLPattern)
+        route = prefix + str(pattern.pattern)
+        name = f"{namespace}:{pattern.name}" if namespace and pattern.name else pattern.name
+        parameters = tuple(pattern.pattern.regex.groupindex)
+        key = route if prefix.startswith("django-admin") and name is None else name or route
+        yield Route(key=key, name=name, route=route, parameters=parameters)
+
+
+ROUTES = list(_walk(get_resolver()))
+ROUTE_BY_KEY = {route.key: route for route in ROUTES}
+
+
+def test_every_url_is_classified() -> None:
+    # A new view must say who may use it before it can ship (S13).
+    unclassified = [route.key for route in ROUTES if expected_for(route.key) is None]
+    assert unclassified == []
+    stale = [key for key in EXPECTED if key not in ROUTE_BY_KEY]
+    assert stale == []
+
+
+def test_the_walk_sees_every_kind_of_url() -> None:
+    keys = set(ROUTE_BY_KEY)
+    for needed in (
+        "approvals:answer",
+        "approvals:inbox-poll",
+        "api:skill-decisions",
+        "audit:event",
+        "admin:index",
+    ):
+        assert needed in keys
+    assert len(ROUTES) > 70
+
+
+# --- The world, made through the services ------------------------------------------------------
+
+
+@dataclass
+class World:
+    users: dict[str, User]
+    runtime: AgentRuntime
+    other_runtime: AgentRuntime
+    tokens: dict[str, str]
+    request: ApprovalRequest
+    session: Session
+    grant: Grant
+    rule: SkillRule
+    server: McpServer
+    run: McpSyncRun
+    tool: Tool
+    token_row: RuntimeToken
+
+
+@pytest.fixture
+def world(db: None) -> Iterator[World]:
+    rules._cached = None
+    users = {
+        "alice": user_create(username="alice", password=PASSWORD, roles=[Role.APPROVER], actor=TEST_ACTOR),
+        "bob": user_create(username="bob", password=PASSWORD, roles=[Role.APPROVER], actor=TEST_ACTOR),
+        "operator": user_create(
+            username="olivia", password=PASSWORD, roles=[Role.OPERATOR], actor=TEST_ACTOR
+        ),
+        "auditor": user_create(username="audrey", password=PASSWORD, roles=[Role.AUDITOR], actor=TEST_ACTOR),
+        "owner": user_create(username="owen", password=PASSWORD, roles=[Role.APPROVER], actor=TEST_ACTOR),
+    }
+    runtime = runtime_create(name="agent-one", owner=users["owner"], actor=TEST_ACTOR)
+    other_runtime = runtime_create(name="agent-two", actor=TEST_ACTOR)
+    token_row, token = token_issue(runtime=runtime, actor=TEST_ACTOR, label="live")
+    _, other_token = token_issue(runtime=other_runtime, actor=TEST_ACTOR, label="other")
+    revoked_row, revoked_token = token_issue(runtime=runtime, actor=TEST_ACTOR, label="revoked")
+    token_revoke(token=revoked_row, actor=TEST_ACTOR)
+    request, _ = request_create(
+        RequestInput(
+            runtime=runtime,
+            skills=["deploy", "notify"],
+            session_id="s-alice",
+            principal="alice",
+            turn_id="t-1",
+            reason="ship it",
+        )
+    )
+    answered, _ = request_create(
+        RequestInput(runtime=runtime, skills=["backup"], session_id="s-alice", principal="alice")
+    )
+    request_answer(request=answered, user=users["alice"], answer=Answer.ALLOW_SESSION)
+    grant = Grant.objects.get(request=answered)
+    rule = rules.rule_create(pattern="read-*", action=RuleAction.ALLOW, actor=TEST_ACTOR)
+    server = mcp_server_create(
+        name="files", transport=McpTransport.STDIO, command="/bin/false", actor=TEST_ACTOR
+    )
+    run = mcp_sync_request(server=server, actor=TEST_ACTOR)  # queued; tests never commit
+    local_tools_replace(runtime=runtime, tools=[{"name": "grep", "description": "search"}], actor=TEST_ACTOR)
+    yield World(
+        users=users,
+        runtime=runtime,
+        other_runtime=other_runtime,
+        tokens={"token": token, "other_token": other_token, "revoked_token": revoked_token},
+        request=request,
+        session=Session.objects.get(runtime=runtime, session_id="s-alice"),
+        grant=grant,
+        rule=rule,
+        server=server,
+        run=run,
+        tool=Tool.objects.get(runtime=runtime, name="grep"),
+        token_row=token_row,
+    )
+    rules._cached = None
+
+
+def _admin_object_id(name: str, world: World) -> str:
+    match = re.match(r"admin:(?P<app>[a-z]+)_(?P<model>[a-z]+)_", name)
+    if match is None or name == "admin:view_on_site":
+        return str(world.runtime.pk)
+    model = apps.get_model(match["app"], match["model"])
+    first = model.objects.order_by("pk").first()
+    return str(first.pk) if first is not None else "1"
+
+
+def path_of(route: Route, world: World) -> str:
+    """The route's address with real objects of the world in its parameters."""
+    values: dict[str, Callable[[], Any]] = {
+        "name": lambda: (
+            world.server.name if route.key.startswith(("registry:", "api:mcp")) else world.runtime.name
+        ),
+        "token_id": lambda: world.token_row.pk,
+        "run_id": lambda: world.run.pk,
+        "request_id": lambda: world.request.pk,
+        "session_id": lambda: "s-alice",
+        "seq": lambda: AuditEvent.objects.order_by("seq").values_list("seq", flat=True).first(),
+        "app_label": lambda: "runtimes",
+        "content_type_id": lambda: ContentType.objects.get_for_model(AgentRuntime).pk,
+        "object_id": lambda: _admin_object_id(route.name or "", world),
+        "id": lambda: world.users["alice"].pk,
+        "url": lambda: "nowhere/",
+    }
+    pk_by_prefix = {
+        "approvals:request": world.request.pk,
+        "approvals:answer": world.request.pk,
+        "approvals:dismiss": world.request.pk,
+        "approvals:session": world.session.pk,
+        "approvals:grant-revoke": world.grant.pk,
+        "approvals:rule-delete": world.rule.pk,
+        "registry:tool": world.tool.pk,
+    }
+    kwargs: dict[str, Any] = {}
+    for parameter in route.parameters:
+        if parameter == "pk":
+            kwargs["pk"] = next(v for k, v in pk_by_prefix.items() if (route.name or "").startswith(k))
+        else:
+            kwargs[parameter] = values[parameter]()
+    if route.key == "^api/":
+        return "/api/v0/anything"
+    if route.name is None:
+        # Unnamed django-admin routes: fill the regex by hand.
+        path = "/" + route.route
+        for parameter, value in kwargs.items():
+            path = re.sub(rf"<path:{parameter}>|\(\?P<{parameter}>[^)]*\)", str(value), path)
+        return path.replace("$", "").replace("^", "")
+    return reverse(route.name, kwargs=kwargs)
+
+
+# --- Callers ---------------------------------------------------------------------------------
+
+
+def client_for(caller: str, world: World) -> Client:
+    client = Client(enforce_csrf_checks=True)
+    if caller in world.users:
+        client.force_login(world.users[caller])
+    elif caller in world.tokens:
+        client.defaults["HTTP_AUTHORIZATION"] = f"Bearer {world.tokens[caller]}"
+    # A CSRF token as a page would hold it: a refusal here is never the CSRF check's.
+    secret = _get_new_csrf_string()
+    client.cookies["csrftoken"] = secret
+    client.defaults["HTTP_X_CSRFTOKEN"] = secret
+    return client
+
+
+def outcome_of(response: Any) -> str:
+    status = response.status_code
+    if status == 302:
+        location = response["Location"]
+        if location.startswith("/accounts/login/?next="):
+            return LOGIN
+        if location.startswith("/django-admin/login/?next="):
+            return ADMIN_LOGIN
+        return MOVED
+    return str(status)
+
+
+def fingerprint() -> dict[str, Any]:
+    """Everything a refused POST must leave as it was."""
+    return {
+        "audit": AuditEvent.objects.count(),
+        "requests": sorted(ApprovalRequest.objects.values_list("pk", "status")),
+        "grants": sorted(Grant.objects.values_list("pk", "revoked_at")),
+        "tokens": sorted(RuntimeToken.objects.values_list("pk", "revoked_at")),
+        "rules": SkillRule.objects.count(),
+        "servers": sorted(McpServer.objects.values_list("pk", "annotation_trust", "command")),
+        "runs": McpSyncRun.objects.count(),
+        "tools": sorted(Tool.objects.values_list("pk", "side_effect_level", "reviewed_at")),
+        "runtimes": sorted(
+            AgentRuntime.objects.values_list("pk", "ceiling", "exempt_at_or_below", "owner", "is_active")
+        ),
+        "users": User.objects.count(),
+        "sessions": Session.objects.count(),
+    }
+
+
+CASES = [
+    pytest.param(route.key, caller, id=f"{route.key}-{caller}") for route in ROUTES for caller in CALLERS
+]
+
+
+@pytest.mark.parametrize(("key", "caller"), CASES)
+def test_authorization_matrix(key: str, caller: str, world: World) -> None:
+    # S13 (who may see and answer what), S11 (a token never writes an approval), A3.
+    route = ROUTE_BY_KEY[key]
+    expect = expected_for(key)
+    assert expect is not None, f"{key} has no row in EXPECTED"
+    path = path_of(route, world)
+
+    client = client_for(caller, world)
+    headers = {"HX-Request": "true"} if key in HTMX_FRAGMENTS else {}
+    got_get = outcome_of(client.get(path, headers=headers))
+    assert got_get == expect.get[caller], f"GET {path} as {caller}"
+
+    before = fingerprint()
+    # A write that is allowed happens in a savepoint rolled back afterwards, so the next
+    # method meets the same world.
+    with transaction.atomic():
+        if path.startswith("/api/"):
+            response = client.post(path, data="{}", content_type="application/json")
+        else:
+            response = client.post(path, headers=headers)
+        got_post = outcome_of(response)
+        after = fingerprint()
+        transaction.set_rollback(True)
+    assert got_post == expect.post[caller], f"POST {path} as {caller}"
+    if got_post in REFUSED:
+        assert after == before, f"a refused POST {path} as {caller} changed something"
+
+
+def test_the_matrix_counts_its_cases() -> None:
+    # The figure reported for issue 7: URL patterns x callers (each run with GET and POST).
+    assert len(CASES) == len(ROUTES) * len(CALLERS)
+    print(f"authorization matrix: {len(ROUTES)} URLs x {len(CALLERS)} callers = {len(CASES)} cases")
+
+
+# --- CSRF: a person's write needs the page's token ----------------------------------------------
+
+WRITES = [
+    pytest.param(route.key, caller, id=f"{route.key}-{caller}")
+    for route in ROUTES
+    if not route.route.startswith(("^api/", "api/")) and expected_for(route.key) is not None
+    for caller in PEOPLE[1:]
+    if expected_for(route.key).post[caller] not in REFUSED  # type: ignore[union-attr]
+]
+
+
+@pytest.mark.parametrize(("key", "caller"), WRITES)
+def test_a_write_without_the_csrf_token_is_refused_and_changes_nothing(
+    key: str, caller: str, world: World
+) -> None:
+    # S11 S13: a page that would accept this person's POST refuses it from another site.
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(world.users[caller])
+    path = path_of(ROUTE_BY_KEY[key], world)
+    before = fingerprint()
+    response = client.post(path, {"answer": Answer.ALLOW_AGENT})
+    assert response.status_code == 403
+    assert fingerprint() == before
