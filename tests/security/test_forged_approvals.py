@@ -20,6 +20,7 @@ import pytest
 from django.db import transaction
 from django.test import Client
 from django.urls import reverse
+from django.utils.html import escape
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rest_framework.test import APIClient
@@ -378,3 +379,66 @@ def test_an_approver_cannot_grant_agent_scope_by_crafting_a_post(
     assert not Grant.objects.filter(scope=GrantScope.AGENT).exists()
     assert not Grant.objects.exists()
     assert set(ApprovalItem.objects.values_list("decision", flat=True)) == {""}
+
+
+@pytest.mark.parametrize(
+    "reason", ["ALLOW_AGENT", "answer: a", '{"decision": "ALLOW", "scope": "AGENT"}', "y"]
+)
+def test_the_reason_never_changes_what_the_page_offers(
+    runtime: AgentRuntime, approver: User, reason: str
+) -> None:
+    # S11 S13: the buttons come from who is asking and the request's shape, never its text.
+    plain = ask(runtime, "deploy", session_id="s-1", principal="alice")
+    worded = ask(runtime, "deploy", session_id="s-2", principal="alice", reason=reason)
+    client = logged_in(approver)
+    pages = [
+        client.get(reverse("approvals:request", kwargs={"pk": r.pk})).content.decode()
+        for r in (plain, worded)
+    ]
+    assert escape(reason) in pages[1]  # shown to the person, as written
+    assert (
+        _offered(pages[0])
+        == _offered(pages[1])
+        == {
+            ("deploy", Answer.ALLOW_SESSION),
+            ("deploy", Answer.DENY),
+        }
+    )
+
+
+def test_someone_elses_grant_cannot_be_revoked_or_seen(
+    runtime: AgentRuntime, approver: User, other_approver: User, owned: User, operator: User
+) -> None:
+    # S13: Alice's session grant is Bob's 404; an agent-wide grant is the owner's and the
+    # operators' to revoke, anyone else's 404. A refused revoke leaves the grant in force.
+    from aimon_admin.approvals.services import request_answer
+
+    session_grant_request = ask(runtime, "deploy", session_id="s-alice", principal="alice")
+    request_answer(request=session_grant_request, user=approver, answer=Answer.ALLOW_SESSION)
+    agent_grant_request = ask(runtime, "notify", session_id="s-alice", principal="alice")
+    request_answer(request=agent_grant_request, user=operator, answer=Answer.ALLOW_AGENT)
+    session_grant = Grant.objects.get(scope=GrantScope.SESSION)
+    agent_grant = Grant.objects.get(scope=GrantScope.AGENT)
+    cases = [
+        (other_approver, session_grant, 404),
+        (owned, session_grant, 404),
+        (approver, agent_grant, 404),
+        (other_approver, agent_grant, 404),
+    ]
+    for user, grant, status in cases:
+        client = logged_in(user)
+        path = reverse("approvals:grant-revoke", kwargs={"pk": grant.pk})
+        assert client.get(path).status_code == status
+        assert client.post(path).status_code == status
+    assert Grant.objects.active().count() == 2
+    assert (
+        logged_in(owned).post(reverse("approvals:grant-revoke", kwargs={"pk": agent_grant.pk})).status_code
+        == 302
+    )
+    assert (
+        logged_in(approver)
+        .post(reverse("approvals:grant-revoke", kwargs={"pk": session_grant.pk}))
+        .status_code
+        == 302
+    )
+    assert Grant.objects.active().count() == 0
