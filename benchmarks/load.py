@@ -6,7 +6,11 @@ Run by hand (never by CI), from the project root, with PostgreSQL and Redis up:
     .venv/bin/python benchmarks/load.py                       # the figures (about 10 minutes)
     .venv/bin/python benchmarks/load.py --quick               # one short ladder, to try it
     .venv/bin/python benchmarks/load.py --workers 3 --http h11 --loop asyncio
-    .venv/bin/python benchmarks/load.py --profile 600         # yappi in a one-worker server
+    .venv/bin/python benchmarks/load.py --profile 150         # sampling profiler, one worker
+    .venv/bin/python benchmarks/load.py --profile 60 --yappi  # yappi's CPU clock, one worker
+    .venv/bin/python benchmarks/load.py --start 250 --seconds 6 --repeats 6 \
+        --compare-root /tmp/scratch --compare-env NAME=1      # A/B against a scratch copy
+    .venv/bin/python benchmarks/load_client.py --self-test    # the checker catches errors
 
 Why this generator: wrk (and wrk + Lua) is closed-loop, each connection sends its next
 request when the last one returns, so a slow server lowers the offered rate and hides its
@@ -33,12 +37,12 @@ sessions' last-seen time and the tokens' last-used time.)
 The server is started as production runs it: uvicorn with `--workers`, benchmarks.settings
 (the product's settings, DEBUG off, plus `/bench/baseline`), PostgreSQL with its pool,
 Redis, no access log. Then, per repeat, a ladder of offered rates for the decisions and the
-baseline in turn at each step; a rate is sustained when every response is 200 with the
-expected body, the achieved rate is within 3% of the offered one and p99 ≤ `--p99-limit`.
+baseline in turn at each step; a rate is sustained when every request sent is answered,
+200 with the expected body, at 97% or more of the schedule's rate, and p99 ≤ `--p99-limit`.
 The figures are medians over repeats: (a) the highest sustained decision rate; (b) p99 at
 half of it, in its own longer runs; (c) the ratio of (a) to the baseline's highest
-sustained rate, and of server CPU seconds per request at the same offered rate (this one
-barely moves with the rest of the machine's load). The generator's CPU and the machine's
+sustained rate, and of server CPU seconds per request at the same offered rate (steadier
+than the rates on a shared machine). The generator's CPU and the machine's
 are reported at each step: on 2 cores they compete with the server.
 
 Measured 2026-11-30 on the 2-core development machine while other sessions ran their test
@@ -47,14 +51,16 @@ getting 0.5-1.1 of them), so the wall-clock figures are those of a shared machin
 CPU-time ones are what to read:
 
 * `.venv/bin/python benchmarks/load.py --at-target --p99-limit 200` (2 workers, uvloop +
-  httptools, 3 repeats): (a) sustained decisions/s 169 in the one repeat that sustained
-  anything, none in two (150/s gave p99 364-440 ms while others' tests held the CPU);
-  baseline 0 / 169 / 222. (b) p99 at half (80/s): 70 ms. At 500/s offered the server
-  answered 275-330/s, p50 4-10 s: overloaded. Targets (≥ 1,000/s, p99 ≤ 10 ms) missed.
+  httptools, 3 repeats), run twice: (a) sustained decisions/s, median 0 (repeats 0, 0,
+  169) and 144 (169, 144, 0); baseline 169 (0, 169, 222) and 0 (169, 0, 0), so no ratio
+  of rates: at 150/s the p99 swung between 38 and 440 ms with the load of others' tests.
+  (b) p99 at half: 70 ms, then 151 / 200 ms. At 500/s offered the server answered
+  234-359/s with p50 4-12 s: overloaded, while it got only 1.0-1.2 of the 2 cores.
+  Targets (≥ 1,000/s; p99 ≤ 10 ms at half) missed, see the CPU figures for why.
 * Server CPU per request, baseline / decisions, same run, same rates: 0.88 (repeats 0.85,
-  0.90, 0.88); in a quieter run (`--repeats 3 --start 300 --stop 300 --seconds 8
-  --half-seconds 0`): 0.89-0.90. A decision costs 11-14% more server CPU than the bare
-  endpoint: the ≥ 0.80 ratio holds in CPU terms.
+  0.90, 0.88), then 0.90 (0.90, 0.90, 0.96); in quieter runs (`--repeats 3 --start 300
+  --stop 300 --seconds 8 --half-seconds 0`): 0.89-0.90. A decision costs 11-14% more
+  server CPU than the bare endpoint: the ≥ 0.80 ratio holds in CPU terms.
 * What a decision costs the machine (quietest run, machine ~1.1 cores busy, 300/s): server
   2.68 ms + PostgreSQL 0.55 ms + generator 0.17 ms = 3.40 ms of CPU, so 2 idle cores carry
   at most ~590 decisions/s; the baseline 2.80 ms, ~715/s. 1,000/s on 2 cores needs about
@@ -66,7 +72,10 @@ CPU-time ones are what to read:
   ms (about 7% less): pinned as `uvicorn[standard]` in requirements.txt.
 * Workers (`--workers 1..4`, same command): one worker is GIL-bound at ~0.85 core, ~300-350
   requests/s; 3 or 4 workers buy no CPU (4: ~5% more per request); 2 (= cores) is the choice.
-* Generator: 0.03-0.05 cores at 150-500/s (~0.17 ms per request), its dispatcher on time.
+* Generator: 0.03-0.05 cores at 150-500/s (~0.17 ms per request; the self-test offers
+  2,000/s from one process on 0.17 cores). With the machine saturated by others its
+  dispatcher ran late (p99 4-14 ms, 150 ms at 500/s): latency counts from the schedule,
+  so that lateness is inside the figures, never hidden.
 
 What limits it, measured (`--profile 60 --yappi`, a one-worker server under yappi's CPU
 clock; `--profile 150` for the wall-clock sampler): the Bearer token lookup,
@@ -375,7 +384,19 @@ def ladder(args: argparse.Namespace) -> list[float]:
     return rates
 
 
-def measure(args: argparse.Namespace, port: int, session: int, decisions: list[dict], baseline: list[dict]):  # type: ignore[no-untyped-def]
+@dataclass
+class Figures:
+    best_decisions: list[float]
+    best_baseline: list[float]
+    cpu_ratio: list[float]
+    half_p99: list[float]
+    bad: int
+    costs: dict[str, list[float]]
+
+
+def measure(
+    args: argparse.Namespace, port: int, session: int, decisions: list[dict], baseline: list[dict]
+) -> Figures:
     """Per repeat: the ladder, decisions and baseline in turn at each rate, each stopped
     after its first unsustained step; then p99 at half the decisions' best."""
     best_decisions, best_baseline, cpu_ratio, half_p99, bad = [], [], [], [], 0
@@ -423,7 +444,7 @@ def measure(args: argparse.Namespace, port: int, session: int, decisions: list[d
             print(f"  at {TARGET_RATE // 2}/s (half the {TARGET_RATE:,}/s target), {args.half_seconds}s:")
             print(step.line(), flush=True)
             bad += step.wrong + step.server_errors
-    return best_decisions, best_baseline, cpu_ratio, half_p99, bad, costs
+    return Figures(best_decisions, best_baseline, cpu_ratio, half_p99, bad, costs)
 
 
 def compare(args: argparse.Namespace, a: tuple[int, int], b: tuple[int, int], decisions: list[dict]) -> int:
@@ -459,7 +480,13 @@ def compare(args: argparse.Namespace, a: tuple[int, int], b: tuple[int, int], de
     return 0 if bad == 0 else 1
 
 
-def report(args: argparse.Namespace, best_decisions, best_baseline, cpu_ratio, half_p99, bad, costs) -> bool:  # type: ignore[no-untyped-def]
+def report(args: argparse.Namespace, figures: Figures) -> bool:
+    best_decisions, best_baseline, cpu_ratio = (
+        figures.best_decisions,
+        figures.best_baseline,
+        figures.cpu_ratio,
+    )
+    half_p99, bad, costs = figures.half_p99, figures.bad, figures.costs
     d = statistics.median(best_decisions)
     print(
         f"\nPostgreSQL + Redis, uvicorn {args.workers} worker(s) --loop {args.loop} --http {args.http}, "
@@ -479,18 +506,19 @@ def report(args: argparse.Namespace, best_decisions, best_baseline, cpu_ratio, h
         )
         ok &= h <= TARGET_P99_MS
     if not args.no_baseline:
-        b = statistics.median(best_baseline) or float("nan")
+        b = statistics.median(best_baseline)
+        ratio = d / b if b else float("nan")  # nothing sustained: no ratio
         repeats = ", ".join(f"{x:,.0f}" for x in best_baseline)
         print(
             f"  (c) baseline sustained/s: {b:,.0f} (repeats {repeats}); "
-            f"ratio {d / b:.2f} (target ≥ {TARGET_RATIO:.2f})"
+            f"ratio {ratio:.2f} (target ≥ {TARGET_RATIO:.2f})"
         )
         if cpu_ratio:
             print(
                 f"      server CPU per request, baseline / decisions at the same rates: "
                 f"{statistics.median(cpu_ratio):.2f} (repeats {', '.join(f'{x:.2f}' for x in cpu_ratio)})"
             )
-        ok &= d / b >= TARGET_RATIO
+        ok &= ratio >= TARGET_RATIO
     cores = os.cpu_count() or 1
     for name, values in costs.items():
         if values:
@@ -598,7 +626,7 @@ def main() -> int:
                 os.killpg(other.pid, signal.SIGTERM)
                 other.wait(timeout=30)
         results = measure(args, port, server.pid, decisions, baseline)
-        return 0 if report(args, *results) else 1
+        return 0 if report(args, results) else 1
     finally:
         if server is not None:
             os.killpg(server.pid, signal.SIGTERM)

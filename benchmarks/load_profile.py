@@ -22,6 +22,7 @@ import time
 import types
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 PACKAGES = (
     "aimon_admin",
@@ -153,7 +154,7 @@ def write(sampler: Sampler, cpu: dict[str, float], out: Path) -> None:
     out.write_text("\n".join(lines) + "\n")
 
 
-def write_yappi(stats, out: Path) -> None:  # type: ignore[no-untyped-def]
+def write_yappi(stats: Any, out: Path) -> None:
     """Own CPU time by package, then functions by total CPU time (callees included)."""
     by_package: Counter[str] = Counter()
     total = 0.0
