@@ -33,6 +33,7 @@ from aimon_admin.approvals.choices import (
 from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, RuleSetVersion, Session
 from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.services import audit_record
+from aimon_admin.core import rawsql
 from aimon_admin.core.actors import Actor
 from aimon_admin.runtimes.models import AgentRuntime
 
@@ -124,7 +125,7 @@ def sessions_for_decision(
     return session, invoking
 
 
-_SESSION_FIELDS = ("id", "runtime_id", "session_id", "principal", "first_seen_at", "last_seen_at")
+_SESSION_FIELDS = rawsql.all_columns(Session)
 
 
 def _sessions_read(runtime: AgentRuntime, session_ids: list[str]) -> list[Session]:
@@ -133,45 +134,20 @@ def _sessions_read(runtime: AgentRuntime, session_ids: list[str]) -> list[Sessio
     Plain SQL on purpose, as `_grants_in_force`: it runs on every decision, and the ORM's
     query building costs more than the query (measured in benchmarks/skill_decisions.py).
     """
-    table = Session._meta.db_table
     marks = ", ".join(["%s"] * len(session_ids))
     sql = (
-        f"SELECT {', '.join(_SESSION_FIELDS)} FROM {table} "  # noqa: S608 - no input in the text
-        f"WHERE runtime_id = %s AND session_id IN ({marks})"
+        f"SELECT {rawsql.select_list(Session, 's', _SESSION_FIELDS)} "  # noqa: S608 - no input in the text
+        f"FROM {Session._meta.db_table} s WHERE s.runtime_id = %s AND s.session_id IN ({marks})"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [runtime.pk, *session_ids])
         rows = cursor.fetchall()
-    converters = _session_converters()
     sessions = []
     for row in rows:
-        values = list(row)
-        for position, column, field_converters in converters:
-            for converter in field_converters:
-                values[position] = converter(values[position], column, connection)
-        session = Session.from_db(connection.alias, _SESSION_FIELDS, values)
+        session = rawsql.build(Session, _SESSION_FIELDS, row)
         session.runtime = runtime
         sessions.append(session)
     return sessions
-
-
-_converters_by_vendor: dict[str, list[tuple[int, object, list]]] = {}
-
-
-def _session_converters() -> list[tuple[int, object, list]]:
-    """The converters the ORM would apply to each column (SQLite hands datetimes back as
-    text), found once per database vendor."""
-    found = _converters_by_vendor.get(connection.vendor)
-    if found is None:
-        found = []
-        for position, name in enumerate(_SESSION_FIELDS):
-            field = Session._meta.get_field(name)
-            column = field.cached_col
-            converters = [*connection.ops.get_db_converters(column), *field.get_db_converters(connection)]
-            if converters:
-                found.append((position, column, converters))
-        _converters_by_vendor[connection.vendor] = found
-    return found
 
 
 def _needs_touch(session: Session, principal: str | None) -> bool:

@@ -178,3 +178,27 @@ def test_a_token_names_its_own_runtime(runtime: AgentRuntime, other_runtime: Age
     _, theirs = token_issue(runtime=other_runtime, actor=TEST_ACTOR)
     assert client_with(mine).get("/api/v1/runtime").json()["name"] == "agent-one"
     assert client_with(theirs).get("/api/v1/runtime").json()["name"] == "agent-two"
+
+
+def test_the_authenticated_token_and_runtime_are_what_the_orm_reads(
+    runtime: AgentRuntime, operator: object
+) -> None:
+    # token_authenticate builds both from one plain-SQL row: every field must match.
+    AgentRuntime.objects.filter(pk=runtime.pk).update(owner=operator, description="ünïcode")
+    _, raw = token_issue(runtime=runtime, actor=TEST_ACTOR, label="row")
+    token = token_authenticate(raw)
+    assert token is not None
+    stored = RuntimeToken.objects.select_related("runtime").get(pk=token.pk)
+    for field in RuntimeToken._meta.concrete_fields:
+        assert getattr(token, field.attname) == getattr(stored, field.attname), field.name
+    for field in AgentRuntime._meta.concrete_fields:
+        assert getattr(token.runtime, field.attname) == getattr(stored.runtime, field.attname), field.name
+    assert timezone.is_aware(token.created_at)
+    assert timezone.is_aware(token.runtime.created_at)
+    assert token.runtime.is_active is True
+
+
+def test_an_inactive_runtimes_token_is_refused(runtime: AgentRuntime) -> None:
+    _, raw = token_issue(runtime=runtime, actor=TEST_ACTOR, label="off")
+    AgentRuntime.objects.filter(pk=runtime.pk).update(is_active=False)
+    assert token_authenticate(raw) is None
