@@ -32,9 +32,13 @@ urlpatterns = [
         approvals_views.approval_request_cancel,
         name="approval-request-cancel",
     ),
-    # A session id may hold "/" (sent as %2F): the greedy group takes all but the verb.
-    api_path(r"sessions/(?P<session_id>.+)/clear", approvals_views.session_clear, name="session-clear"),
-    api_path(r"sessions/(?P<session_id>.+)/revoke", approvals_views.session_revoke, name="session-revoke"),
+    # A session id may hold "/" (sent as %2F): the greedy group takes all but the verb. It takes
+    # any character, a newline too ((?s:…)), so a bad id reaches the view and gets its 400
+    # naming session_id rather than a 404 for the route.
+    api_path(r"sessions/(?P<session_id>(?s:.+))/clear", approvals_views.session_clear, name="session-clear"),
+    api_path(
+        r"sessions/(?P<session_id>(?s:.+))/revoke", approvals_views.session_revoke, name="session-revoke"
+    ),
     api_path("tools", registry_views.tools, name="tools"),
     api_path("tool-decisions", registry_views.tool_decisions, name="tool-decisions"),
     api_path("mcp-servers", registry_views.mcp_servers, name="mcp-servers"),

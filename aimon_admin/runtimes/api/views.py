@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.decorators import api_view
 from rest_framework.request import Request
@@ -13,15 +13,18 @@ from aimon_admin.registry.choices import SideEffectLevel
 
 @extend_schema(
     summary="The runtime this token names",
-    responses=inline_serializer(
-        "RuntimeSelf",
-        {
-            "name": serializers.CharField(),
-            "ceiling": serializers.ChoiceField(SideEffectLevel.choices),
-            "exempt_at_or_below": serializers.ChoiceField(SideEffectLevel.choices),
-            "token_prefix": serializers.CharField(),
-        },
-    ),
+    responses={
+        200: inline_serializer(
+            "RuntimeSelf",
+            {
+                "name": serializers.CharField(),
+                "ceiling": serializers.ChoiceField(SideEffectLevel.choices),
+                "exempt_at_or_below": serializers.ChoiceField(SideEffectLevel.choices),
+                "token_prefix": serializers.CharField(),
+            },
+        ),
+        401: OpenApiResponse(description="Missing, malformed, unknown or revoked token."),
+    },
 )
 @api_view(["GET"])
 def runtime_self(request: Request) -> Response:
