@@ -29,7 +29,7 @@ _cached: tuple[int, RuleIndex] | None = None
 def _current_version() -> int:
     # Plain SQL: read on every decision, where the ORM's query building would dominate.
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT version FROM {RuleSetVersion._meta.db_table} WHERE id = 1")  # noqa: S608
+        cursor.execute(f"SELECT version FROM {RuleSetVersion._meta.db_table} WHERE id = 1")  # noqa: S608 - the model's table # nosec B608
         row = cursor.fetchone()
     return row[0] if row else 0
 

@@ -136,7 +136,7 @@ def _sessions_read(runtime: AgentRuntime, session_ids: list[str]) -> list[Sessio
     """
     marks = ", ".join(["%s"] * len(session_ids))
     sql = (
-        f"SELECT {rawsql.select_list(Session, 's', _SESSION_FIELDS)} "  # noqa: S608 - no input in the text
+        f"SELECT {rawsql.select_list(Session, 's', _SESSION_FIELDS)} "  # noqa: S608 - no input in the text # nosec B608
         f"FROM {Session._meta.db_table} s WHERE s.runtime_id = %s AND s.session_id IN ({marks})"
     )
     with connection.cursor() as cursor:
@@ -283,7 +283,7 @@ def _decision_read(
     fresh_after = adapt(now - SEEN_RESOLUTION)
     idle_before = adapt(now - session_idle_ttl())
     grants_sql = (
-        f"SELECT 'G', session_id, scope, turn_id, skill, decision, 0 FROM {grant_table} "  # noqa: S608
+        f"SELECT 'G', session_id, scope, turn_id, skill, decision, 0 FROM {grant_table} "  # noqa: S608 - table names from the models, values are parameters # nosec B608
         f"WHERE runtime_id = %s AND revoked_at IS NULL AND skill IN ({marks}) "
         "AND (expires_at IS NULL OR expires_at > %s) "
         f"AND (scope = '{GrantScope.AGENT.value}' OR session_id IN ("
@@ -291,11 +291,11 @@ def _decision_read(
         "AND last_seen_at >= %s))"
     )
     sql = (
-        f"SELECT 'S', id, session_id, principal, '', '', "  # noqa: S608 - no input in the text
+        f"SELECT 'S', id, session_id, principal, '', '', "  # noqa: S608 - no input in the text # nosec B608
         f"CASE WHEN last_seen_at >= %s THEN 1 ELSE 0 END FROM {session_table} "
         f"WHERE runtime_id = %s AND session_id IN ({ids})"
         + (f" UNION ALL {grants_sql}" if skills else "")
-        + f" UNION ALL SELECT 'V', version, '', '', '', '', 0 FROM {version_table} WHERE id = 1"  # noqa: S608
+        + f" UNION ALL SELECT 'V', version, '', '', '', '', 0 FROM {version_table} WHERE id = 1"  # noqa: S608 - table names from the models, values are parameters # nosec B608
     )
     params: list[object] = [fresh_after, runtime_pk, *session_ids]
     if skills:
@@ -367,13 +367,13 @@ def _grants_in_force(
         holder_clause = f" OR session_id IN ({', '.join(['%s'] * len(holders))})"
         params.extend(holders)
     grants_sql = (
-        f"SELECT scope, session_id, turn_id, skill, decision, 0 FROM {table} "  # noqa: S608 - no input in the text
+        f"SELECT scope, session_id, turn_id, skill, decision, 0 FROM {table} "  # noqa: S608 - no input in the text # nosec B608
         f"WHERE runtime_id = %s AND revoked_at IS NULL AND skill IN ({skill_marks}) "
         "AND (expires_at IS NULL OR expires_at > %s) "
         f"AND (scope = '{GrantScope.AGENT.value}'{holder_clause})"
     )
     # No version row (no rule ever written) reads as version 0, as rules.rule_index does.
-    version_sql = f"SELECT '', NULL, '', '', '', version FROM {RuleSetVersion._meta.db_table} WHERE id = 1"  # noqa: S608
+    version_sql = f"SELECT '', NULL, '', '', '', version FROM {RuleSetVersion._meta.db_table} WHERE id = 1"  # noqa: S608 - table names from the models, values are parameters # nosec B608
     if not skills:  # "IN ()" is a syntax error on PostgreSQL
         sql, params = version_sql, []
     else:

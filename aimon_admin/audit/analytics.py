@@ -215,7 +215,7 @@ def _requests(start: dt.datetime, end: dt.datetime, runtime_id: int | None) -> l
     params += _params(start, end)
     where = _runtime_clause("r.runtime_id", runtime_id, params)
     return _fetch(
-        f"SELECT {day}, r.runtime_id, COUNT(*), "  # noqa: S608 - names from the models, values are parameters
+        f"SELECT {day}, r.runtime_id, COUNT(*), "  # noqa: S608 - names from the models, values are parameters # nosec B608
         "SUM(CASE WHEN r.status = %s THEN 1 ELSE 0 END), "
         "SUM(CASE WHEN r.status = %s THEN 1 ELSE 0 END), "
         "SUM(CASE WHEN r.status = %s THEN 1 ELSE 0 END) "
@@ -235,7 +235,7 @@ def _answers(start: dt.datetime, end: dt.datetime, runtime_id: int | None) -> li
     params += _params(start, end)
     where = _runtime_clause("g.runtime_id", runtime_id, params)
     return _fetch(
-        f"SELECT {day}, g.runtime_id, "  # noqa: S608 - names from the models, values are parameters
+        f"SELECT {day}, g.runtime_id, "  # noqa: S608 - names from the models, values are parameters # nosec B608
         "SUM(CASE WHEN g.decision = %s THEN 1 ELSE 0 END), "
         "SUM(CASE WHEN g.decision = %s THEN 1 ELSE 0 END), "
         "SUM(CASE WHEN g.origin = %s THEN 1 ELSE 0 END) "
@@ -252,7 +252,7 @@ def _revocations(start: dt.datetime, end: dt.datetime, runtime_id: int | None) -
     params += _params(start, end)
     where = _runtime_clause("g.runtime_id", runtime_id, params)
     return _fetch(
-        f"SELECT {day}, g.runtime_id, COUNT(*) FROM {_GRANT} g "  # noqa: S608 - names from the models, values are parameters
+        f"SELECT {day}, g.runtime_id, COUNT(*) FROM {_GRANT} g "  # noqa: S608 - names from the models, values are parameters # nosec B608
         f"WHERE g.revoke_reason IN ({_marks(REVOCATION_REASONS)}) "
         f"AND g.revoked_at >= %s AND g.revoked_at < %s{where} GROUP BY {day}, g.runtime_id",
         params,
@@ -291,7 +291,7 @@ def _wait_percentiles(
         sets, key = "(d), ()", "CAST(d AS text)"
         kind = "CASE WHEN GROUPING(d) = 0 THEN 'day' ELSE 'all' END"
     rows = _fetch(
-        f"SELECT {kind}, {key}, COUNT(*), "  # noqa: S608 - names from the models, values are parameters
+        f"SELECT {kind}, {key}, COUNT(*), "  # noqa: S608 - names from the models, values are parameters # nosec B608
         "percentile_cont(0.5) WITHIN GROUP (ORDER BY s), percentile_cont(0.9) WITHIN GROUP (ORDER BY s) "
         f"FROM (SELECT {_day('r.created_at')} AS d, r.runtime_id AS rt, "
         f"EXTRACT(EPOCH FROM (r.answered_at - r.created_at)) AS s {source}) w "
@@ -313,7 +313,7 @@ def _wait_percentiles_windowed(
         for p in (0.5, 0.9)
     )
     rows = _fetch(
-        "WITH d AS ("  # noqa: S608 - names from the models, values are parameters
+        "WITH d AS ("  # noqa: S608 - names from the models, values are parameters # nosec B608
         f"SELECT {key} AS k, (julianday(r.answered_at) - julianday(r.created_at)) * 86400.0 AS s {source}), "
         "o AS (SELECT k, s, ROW_NUMBER() OVER (PARTITION BY k ORDER BY s) - 1 AS i, "
         "COUNT(*) OVER (PARTITION BY k) AS n FROM d) "

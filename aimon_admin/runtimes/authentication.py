@@ -11,7 +11,7 @@ from aimon_admin.core.actors import Actor
 from aimon_admin.runtimes.models import AgentRuntime, RuntimeToken
 from aimon_admin.runtimes.selectors import token_authenticate
 
-INVALID_TOKEN_MESSAGE = "Invalid, revoked or unknown runtime token."  # noqa: S105 - not a secret
+INVALID_TOKEN_MESSAGE = "Invalid, revoked or unknown runtime token."  # noqa: S105 - not a secret # nosec B105
 MALFORMED_HEADER_MESSAGE = "Malformed Authorization header: expected 'Bearer <token>'."
 
 

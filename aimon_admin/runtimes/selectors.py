@@ -35,7 +35,7 @@ _RUNTIME_FIELDS = rawsql.all_columns(AgentRuntime)
 @functools.cache
 def _token_sql(vendor: str) -> str:
     return (
-        f"SELECT {rawsql.select_list(RuntimeToken, 't', _TOKEN_FIELDS)}, "  # noqa: S608 - no input in the text
+        f"SELECT {rawsql.select_list(RuntimeToken, 't', _TOKEN_FIELDS)}, "  # noqa: S608 - no input in the text # nosec B608
         f"{rawsql.select_list(AgentRuntime, 'r', _RUNTIME_FIELDS)} "
         f"FROM {RuntimeToken._meta.db_table} t JOIN {AgentRuntime._meta.db_table} r ON r.id = t.runtime_id "
         "WHERE t.token_hash = %s AND t.revoked_at IS NULL AND r.is_active"

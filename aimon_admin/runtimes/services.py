@@ -13,7 +13,7 @@ from aimon_admin.registry.choices import SideEffectLevel
 from aimon_admin.runtimes.models import AgentRuntime, RuntimeToken
 from aimon_admin.runtimes.tokens import token_generate, token_hash, token_prefix
 
-TOKEN_ALREADY_REVOKED_MESSAGE = "This token was already revoked."  # noqa: S105 - not a secret
+TOKEN_ALREADY_REVOKED_MESSAGE = "This token was already revoked."  # noqa: S105 - not a secret # nosec B105
 
 
 class RuntimeExistsError(ValueError):

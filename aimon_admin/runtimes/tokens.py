@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 
-TOKEN_PREFIX = "aimon_"  # noqa: S105 - not a secret
+TOKEN_PREFIX = "aimon_"  # noqa: S105 - not a secret # nosec B105
 PREFIX_SHOWN = 12  # "aimon_" and six characters: enough to tell tokens apart
 
 

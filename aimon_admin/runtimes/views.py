@@ -15,7 +15,7 @@ from aimon_admin.runtimes.models import AgentRuntime, RuntimeToken
 
 SETTINGS_SAVED_MESSAGE = "Settings saved."
 SETTINGS_UNCHANGED_MESSAGE = "Nothing changed."
-TOKEN_REVOKED_MESSAGE = "Token {prefix}… revoked. Requests that present it are refused from now on."  # noqa: S105 - not a secret
+TOKEN_REVOKED_MESSAGE = "Token {prefix}… revoked. Requests that present it are refused from now on."  # noqa: S105 - not a secret # nosec B105
 
 
 def _runtime(name: str) -> AgentRuntime:

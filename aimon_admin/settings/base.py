@@ -56,7 +56,7 @@ if not SECRET_KEY:
             "DJANGO_SECRET_KEY is required unless DJANGO_DEBUG is set (see README.md)."
         )
     # Only ever used with DJANGO_DEBUG on a developer's machine.
-    SECRET_KEY = "insecure-debug-only-key-do-not-use-in-production"  # noqa: S105 - not a secret
+    SECRET_KEY = "insecure-debug-only-key-do-not-use-in-production"  # noqa: S105 - not a secret # nosec B105 # DEBUG only; without DEBUG a missing key is an error
 
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"] if DEBUG else [])
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])

@@ -336,7 +336,7 @@ async def _fetch_with(
             raise SyncError(_redact(_failure_message(exc, target, state), target.secrets)) from exc
         # The listing was complete; only closing the connection went wrong.
         logger.warning("MCP server did not close cleanly after a complete listing: %r", _leaf(exc))
-    assert listing is not None
+    assert listing is not None  # nosec B101 # narrows the type; the except above raised when it is None
     return listing
 
 

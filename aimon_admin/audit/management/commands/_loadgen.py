@@ -150,7 +150,7 @@ class Sink:
             else:
                 marks = ", ".join(["%s"] * len(self.columns))
                 cursor.executemany(
-                    f"INSERT INTO {self.table} ({names}) VALUES ({marks})",  # noqa: S608 - our own names
+                    f"INSERT INTO {self.table} ({names}) VALUES ({marks})",  # noqa: S608 - our own names # nosec B608
                     [tuple(_sqlite(value) for value in row) for row in self.rows],
                 )
         self.written += len(self.rows)
@@ -547,7 +547,7 @@ class Simulation:
             self.on_noise(when, None)
             return
         user = request.answered_by
-        assert user is not None
+        assert user is not None  # nosec B101 # a load generator's own invariant, not a security check
         request_id = self.request_id()
         for position, (skill, answer) in enumerate(zip(request.skills, request.answers, strict=True)):
             holder = request.holder

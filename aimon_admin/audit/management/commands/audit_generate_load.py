@@ -107,7 +107,7 @@ class Command(CliCommand):
             head = AuditEvent.objects.order_by("-seq").values_list("seq", "hash").first()
             head = head or (0, "0" * 64)
             # Same seed and same starting head, same data; a batch added on top differs.
-            rng = random.Random(f"{options['seed']}:{head[0]}")  # noqa: S311 - synthetic, not secrets
+            rng = random.Random(f"{options['seed']}:{head[0]}")  # noqa: S311 - synthetic, not secrets # nosec B311
             people = self._people(options["sessions"], start)
             runtimes = self._runtimes(rng, options["runtimes"], people, start)
             batch = options["batch"]
@@ -286,7 +286,7 @@ class Command(CliCommand):
                     channel="CLI",
                     subject_type="user",
                     subject=username,
-                    details={"roles": [role], "usable_password": False},
+                    details={"roles": [role], "usable_password": False},  # nosec B105 # an audit detail flag, not a password
                     request_id=sim.request_id(),
                 )
         for _, username in people.approvers:
@@ -297,7 +297,7 @@ class Command(CliCommand):
                 channel="BROWSER",
                 subject_type="user",
                 subject=username,
-                details={"roles": [Role.APPROVER], "usable_password": False},
+                details={"roles": [Role.APPROVER], "usable_password": False},  # nosec B105 # an audit detail flag, not a password
                 request_id=sim.request_id(),
             )
         for runtime in runtimes:
@@ -314,7 +314,7 @@ class Command(CliCommand):
                 request_id=sim.request_id(),
             )
             token = RuntimeToken.objects.filter(runtime_id=runtime.id).values_list("pk", "prefix").first()
-            assert token is not None
+            assert token is not None  # nosec B101 # a load generator's own invariant, not a security check
             when = sim.emit(
                 when,
                 "TOKEN_ISSUED",
