@@ -58,6 +58,7 @@ SERVER_KEYS = (
     "url",
 )
 MAX_TEXT = 500
+NESTED_TOO_DEEP = "collections are nested too deeply"
 TIMEOUT_RANGE = (1, 600)
 DEFAULT_TIMEOUT = 30
 
@@ -128,6 +129,10 @@ def config_parse(data: bytes | str, *, filename: str) -> Config:
         raise ConfigError([f"{filename}:{line}: invalid YAML: {exc.reason}"]) from exc
     except yaml.YAMLError as exc:
         raise ConfigError([f"{filename}:1: invalid YAML: {exc}"]) from exc
+    except RecursionError as exc:
+        # PyYAML composes nested collections recursively: "[[[[…" a few thousand deep
+        # would otherwise escape as a RecursionError instead of an error naming the file.
+        raise ConfigError([f"{filename}:1: invalid YAML: {NESTED_TOO_DEEP}"]) from exc
     parser = _Parser(filename)
     servers = parser.document(root)
     if parser.errors:
