@@ -65,6 +65,9 @@ MAX_TOOLS = 10_000
 MAX_PAGES = 1_000
 MAX_SSE_EVENT_BYTES = 32 * 1024 * 1024  # one page as one SSE event; the SDK's default is 1 MiB
 TOOL_NAME_MAX_LENGTH = 200  # Tool.name
+# A tool definition deeper than this is refused: the fingerprint, the audit log and the
+# database all walk it recursively, and no real input schema comes near it.
+MAX_JSON_DEPTH = 100
 CLIENT_INFO = types.Implementation(name="aimon-admin", version="1.0")
 
 ONE_LINE_LIMIT = 500
@@ -191,6 +194,25 @@ def _tool_problem(item: Any) -> str | None:
         return "has no name"
     if len(name) > TOOL_NAME_MAX_LENGTH:
         return f"has a name longer than {TOOL_NAME_MAX_LENGTH} characters"
+    return _json_problem(item)
+
+
+def _json_problem(value: Any) -> str | None:
+    """What makes a tool's JSON unstorable: too deep, or a NUL character (which PostgreSQL's
+    jsonb and the audit log refuse). Walked without recursion, however deep it is."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str) and "\x00" in item:
+            return "holds a NUL character"
+        if isinstance(item, dict | list) and depth > MAX_JSON_DEPTH:
+            return f"is nested deeper than {MAX_JSON_DEPTH} levels"
+        if isinstance(item, dict):
+            if any("\x00" in str(key) for key in item):
+                return "holds a NUL character"
+            stack.extend((child, depth + 1) for child in item.values())
+        elif isinstance(item, list):
+            stack.extend((child, depth + 1) for child in item)
     return None
 
 
