@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -18,7 +19,8 @@ import hypothesis
 import pytest
 import schemathesis
 from django.conf import settings as django_settings
-from django.db import transaction
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections, transaction
 from django.test import override_settings
 from hypothesis import HealthCheck
 from hypothesis.stateful import precondition, rule
@@ -31,7 +33,10 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from aimon_admin.registry.choices import AnnotationTrust, McpTransport
+from aimon_admin.registry.services import mcp_server_create
 from aimon_admin.wsgi import application
+from tests.conftest import TEST_ACTOR
 
 pytestmark = pytest.mark.django_db
 
@@ -118,6 +123,29 @@ def _wsgi_host(settings: Any) -> None:
     settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, WSGI_HOST]
 
 
+@pytest.fixture(autouse=True)
+def _keep_the_test_connection() -> Iterator[None]:
+    """Schemathesis calls the WSGI app directly, whose request signals would close the test's
+    connection mid-transaction (on PostgreSQL); Django's own test client unhooks them too."""
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    yield
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)
+
+
+@pytest.fixture(autouse=True)
+def _mcp_server(db: None) -> None:
+    """A server GET /mcp-servers lists, so the stateful link relays tools to a real one."""
+    mcp_server_create(
+        name="fuzz-target",
+        transport=McpTransport.STREAMABLE_HTTP,
+        url="http://127.0.0.1:9/mcp",
+        annotation_trust=AnnotationTrust.TRUST,
+        actor=TEST_ACTOR,
+    )
+
+
 @pytest.fixture
 def auth(runtime_token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {runtime_token}"}
@@ -195,3 +223,4 @@ def test_stateful_sequences_keep_to_the_schema(auth: dict[str, str]) -> None:
     # The links were followed: a request opened in a scenario was read back and cancelled.
     assert answered[("GET /api/v1/approval-requests/{request_id}", 200)] > 0, answered
     assert answered[("POST /api/v1/approval-requests/{request_id}/cancel", 200)] > 0, answered
+    assert answered[("POST /api/v1/mcp-servers/{name}/tools", 200)] > 0, answered
