@@ -414,6 +414,22 @@ CASES: dict[str, list[Case]] = {
             changes=False,
         )
     ],
+    "aimon_admin.accounts.services.login_lockout_record": [
+        Case(
+            run=lambda w: accounts.login_lockout_record(username="alice", ip_address="10.0.0.9", failures=5),
+            expect=(AuditAction.LOGIN_LOCKED_OUT,),
+            actor=lambda w: Actor.system("anonymous"),
+            changes=False,
+        )
+    ],
+    "aimon_admin.accounts.services.login_unlock": [
+        Case(
+            run=lambda w: accounts.login_unlock(username="alice", actor=Actor.for_user(w.operator)),
+            expect=(AuditAction.LOGIN_UNLOCKED,),
+            actor=lambda w: Actor.for_user(w.operator),
+            changes=False,
+        )
+    ],
     "aimon_admin.accounts.services.logout_record": [
         Case(
             run=lambda w: accounts.logout_record(user=w.approver),
