@@ -78,7 +78,12 @@ def start_prod(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
 def test_make_prod_runs_the_script() -> None:
     # The Makefile target is the documented entry point; it must run this very script.
     dry_run = subprocess.run(
-        ["make", "-n", "prod"], cwd=ROOT, capture_output=True, text=True, check=True, timeout=30
+        ["make", "--no-print-directory", "-n", "prod"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
     )
     assert dry_run.stdout.strip().splitlines()[-1].endswith("python scripts/prod.py")
 
