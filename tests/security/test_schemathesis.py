@@ -175,8 +175,23 @@ def test_stateful_sequences_keep_to_the_schema(auth: dict[str, str]) -> None:
         # Schemathesis takes only GET /mcp-servers as an entry point (it guesses session_id
         # names a resource nothing produces); opening a request is where a runtime starts.
         # Twice a scenario at most, so the remaining steps go to the links.
+        # Generated bodies mostly break rules the schema cannot state (control characters,
+        # unknown fields), so a known-good body is among the choices: some requests open,
+        # and the links from them are followed, whatever the draw.
         @precondition(lambda self: self._opened < 2)
-        @rule(target=opened, case=schema[OPEN]["POST"].as_strategy())
+        @rule(
+            target=opened,
+            case=hypothesis.strategies.one_of(
+                hypothesis.strategies.builds(
+                    lambda n: schema[OPEN]["POST"].Case(
+                        body={"skills": ["deploy", "notify"], "session_id": f"s-{n}", "reason": "ship"},
+                        media_type="application/json",
+                    ),
+                    hypothesis.strategies.integers(min_value=0, max_value=10**6),
+                ),
+                schema[OPEN]["POST"].as_strategy(),
+            ),
+        )
         def open_an_approval_request(self, case: Any) -> Any:
             self._opened += 1
             step = StepInput.initial(case)
