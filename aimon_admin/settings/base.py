@@ -101,6 +101,8 @@ MIDDLEWARE = [
     # After every middleware that can answer on its own, so a locked-out sign-in is
     # answered with the lockout page (axes.middleware reads what its backend marked).
     "axes.middleware.AxesMiddleware",
+    # A bare 405 becomes the styled error page (sync, no thread hop).
+    "aimon_admin.core.middleware.StyledErrorMiddleware",
     "aimon_admin.core.middleware.SyncStackMiddleware",
 ]
 
@@ -152,10 +154,11 @@ elif _db["ENGINE"] == "django.db.backends.postgresql":
             # database down, how long a caller waits to be told so.
             "timeout": env_int("DATABASE_POOL_TIMEOUT", 5),
         }
-        # A borrowed connection is checked first (one round trip; Django passes the pool
-        # psycopg's check), so connections left broken by a database restart are
-        # replaced, not handed to a request.
-        _db["CONN_HEALTH_CHECKS"] = True
+        # A borrowed connection is checked first, so connections left broken by a database
+        # restart are replaced, not handed to a request. The check asks the socket before
+        # it spends a round trip (aimon_admin/core/dbpool.py); Django's backend would pass
+        # the pool a round trip on every borrow, so ours builds the pool with that check.
+        _db["ENGINE"] = "aimon_admin.core.backends.postgresql"
 DATABASES = {"default": _db}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
