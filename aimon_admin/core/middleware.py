@@ -92,6 +92,30 @@ class ApiBodyLimitMiddleware(_DualMiddleware):
         return None
 
 
+class StyledErrorMiddleware:
+    """A bare 405 (Django's method checks answer with an empty body) becomes the
+    product's styled error page, or the API's JSON error body under /api/ (issue 8).
+
+    Sync only, placed just above SyncStackMiddleware: no thread hop of its own.
+    """
+
+    sync_capable = True
+    async_capable = False
+
+    def __init__(self, get_response: Callable) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if response.status_code == 405 and not getattr(response, "streaming", False) and not response.content:
+            from aimon_admin.core.views import method_not_allowed
+
+            styled = method_not_allowed(request, response.get("Allow", ""))
+            styled._has_been_logged = True  # type: ignore[attr-defined] # Django logged the bare one
+            return styled
+        return response
+
+
 class SyncStackMiddleware:
     """Last in MIDDLEWARE, and sync only: it makes Django run the whole middleware stack
     above it in sync mode, in one thread hop per request.

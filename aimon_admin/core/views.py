@@ -16,6 +16,7 @@ ERROR_TITLES = {
     400: "Bad request",
     403: "Not allowed",
     404: "Not found",
+    405: "Not possible this way",
     500: "Something went wrong",
 }
 ERROR_MESSAGES: dict[int | str, str] = {
@@ -26,6 +27,10 @@ ERROR_MESSAGES: dict[int | str, str] = {
     ),
     403: "Your role does not allow this page.",
     404: "There is nothing here, or it is not yours to see.",
+    405: (
+        "This address does not answer that kind of request: a change is made with its form's "
+        "button, not by opening the address. Nothing was changed."
+    ),
     500: "The error has been logged with its request id. Nothing was changed.",
 }
 
@@ -87,3 +92,10 @@ def page_not_found(request: HttpRequest, exception: Exception | None = None) -> 
 
 def server_error(request: HttpRequest) -> HttpResponse:
     return _error(request, 500)
+
+
+def method_not_allowed(request: HttpRequest, allowed: str) -> HttpResponse:
+    """The styled 405 page (or the API's JSON body), keeping the Allow header."""
+    response = _error(request, 405)
+    response["Allow"] = allowed
+    return response
