@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run prod test lint format install install-dev clean-db
+.PHONY: run prod test lint format install install-dev clean-db screenshots
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "AIMON Admin needs Python 3.11")'
@@ -50,6 +50,11 @@ lint: $(VENV)/.installed-dev
 format: $(VENV)/.installed-dev
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
+
+## The README's screenshots, into docs/screenshots/: a temporary SQLite database with the demo
+## data, uvicorn on a free port, Debian's Chromium driven by Playwright (installs nothing more).
+screenshots: $(VENV)/.installed-dev
+	$(BIN)/python scripts/screenshots.py
 
 clean-db:
 	rm -f db.sqlite3 db.sqlite3-wal db.sqlite3-shm .demo-credentials.json

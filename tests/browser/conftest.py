@@ -5,7 +5,12 @@ sync API runs, the main thread has a running event loop, and Django refuses ORM 
 such a thread unless DJANGO_ALLOW_ASYNC_UNSAFE is set; stopping Playwright when the package
 is done keeps that allowance from leaking into the rest of the suite). Each test gets a
 fresh browser context, and leaves a full-page screenshot of its last page in
-test-artifacts/screenshots/<test name>.png, passed or failed.
+test-artifacts/screenshots/<test name>.png, passed or failed; a journey also keeps its main
+pages there with `shot(page, name)`: test-artifacts/screenshots/<test name>/<nn>-<name>.png.
+
+A test runs at desktop width unless it asks for a `device` (issue 8: the journeys also pass
+on a phone): `@at_both_widths` runs it once at 1280x800 and once at 390x844, touch and
+mobile viewport on.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Error, Page, Playwright, expect, sync_playwright
+from playwright.sync_api import Browser, Error, Locator, Page, Playwright, expect, sync_playwright
 from pytest_django.live_server_helper import LiveServer
 
 from aimon_admin.accounts.models import User
@@ -35,18 +40,37 @@ CHROMIUM_ARGS = [
     "--disable-quic",
 ]
 VIEWPORT = {"width": 1280, "height": 800}
+PHONE = {"width": 390, "height": 844}
+DEVICES: dict[str, dict[str, Any]] = {
+    "desktop": {"viewport": VIEWPORT},
+    "phone": {"viewport": PHONE, "is_mobile": True, "has_touch": True},
+}
+# Runs a test once per width; the test takes `device` (the page fixture reads it).
+at_both_widths = pytest.mark.parametrize("device", list(DEVICES))
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
 # Playwright's default is 30 s; a local page that takes 10 s is already a failure.
 TIMEOUT_MS = 10_000
 
 LogIn = Callable[..., Page]
+Shot = Callable[[Page, str], Path]
+
+
+# Runs its own SQLite database whatever the suite's: once is enough, on the SQLite run.
+SQLITE_RUN_ONLY = frozenset({"test_screenshots.py"})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    from django.conf import settings
+
     here = Path(__file__).parent
     for item in items:
         if here in item.path.parents:
             item.add_marker(pytest.mark.browser)
+    if settings.DATABASES["default"]["ENGINE"].endswith("postgresql"):
+        dropped = [item for item in items if item.path.parent == here and item.path.name in SQLITE_RUN_ONLY]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = [item for item in items if item not in dropped]
 
 
 @pytest.hookimpl(wrapper=True)
@@ -95,7 +119,8 @@ def browser(playwright: Playwright) -> Iterator[Browser]:
 @contextmanager
 def _open_page(browser: Browser, item: pytest.Item, **context_options: Any) -> Iterator[Page]:
     """A page in a fresh context; on the way out, a full-page screenshot of where it ended."""
-    context = browser.new_context(viewport=VIEWPORT, **context_options)
+    context_options.setdefault("viewport", VIEWPORT)
+    context = browser.new_context(**context_options)
     context.set_default_timeout(TIMEOUT_MS)
     expect.set_options(timeout=TIMEOUT_MS)
     page = context.new_page()
@@ -106,9 +131,13 @@ def _open_page(browser: Browser, item: pytest.Item, **context_options: Any) -> I
         context.close()
 
 
+def _file_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_")
+
+
 def _screenshot(page: Page, item: pytest.Item) -> None:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    path = SCREENSHOTS / (re.sub(r"[^A-Za-z0-9_.-]+", "_", item.name).strip("_") + ".png")
+    path = SCREENSHOTS / (_file_name(item.name) + ".png")
     report = getattr(item, "report_call", None)
     failed = report is not None and report.failed
     try:
@@ -124,9 +153,35 @@ def _screenshot(page: Page, item: pytest.Item) -> None:
 
 
 @pytest.fixture
-def page(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Page]:
-    with _open_page(browser, request.node) as page:
+def device() -> str:
+    """The width a test runs at; `@at_both_widths` parametrizes it."""
+    return "desktop"
+
+
+@pytest.fixture
+def page(browser: Browser, request: pytest.FixtureRequest, device: str) -> Iterator[Page]:
+    with _open_page(browser, request.node, **DEVICES[device]) as page:
         yield page
+
+
+@pytest.fixture
+def shot(request: pytest.FixtureRequest) -> Shot:
+    """`shot(page, name)`: keep a full-page screenshot of one of the journey's main pages,
+    numbered in the order taken, in test-artifacts/screenshots/<test name>/."""
+    folder = SCREENSHOTS / _file_name(request.node.name)
+    taken: list[Path] = []
+
+    def take(page: Page, name: str) -> Path:
+        if not taken and folder.exists():  # last run's pages would mislead
+            for old in folder.glob("*.png"):
+                old.unlink()
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{len(taken) + 1:02d}-{_file_name(name)}.png"
+        page.screenshot(path=str(path), full_page=True)
+        taken.append(path)
+        return path
+
+    return take
 
 
 @pytest.fixture
@@ -149,3 +204,64 @@ def log_in(live_server: LiveServer) -> LogIn:
         return page
 
     return log_in_on
+
+
+# --- Fitting a phone (issue 8) -------------------------------------------------------------------
+
+TAP_TARGET = 44  # px, each side: WCAG 2.5.5's target size, what a thumb needs
+# The class of the nearest ancestor that scrolls or clips the element sideways and cuts part
+# of it off (a table wider than its .table-wrap), or null when all of it shows.
+_CLIPPED_BY = """element => {
+    const box = element.getBoundingClientRect();
+    for (let up = element.parentElement; up && up !== document.body; up = up.parentElement) {
+        if (getComputedStyle(up).overflowX === "visible") continue;
+        const frame = up.getBoundingClientRect();
+        const left = frame.left + up.clientLeft;
+        if (box.left < left - 0.5 || box.right > left + up.clientWidth + 0.5) {
+            return up.className || up.tagName;
+        }
+    }
+    return null;
+}"""
+
+
+def assert_fits_width(page: Page) -> None:
+    """Nothing on the page is wider than the viewport: no sideways scrolling."""
+    width = page.viewport_size["width"] if page.viewport_size else VIEWPORT["width"]
+    scroll_width = page.evaluate("document.documentElement.scrollWidth")
+    assert scroll_width <= width, f"{page.url} scrolls sideways: {scroll_width} px wide in {width} px"
+
+
+def assert_tappable(page: Page, controls: Locator) -> int:
+    """Every control matched is at least 44x44 px and lies inside the viewport's width, not
+    cut off by a sideways-scrolling box (visible without scrolling sideways); returns how
+    many were checked (never none)."""
+    width = page.viewport_size["width"] if page.viewport_size else VIEWPORT["width"]
+    found = controls.all()
+    assert found, f"no control matched {controls} on {page.url}"
+    for control in found:
+        # Not scrolled into view: that could scroll a box sideways and hide the very fault.
+        expect(control).to_be_visible()
+        box = control.bounding_box()
+        assert box is not None, f"{control} has no box on {page.url}"
+        label = control.inner_text().strip() or control.get_attribute("aria-label")
+        left = box["x"] + page.evaluate("window.scrollX")  # from the page's left edge
+        size = f"{box['width']:.0f}x{box['height']:.0f} px"
+        assert box["width"] >= TAP_TARGET, f"{label!r} on {page.url} is {size}, narrower than {TAP_TARGET}"
+        assert box["height"] >= TAP_TARGET, f"{label!r} on {page.url} is {size}, lower than {TAP_TARGET}"
+        span = f"x={left:.0f}..{left + box['width']:.0f}"
+        assert left >= 0, f"{label!r} on {page.url} spans {span}, off the left edge"
+        assert left + box["width"] <= width, f"{label!r} on {page.url} spans {span}, past {width} px"
+        clipped_by = control.evaluate(_CLIPPED_BY)
+        assert clipped_by is None, f"{label!r} on {page.url} is cut off by its scrolling box .{clipped_by}"
+    return len(found)
+
+
+def main_page(page: Page, shot: Shot, name: str) -> None:
+    """One of a journey's main pages, as it is now: no sideways scrolling, no serious or
+    critical axe-core violation (issue 8), and kept as a screenshot."""
+    from tests.browser import a11y  # looked up at each call
+
+    assert_fits_width(page)
+    a11y.assert_accessible(page, name)
+    shot(page, name)

@@ -1,0 +1,327 @@
+"""Regenerate the README's screenshots (`make screenshots`): docs/screenshots/*.png.
+
+On a fresh temporary SQLite database (never db.sqlite3, never the .demo-credentials.json
+beside it): migrate, load the demo data, start uvicorn on a free port as `make run` does,
+then drive Debian's Chromium with Playwright through the pages as each kind of user would:
+the inbox, a request with the reach of "Always allow for this agent", the sessionless
+request's escalation warning (then answered "Allow for this session", which makes the
+escalation the auditor's page lists), the session page and its revoke confirmation, the
+agent-wide page and its confirmation, the tools page and the escalated grants; the inbox and
+a request also at phone width. The server and the temporary database are removed at the end,
+whatever happens.
+
+Installs nothing: it needs what `make install-dev` gives (Playwright's Python package) and
+Chromium at /usr/bin/chromium (apt-get install chromium); without either it says so and
+exits 2.
+
+    python scripts/screenshots.py [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
+DESKTOP: dict[str, Any] = {"viewport": {"width": 1280, "height": 800}, "device_scale_factor": 1}
+PHONE: dict[str, Any] = {
+    "viewport": {"width": 390, "height": 844},
+    "device_scale_factor": 1,
+    "is_mobile": True,
+    "has_touch": True,
+}
+# Desktop pages are kept whole (no taller than this); phone shots are one screen, as seen.
+MAX_HEIGHT = 2400
+TIMEOUT_MS = 15_000
+SERVER_START_SECONDS = 60
+# Every file this writes, in the order taken (the test and the README rely on the names).
+SHOTS = {
+    "inbox.png": DESKTOP,
+    "inbox-phone.png": PHONE,
+    "request-phone.png": PHONE,
+    "request-reach.png": DESKTOP,
+    "request-sessionless.png": DESKTOP,
+    "session.png": DESKTOP,
+    "session-revoke-confirm.png": DESKTOP,
+    "agent-wide.png": DESKTOP,
+    "agent-wide-revoke-confirm.png": DESKTOP,
+    "tools.png": DESKTOP,
+    "escalated-grants.png": DESKTOP,
+}
+DEMO_RUNTIME = "demo-agent"
+DEMO_SESSION = "demo-session-1"
+SESSIONLESS_SKILL = "nightly-backup"
+
+# The demo data, loaded in a child process whose settings point the credentials file into
+# the temporary folder (the command otherwise rewrites the developer's own file).
+LOAD_DEMO = """
+import sys, django
+django.setup()
+from django.conf import settings
+from django.core.management import call_command
+from pathlib import Path
+settings.DEMO_CREDENTIALS_FILE = Path(sys.argv[1])
+call_command("migrate", interactive=False, verbosity=0)
+call_command("demo_data", url=sys.argv[2], verbosity=0)
+"""
+
+
+class Problem(Exception):
+    """Something this machine lacks or that went wrong, said in one line."""
+
+
+def clean_env(database: Path) -> dict[str, str]:
+    """This process's environment without any database, Redis, Celery or Django setting of
+    the caller's: the embedded default, on the temporary database."""
+    prefixes = ("DATABASE_", "REDIS_", "CELERY_", "DJANGO_", "AIMON_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
+    env.update(
+        DJANGO_SETTINGS_MODULE="aimon_admin.settings.base",
+        DJANGO_DEBUG="1",
+        DATABASE_URL=f"sqlite:///{database}",
+        PYTHONPATH=str(ROOT),
+    )
+    return env
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def server(env: dict[str, str], port: int, log: Path) -> Iterator[str]:
+    """uvicorn on the demo database, as `make run` starts it; stopped on the way out."""
+    url = f"http://127.0.0.1:{port}"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "aimon_admin.asgi:application",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--lifespan",
+                "off",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            deadline = time.monotonic() + SERVER_START_SECONDS
+            while True:
+                if process.poll() is not None:
+                    raise Problem(f"the server exited with {process.returncode}:\n{log.read_text()[-2000:]}")
+                try:
+                    with urllib.request.urlopen(f"{url}/accounts/login/", timeout=2):  # noqa: S310 - our server
+                        break
+                except (urllib.error.URLError, OSError):
+                    if time.monotonic() > deadline:
+                        raise Problem(
+                            f"the server did not answer on {url} within {SERVER_START_SECONDS} s"
+                        ) from None
+                    time.sleep(0.2)
+            yield url
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def take(page: Any, out: Path, name: str) -> None:
+    """Write one screenshot: a desktop page whole (up to MAX_HEIGHT), a phone one screen."""
+    assert name in SHOTS, name
+    path = out / name
+    if SHOTS[name] is PHONE:
+        page.screenshot(path=str(path))
+        return
+    height = min(page.evaluate("document.documentElement.scrollHeight"), MAX_HEIGHT)
+    width = SHOTS[name]["viewport"]["width"]
+    page.screenshot(path=str(path), full_page=True, clip={"x": 0, "y": 0, "width": width, "height": height})
+
+
+def log_in(page: Any, url: str, username: str, password: str) -> None:
+    page.goto(f"{url}/accounts/login/")
+    page.locator("input[name=username]").fill(username)
+    page.locator("input[name=password]").fill(password)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(f"{url}/")
+    # Move the pointer off the page, so no shot shows a hover it did not ask for.
+    page.mouse.move(0, 0)
+
+
+def request_link(page: Any, text: str) -> Any:
+    """The card whose reason contains `text`, in the inbox."""
+    return page.locator("#inbox article.request", has_text=text)
+
+
+def tour(browser: Any, url: str, credentials: dict[str, str], out: Path) -> None:
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=TIMEOUT_MS)
+    contexts: dict[str, Any] = {}
+    for name, options in (("desktop", DESKTOP), ("phone", PHONE)):
+        context = browser.new_context(**options)
+        context.set_default_timeout(TIMEOUT_MS)
+        contexts[name] = context
+    desktop, phone = contexts["desktop"].new_page(), contexts["phone"].new_page()
+    # The operator owns the demo runtime: every request reaches them, agent-wide answers too (S13).
+    for page in (desktop, phone):
+        log_in(page, url, "operator", credentials["operator"])
+
+    # End user: the inbox, at both widths.
+    for page, name in ((desktop, "inbox.png"), (phone, "inbox-phone.png")):
+        page.goto(f"{url}/approvals/")
+        expect(page.locator("#inbox article.request")).to_have_count(3)
+        take(page, out, name)
+
+    # A request at phone width, then the same at desktop width with the reach of
+    # "Always allow for this agent" under the pointer.
+    card = request_link(phone, "Deploy the release branch")
+    card.get_by_role("link", name=DEMO_RUNTIME).click()
+    expect(phone.locator("article.request .reach")).to_be_visible()
+    take(phone, out, "request-phone.png")
+    desktop.goto(phone.url)
+    allow_agent = desktop.locator("article.request button[data-answer=ALLOW_AGENT]").last
+    allow_agent.hover()
+    expect(desktop.locator("article.request .reach")).to_contain_text("reaches every session")
+    take(desktop, out, "request-reach.png")
+    request_url = desktop.url
+
+    # The sessionless request: its warning, then answered "Allow for this session" as a user
+    # would, which writes it agent-wide (an escalation, S6).
+    desktop.goto(f"{url}/approvals/")
+    request_link(desktop, "no session").get_by_role("link", name=DEMO_RUNTIME).click()
+    sessionless = desktop.locator("article.request")
+    expect(sessionless.locator(".note-warn, [id$=-escalation]").first).to_contain_text("agent-wide")
+    desktop.mouse.move(0, 0)
+    take(desktop, out, "request-sessionless.png")
+    sessionless.get_by_role("button", name=f"Allow for this session: {SESSIONLESS_SKILL}").click()
+    expect(sessionless).to_contain_text(f"Answered: {SESSIONLESS_SKILL}.")
+
+    # The session request answered too, so the revoke views have something to revoke.
+    desktop.goto(request_url)
+    card = desktop.locator("article.request")
+    card.get_by_role("button", name="Allow for this session: deploy-staging").click()
+    expect(card).to_contain_text("Answered: deploy-staging.")
+    card.get_by_role("button", name="Always allow for this agent: notify-team").click()
+    expect(card).to_contain_text("Answered: notify-team.")
+
+    # The revoke views: the session page and its confirmation, the agent-wide page and its.
+    desktop.goto(f"{url}/approvals/sessions/")
+    desktop.get_by_role("link", name=DEMO_SESSION).click()
+    expect(desktop.get_by_role("link", name="Revoke session approvals")).to_be_visible()
+    desktop.mouse.move(0, 0)
+    take(desktop, out, "session.png")
+    desktop.get_by_role("link", name="Revoke session approvals").click()
+    expect(desktop.get_by_role("button", name="Revoke session approvals")).to_be_visible()
+    desktop.mouse.move(0, 0)
+    take(desktop, out, "session-revoke-confirm.png")
+    desktop.goto(f"{url}/approvals/agents/{DEMO_RUNTIME}/")
+    expect(desktop.locator("main")).to_contain_text(SESSIONLESS_SKILL)
+    take(desktop, out, "agent-wide.png")
+    desktop.get_by_role("link", name="Revoke agent-wide").click()
+    expect(desktop.get_by_role("button", name="Revoke agent-wide")).to_be_visible()
+    desktop.mouse.move(0, 0)
+    take(desktop, out, "agent-wide-revoke-confirm.png")
+
+    # Operator: the tools page.
+    desktop.goto(f"{url}/registry/tools/")
+    expect(desktop.get_by_role("link", name="Bash", exact=True)).to_be_visible()
+    take(desktop, out, "tools.png")
+
+    # Auditor: the escalated grants, from the audit log's overview as an auditor finds them.
+    contexts["auditor"] = browser.new_context(**DESKTOP)
+    contexts["auditor"].set_default_timeout(TIMEOUT_MS)
+    auditor = contexts["auditor"].new_page()
+    log_in(auditor, url, "auditor", credentials["auditor"])
+    auditor.get_by_role("link", name="Audit log").click()
+    auditor.get_by_role("link", name="See escalated grants").click()
+    expect(auditor.locator("main")).to_contain_text(SESSIONLESS_SKILL)
+    auditor.mouse.move(0, 0)
+    take(auditor, out, "escalated-grants.png")
+
+    for context in contexts.values():
+        context.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots", help="where the PNGs go")
+    args = parser.parse_args(argv)
+    try:
+        from playwright.sync_api import Error, sync_playwright
+    except ImportError:
+        print("screenshots: Playwright is not installed; run `make install-dev` first.", file=sys.stderr)
+        return 2
+    if not CHROMIUM.exists():
+        print(
+            f"screenshots: Chromium is not installed at {CHROMIUM} (apt-get install chromium).",
+            file=sys.stderr,
+        )
+        return 2
+
+    out: Path = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="aimon-screenshots-"))
+    try:
+        env = clean_env(work / "db.sqlite3")
+        port = free_port()
+        credentials_file = work / "demo-credentials.json"
+        subprocess.run(
+            [sys.executable, "-c", LOAD_DEMO, str(credentials_file), f"http://127.0.0.1:{port}/"],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        credentials = json.loads(credentials_file.read_text())
+        with server(env, port, work / "server.log") as url, sync_playwright() as playwright:
+            browser = playwright.chromium.launch(
+                executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+            )
+            try:
+                tour(browser, url, credentials, out)
+            finally:
+                browser.close()
+    except subprocess.CalledProcessError as exc:
+        print(
+            f"screenshots: loading the demo data failed (exit {exc.returncode}); see above.", file=sys.stderr
+        )
+        return 1
+    except (Problem, Error) as exc:
+        print(f"screenshots: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    for name in SHOTS:
+        print(f"{out / name}  {(out / name).stat().st_size // 1024} KB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,72 @@
+"""`make screenshots` (issue 8, "Done means"): scripts/screenshots.py, run into a temporary
+folder, writes every screenshot the README shows, each a real PNG of the expected size, and
+leaves neither its server nor its database behind.
+
+The script always runs on its own temporary SQLite database, so the test runs once, on the
+SQLite run; tests/browser/conftest.py deselects it on the PostgreSQL run.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from scripts import screenshots
+from tests.browser.conftest import CHROMIUM
+from tests.conftest import skip_or_fail
+
+ROOT = Path(__file__).resolve().parents[2]
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    """Width and height from the PNG's header (its first chunk must be IHDR)."""
+    head = path.read_bytes()[:24]
+    assert head[:8] == PNG_SIGNATURE, f"{path.name} is not a PNG"
+    assert head[12:16] == b"IHDR", f"{path.name} has no IHDR first"
+    width, height = struct.unpack(">II", head[16:24])
+    return width, height
+
+
+def leftovers() -> set[str]:
+    return {p.name for p in Path(tempfile.gettempdir()).glob("aimon-screenshots-*")}
+
+
+def test_make_screenshots_writes_every_readme_screenshot_as_a_png_of_its_size(tmp_path: Path) -> None:
+    if not CHROMIUM.exists():
+        skip_or_fail(f"Chromium is not installed at {CHROMIUM} (apt-get install chromium)")
+    before = leftovers()
+    mine = [ROOT / "db.sqlite3", ROOT / ".demo-credentials.json"]
+    user_files = {path: path.stat().st_mtime_ns for path in mine if path.exists()}
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"}
+
+    done = subprocess.run(
+        [sys.executable, "scripts/screenshots.py", "--out", str(tmp_path)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    written = sorted(p.name for p in tmp_path.iterdir())
+    assert written == sorted(screenshots.SHOTS)
+    for name, device in screenshots.SHOTS.items():
+        path = tmp_path / name
+        width, height = png_size(path)
+        viewport = device["viewport"]
+        if device is screenshots.PHONE:  # one phone screen, as seen
+            assert (width, height) == (390, 844), name
+        else:  # the whole desktop page, at most MAX_HEIGHT tall
+            assert width == 1280, name
+            assert viewport["height"] <= height <= screenshots.MAX_HEIGHT, (name, height)
+        assert path.stat().st_size < 400 * 1024, f"{name} is {path.stat().st_size // 1024} KB"
+    # The temporary database and server are gone; the developer's own files were not touched.
+    assert leftovers() == before
+    assert {path: path.stat().st_mtime_ns for path in user_files} == user_files
