@@ -1,7 +1,8 @@
 """The approval journey in a real browser (issue: skill approvals): a runtime asks over
 the API, the person sees the request arrive without reloading, answers *Allow for this
 session*, the waiting long-poll returns ALLOW, a forked sub-agent inherits it, the person
-revokes it, and the next decision is ASK again."""
+revokes it, and the next decision is ASK again. At desktop and at phone width (issue 8);
+each main page is kept as a screenshot and checked with axe-core."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pytest_django.live_server_helper import LiveServer
 
 from aimon_admin.accounts.models import User
 from aimon_admin.runtimes.models import AgentRuntime
-from tests.browser.conftest import LogIn
+from tests.browser.conftest import LogIn, Shot, assert_tappable, at_both_widths, main_page
 
 
 def call(live_server: LiveServer, token: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
@@ -41,9 +42,11 @@ def decide(live_server: LiveServer, token: str, **body: Any) -> list[tuple[str, 
     return [(d["decision"], d["source"]) for d in answer["decisions"]]
 
 
+@at_both_widths
 def test_runtime_asks_person_allows_for_the_session_fork_inherits_then_revoke(
     live_server: LiveServer,
     page: Page,
+    shot: Shot,
     log_in: LogIn,
     approver: User,
     runtime: AgentRuntime,
@@ -53,6 +56,7 @@ def test_runtime_asks_person_allows_for_the_session_fork_inherits_then_revoke(
     log_in(page, approver)
     page.goto(f"{live_server.url}/approvals/")
     expect(page.get_by_text("Nothing is waiting for you")).to_be_visible()
+    main_page(page, shot, "inbox-empty")
     page.evaluate("window.__noReload = 1")
 
     status, created = call(
@@ -79,8 +83,12 @@ def test_runtime_asks_person_allows_for_the_session_fork_inherits_then_revoke(
     expect(card).to_be_visible()  # arrived without a reload (htmx poll)
     expect(card).to_contain_text("Ship it")
     assert page.evaluate("window.__noReload") == 1
+    main_page(page, shot, "inbox-request")
+    answers = card.get_by_role("button", name="deploy")
+    assert_tappable(page, answers)
     card.get_by_role("button", name="Allow for this session: deploy").click()
     expect(card).to_contain_text("Answered: deploy.")
+    main_page(page, shot, "inbox-answered")
 
     poller.join(timeout=35)
     assert not poller.is_alive()
@@ -96,11 +104,19 @@ def test_runtime_asks_person_allows_for_the_session_fork_inherits_then_revoke(
 
     # S10: the person revokes the session's approvals; the next decision asks again.
     page.goto(f"{live_server.url}/approvals/sessions/")
+    main_page(page, shot, "sessions")
     page.get_by_role("link", name="s-journey").click()
-    page.get_by_role("link", name="Revoke session approvals").click()
+    main_page(page, shot, "session")
+    revoke = page.get_by_role("link", name="Revoke session approvals")
+    assert_tappable(page, revoke)
+    revoke.click()
     expect(page.get_by_role("heading", name="Revoke the approvals of session s-journey?")).to_be_visible()
-    page.get_by_role("button", name="Revoke session approvals").click()
+    main_page(page, shot, "session-revoke-confirm")
+    confirm = page.get_by_role("button", name="Revoke session approvals")
+    assert_tappable(page, confirm)
+    confirm.click()
     expect(page.get_by_text("Session approvals revoked: 1 removed.")).to_be_visible()
+    main_page(page, shot, "session-revoked")
     assert decide(live_server, runtime_token, skills=["deploy"], session_id="s-journey") == [
         ("ASK", "DEFAULT")
     ]

@@ -1,6 +1,8 @@
 """The auditor's journey in a real browser (issue 5): an escalated grant is found on the
 escalations page, its audit event opened, the log filtered (htmx, kept in the URL), and
-the filtered log exported as JSON Lines whose lines verify against the chain (S6, A1, A2)."""
+the filtered log exported as JSON Lines whose lines verify against the chain (S6, A1, A2).
+At desktop and at phone width (issue 8); each main page is kept as a screenshot and checked
+with axe-core."""
 
 from __future__ import annotations
 
@@ -18,13 +20,18 @@ from aimon_admin.audit import chain
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.runtimes.models import AgentRuntime
-from tests.browser.conftest import SCREENSHOTS, LogIn
-
-PHONE = {"width": 390, "height": 844}
+from tests.browser.conftest import LogIn, Shot, at_both_widths, main_page
 
 
+@at_both_widths
 def test_auditor_finds_an_escalated_grant_opens_it_filters_and_exports(
-    live_server: LiveServer, page: Page, log_in: LogIn, auditor: User, approver: User, runtime: AgentRuntime
+    live_server: LiveServer,
+    page: Page,
+    shot: Shot,
+    log_in: LogIn,
+    auditor: User,
+    approver: User,
+    runtime: AgentRuntime,
 ) -> None:
     # S6: alice owns the runtime (so may answer agent-wide, S13) and answers a request that
     # has no session "for this session": it is written agent-wide, with a WARNING event.
@@ -41,6 +48,7 @@ def test_auditor_finds_an_escalated_grant_opens_it_filters_and_exports(
     log_in(page, auditor)
     page.get_by_role("link", name="Audit log").click()
     expect(page.get_by_test_id("escalations-in-force")).to_have_text("1")
+    main_page(page, shot, "audit-home")
     page.get_by_role("link", name="See escalated grants").click()
     expect(page).to_have_url(f"{live_server.url}/audit/escalations/")
     row = page.locator(f'li[data-seq="{event.seq}"]')
@@ -51,7 +59,7 @@ def test_auditor_finds_an_escalated_grant_opens_it_filters_and_exports(
     expect(row).to_contain_text(re.compile(r"Granted by\s*alice"))
     expect(row).to_contain_text("Nightly release")
     expect(row.locator(".badge", has_text="In force")).to_be_visible()
-    page.screenshot(path=str(SCREENSHOTS / "audit_journey_escalations.png"), full_page=True)
+    main_page(page, shot, "escalations")
 
     row.get_by_role("link", name=f"Audit event #{event.seq}").click()
     expect(page).to_have_url(f"{live_server.url}/audit/events/{event.seq}/")
@@ -61,6 +69,7 @@ def test_auditor_finds_an_escalated_grant_opens_it_filters_and_exports(
     expect(page.locator("#grant-head")).to_be_visible()
     expect(page.get_by_text("Its hash matches its content.")).to_be_visible()
     expect(page.get_by_text(event.hash)).to_be_visible()
+    main_page(page, shot, "event")
 
     # Filter the log: htmx swaps the results and keeps the filter in the URL.
     page.goto(f"{live_server.url}/audit/events/")
@@ -71,6 +80,7 @@ def test_auditor_finds_an_escalated_grant_opens_it_filters_and_exports(
     expect(rows).to_have_count(1)
     expect(rows.first).to_have_attribute("data-seq", str(event.seq))
     assert page.evaluate("window.__noReload") == 1
+    main_page(page, shot, "log-filtered")
     page.locator("#f-level").select_option("INFO")
     expect(page.get_by_text("No event matches these filters.")).to_be_visible()
     page.locator("#f-level").select_option("")
@@ -87,12 +97,3 @@ def test_auditor_finds_an_escalated_grant_opens_it_filters_and_exports(
     stored_hash = record.pop("hash")
     assert record == event.content()
     assert chain.compute_hash(record) == stored_hash == event.hash
-
-    # Usable at phone width: nothing wider than the screen but the table, which scrolls.
-    page.set_viewport_size(PHONE)
-    page.reload()
-    expect(rows).to_have_count(1)
-    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
-    page.screenshot(path=str(SCREENSHOTS / "audit_journey_log_phone.png"), full_page=True)
-    page.goto(f"{live_server.url}/audit/events/{event.seq}/")
-    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
