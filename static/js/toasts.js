@@ -1,0 +1,70 @@
+/* AIMON Admin: htmx request failures become a toast saying what failed (issue 8).
+   A static file, loaded with `defer`: the Content-Security-Policy forbids inline scripts.
+   htmx swaps nothing on a 4xx/5xx answer and nothing when the server cannot be reached;
+   without this the click would simply seem to do nothing. */
+(function () {
+  "use strict";
+
+  var REASONS = {
+    400: "the server refused it as invalid",
+    403: "your role does not allow it, or your session has ended (reload the page to sign in again)",
+    404: "it no longer exists, or is not yours to see",
+    405: "the server does not accept it that way",
+    409: "it changed meanwhile; reload the page",
+    429: "too many attempts; wait a moment and try again",
+    500: "the server hit an error (it is logged); try again, or reload the page"
+  };
+
+  // What failed, as the start of a sentence: the element's data-what ("Checking for new
+  // requests"), else the words of the button that was pressed.
+  function whatFailed(elt) {
+    var labelled = elt && elt.closest ? elt.closest("[data-what]") : null;
+    if (labelled) { return labelled.getAttribute("data-what") + " failed"; }
+    var button = elt && elt.matches && elt.matches("button, a") ? elt : elt && elt.querySelector && elt.querySelector("button[type=submit], button");
+    var words = button ? (button.getAttribute("aria-label") || button.textContent || "").trim() : "";
+    return words ? "“" + words.replace(/\s+/g, " ") + "” failed" : "Updating the page failed";
+  }
+
+  function region() {
+    var found = document.getElementById("htmx-toasts");
+    if (!found) {
+      found = document.createElement("div");
+      found.id = "htmx-toasts";
+      found.className = "toasts-floating";
+      document.body.appendChild(found);
+    }
+    return found;
+  }
+
+  function show(text) {
+    var box = region();
+    var existing = box.querySelectorAll(".toast");
+    for (var i = 0; i < existing.length; i++) {
+      if (existing[i].getAttribute("data-text") === text) { return; }  // a failing poll repeats
+    }
+    var toast = document.createElement("div");
+    toast.className = "toast toast-error toast-dismissable";
+    toast.setAttribute("role", "alert");
+    toast.setAttribute("data-text", text);
+    var words = document.createElement("p");
+    words.textContent = text;
+    var close = document.createElement("button");
+    close.type = "button";
+    close.className = "btn btn-small toast-close";
+    close.setAttribute("aria-label", "Dismiss this message");
+    close.textContent = "×";
+    close.addEventListener("click", function () { toast.remove(); });
+    toast.appendChild(words);
+    toast.appendChild(close);
+    box.appendChild(toast);
+  }
+
+  document.addEventListener("htmx:responseError", function (event) {
+    var status = event.detail.xhr ? event.detail.xhr.status : 0;
+    var reason = REASONS[status] || (status >= 500 ? REASONS[500] : "the server answered " + status);
+    show(whatFailed(event.detail.elt) + ": " + reason + " (HTTP " + status + ").");
+  });
+  document.addEventListener("htmx:sendError", function (event) {
+    show(whatFailed(event.detail.elt) + ": the server could not be reached. Check the connection and try again.");
+  });
+})();
