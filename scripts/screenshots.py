@@ -189,21 +189,23 @@ def tour(browser: Any, url: str, credentials: dict[str, str], out: Path) -> None
         context.set_default_timeout(TIMEOUT_MS)
         contexts[name] = context
     desktop, phone = contexts["desktop"].new_page(), contexts["phone"].new_page()
-    # The operator owns the demo runtime: every request reaches them, agent-wide answers too (S13).
-    for page in (desktop, phone):
-        log_in(page, url, "operator", credentials["operator"])
+    # At desktop width the operator, who owns the demo runtime: every request reaches them,
+    # "Always allow for this agent" too (S13). On the phone the approver, the end user whose
+    # session asked: the session's request and its sub-agent's.
+    log_in(desktop, url, "operator", credentials["operator"])
+    log_in(phone, url, "approver", credentials["approver"])
 
     # End user: the inbox, at both widths.
-    for page, name in ((desktop, "inbox.png"), (phone, "inbox-phone.png")):
+    for page, name, count in ((desktop, "inbox.png", 3), (phone, "inbox-phone.png", 2)):
         page.goto(f"{url}/approvals/")
-        expect(page.locator("#inbox article.request")).to_have_count(3)
+        expect(page.locator("#inbox article.request")).to_have_count(count)
         take(page, out, name)
 
     # A request at phone width, then the same at desktop width with the reach of
     # "Always allow for this agent" under the pointer.
     card = request_link(phone, "Deploy the release branch")
     card.get_by_role("link", name=DEMO_RUNTIME).click()
-    expect(phone.locator("article.request .reach")).to_be_visible()
+    expect(phone.get_by_role("button", name="Allow for this session: deploy-staging")).to_be_visible()
     take(phone, out, "request-phone.png")
     desktop.goto(phone.url)
     allow_agent = desktop.locator("article.request button[data-answer=ALLOW_AGENT]").last

@@ -59,6 +59,10 @@ def test_runtime_asks_person_allows_for_the_session_fork_inherits_then_revoke(
     main_page(page, shot, "inbox-empty")
     page.evaluate("window.__noReload = 1")
 
+    # The runtime asks about a skill: nothing decides it, so it opens a request.
+    assert decide(live_server, runtime_token, skills=["deploy"], session_id="s-journey") == [
+        ("ASK", "DEFAULT")
+    ]
     status, created = call(
         live_server,
         runtime_token,
