@@ -1,0 +1,203 @@
+"""Accessibility in a real browser (issue 8, part 3): axe-core on every page, the keyboard,
+focus, the inbox's live region, and phone-width layouts.
+
+Every HTML page of the product (tests/browser/sweep.py: from the URL configuration, so a
+new page is swept once it has its row in the authorization matrix), with realistic data,
+at 1280 px and at 390 px: no serious or critical axe-core violation of WCAG 2.x A/AA, and
+at 390 px no page scrolls sideways (wide tables scroll inside .table-wrap). The inbox is
+checked again after htmx swapped a new request in. Then a keyboard-only answer, a
+keyboard-only confirmation, and tap sizes on the inbox, request and revoke views.
+
+These check templates and CSS, not the database: they run once, on SQLite, and are
+skipped in the PostgreSQL run of the suite.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+
+import pytest
+from django.conf import settings
+from django.urls import reverse
+from playwright.sync_api import Browser, Page, expect
+from pytest_django.live_server_helper import LiveServer
+
+from aimon_admin.approvals.choices import GrantDecision
+from aimon_admin.approvals.services import RequestInput, request_create
+from tests.browser import sweep
+from tests.browser.a11y import BLOCKING, assert_accessible, describe, violations
+from tests.browser.conftest import SCREENSHOTS
+from tests.browser.sweep import PHONE, SweepWorld, Visitors, horizontal_overflow, overflowing, unswept_routes
+
+# The sweep's fixtures, used here.
+world = sweep.world
+sweep_world = sweep.sweep_world
+visitors_at = sweep.visitors_at
+
+pytestmark = pytest.mark.skipif(
+    settings.DATABASES["default"]["ENGINE"].endswith("postgresql"),
+    reason="checks templates and CSS, not the database: run once, in the SQLite run",
+)
+
+# A11Y_SCREENSHOTS=1 saves every swept page, at each width, for a person to look at.
+SAVE_SHOTS = os.environ.get("A11Y_SCREENSHOTS") == "1"
+
+
+def test_every_route_is_swept_or_left_out_by_name() -> None:
+    assert unswept_routes() == []
+
+
+@pytest.mark.parametrize("width", ["desktop", "phone"])
+def test_every_page_passes_axe_and_fits_the_width(
+    width: str, sweep_world: SweepWorld, visitors_at: Callable[[str], Visitors]
+) -> None:
+    visitors = visitors_at(width)
+    problems: list[str] = []
+    assert len(sweep_world.visits) > 35, "the sweep lost its pages"
+    for visit in sweep_world.visits:
+        page = visitors.open(visit)
+        found = [v for v in violations(page) if v["impact"] in BLOCKING]
+        if found:
+            problems.append(f"{visit.key} ({visit.path} as {visit.who}):\n{describe(found)}")
+        if width == "phone":
+            overflow = horizontal_overflow(page)
+            if overflow > 1:
+                sticking_out = overflowing(page)
+                problems.append(f"{visit.key} ({visit.path}) is {overflow}px too wide: {sticking_out}")
+        if SAVE_SHOTS:
+            folder = SCREENSHOTS / "sweep" / width
+            folder.mkdir(parents=True, exist_ok=True)
+            name = re.sub(r"[^A-Za-z0-9_.-]+", "_", visit.key) + ".png"
+            page.screenshot(path=str(folder / name), full_page=True)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_inbox_stays_accessible_after_htmx_swaps_a_new_request_in_and_announces_it(
+    sweep_world: SweepWorld, visitors_at: Callable[[str], Visitors], live_server: LiveServer
+) -> None:
+    page = visitors_at("desktop").page("alice")
+    page.goto(f"{live_server.url}{reverse('approvals:inbox')}")
+    region = page.locator("#inbox")
+    # The list is a polite live region: screen readers announce what arrives in it.
+    expect(region).to_have_attribute("aria-live", "polite")
+    before = region.locator("article.request").count()
+    assert before >= 3
+    arrived, _ = request_create(
+        RequestInput(
+            runtime=sweep_world.world.runtime, skills=["rollback"], session_id="s-alice", principal="alice"
+        )
+    )
+    card = page.locator(f"#request-{arrived.pk}")
+    expect(card).to_be_visible()  # swapped in by the poll, without reloading
+    # The region whose content changed is still the live one (the swap replaced it whole).
+    expect(page.locator("#inbox")).to_have_attribute("aria-live", "polite")
+    expect(page.locator("#inbox article.request")).to_have_count(before + 1)
+    assert_accessible(page, "the inbox after an htmx swap")
+
+
+def _focus_ring(page: Page) -> dict[str, str]:
+    return page.evaluate(
+        """() => { const s = getComputedStyle(document.activeElement);
+                   return {outline: s.outlineStyle, width: s.outlineWidth, shadow: s.boxShadow,
+                           visible: String(document.activeElement.matches(':focus-visible'))}; }"""
+    )
+
+
+def _tab_to(page: Page, selector: str, limit: int = 80) -> None:
+    """Press Tab until the focused element matches `selector` (and fail if it never does)."""
+    for _ in range(limit):
+        page.keyboard.press("Tab")
+        if page.evaluate("(s) => document.activeElement.matches(s)", selector):
+            return
+    pytest.fail(f"{limit} presses of Tab never reached {selector}")
+
+
+def _assert_focus_visible(page: Page) -> None:
+    ring = _focus_ring(page)
+    assert ring["visible"] == "true", ring
+    shown = (ring["outline"] not in ("none", "") and float(ring["width"].removesuffix("px")) >= 2) or (
+        ring["shadow"] not in ("none", "")
+    )
+    assert shown, f"focus is not visible: {ring}"
+
+
+def test_answer_from_the_inbox_and_confirm_a_revoke_with_the_keyboard_only(
+    sweep_world: SweepWorld, visitors_at: Callable[[str], Visitors], live_server: LiveServer
+) -> None:
+    world = sweep_world.world
+    page = visitors_at("desktop").page("alice")
+    page.goto(f"{live_server.url}{reverse('approvals:inbox')}")
+    # The skip link comes first, and is visible when focused.
+    page.keyboard.press("Tab")
+    expect(page.locator(".skip-link")).to_be_focused()
+    _assert_focus_visible(page)
+    # Tab to the fork's "Allow for this session" button, the focus ring visible on the way.
+    target = f'#request-{sweep_world.fork.pk} button[data-answer="ALLOW_SESSION"]'
+    _tab_to(page, target)
+    _assert_focus_visible(page)
+    page.keyboard.press("Enter")
+    card = page.locator(f"#request-{sweep_world.fork.pk}")
+    expect(card.locator(".badge-decision")).to_be_visible()
+    item = sweep_world.fork.items.get(skill="deploy")
+    assert (item.decision, item.answered_by) == (GrantDecision.ALLOW, world.users["alice"])
+
+    # A confirmation page: Tab to its danger button and press Enter.
+    grant = world.grant
+    page.goto(f"{live_server.url}{reverse('approvals:grant-revoke', args=[grant.pk])}")
+    _tab_to(page, ".confirm button.btn-danger")
+    _assert_focus_visible(page)
+    page.keyboard.press("Enter")
+    page.wait_for_load_state()
+    expect(page.locator(".messages .toast")).to_be_visible()
+    grant.refresh_from_db()
+    assert grant.revoked_at is not None
+    # Cancel is reachable by keyboard too, and focus shows on it.
+    page.goto(f"{live_server.url}{reverse('approvals:session-clear', args=[world.session.pk])}")
+    _tab_to(page, ".confirm a.btn")
+    _assert_focus_visible(page)
+
+
+TAP_CONTROLS = ", ".join(
+    f"main {control}:visible" for control in ("button", "a.btn", "input[type=submit]", "summary")
+)
+
+
+def _small_controls(page: Page) -> list[str]:
+    small = []
+    for control in page.locator(TAP_CONTROLS).all():
+        box = control.bounding_box()
+        if box and (box["width"] < 44 or box["height"] < 44):
+            small.append(f"{control.inner_text().strip()!r}: {box['width']:.0f}x{box['height']:.0f}")
+    return small
+
+
+def test_at_phone_width_the_inbox_request_and_revoke_views_have_tap_sized_controls(
+    sweep_world: SweepWorld, browser: Browser, live_server: LiveServer
+) -> None:
+    world = sweep_world.world
+    visitors = Visitors(browser, live_server, world.users, PHONE)
+    try:
+        pages = {
+            "inbox": ("alice", reverse("approvals:inbox")),
+            "request": ("alice", reverse("approvals:request", args=[sweep_world.sessionless.pk])),
+            "session": ("alice", reverse("approvals:session", args=[world.session.pk])),
+            "session clear": ("alice", reverse("approvals:session-clear", args=[world.session.pk])),
+            "grant revoke": ("alice", reverse("approvals:grant-revoke", args=[world.grant.pk])),
+            "agent-wide": ("owner", reverse("approvals:agent", args=[world.runtime.name])),
+            "agent-wide revoke": ("owner", reverse("approvals:agent-revoke", args=[world.runtime.name])),
+        }
+        problems = {}
+        for name, (who, path) in pages.items():
+            page = visitors.page(who)
+            response = page.goto(f"{live_server.url}{path}")
+            assert response is not None
+            assert response.status == 200, (name, path)
+            assert page.locator(TAP_CONTROLS).count() > 0, f"{name}: no controls found"
+            small = _small_controls(page)
+            if small:
+                problems[name] = small
+        assert problems == {}
+    finally:
+        visitors.close()
