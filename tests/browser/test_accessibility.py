@@ -84,6 +84,10 @@ def test_the_inbox_stays_accessible_after_htmx_swaps_a_new_request_in_and_announ
     expect(region).to_have_attribute("aria-live", "polite")
     before = region.locator("article.request").count()
     assert before >= 3
+    # A keyboard user is on an answer button when the new request arrives.
+    _tab_to(page, f'#request-{sweep_world.sessionless.pk} button[data-answer="DENY"]')
+    focused = page.evaluate("() => document.activeElement.id")
+    assert focused
     arrived, _ = request_create(
         RequestInput(
             runtime=sweep_world.world.runtime, skills=["rollback"], session_id="s-alice", principal="alice"
@@ -94,6 +98,8 @@ def test_the_inbox_stays_accessible_after_htmx_swaps_a_new_request_in_and_announ
     # The region whose content changed is still the live one (the swap replaced it whole).
     expect(page.locator("#inbox")).to_have_attribute("aria-live", "polite")
     expect(page.locator("#inbox article.request")).to_have_count(before + 1)
+    # The swap replaced the whole list, and focus is still on the same button.
+    assert page.evaluate("() => document.activeElement.id") == focused
     assert_accessible(page, "the inbox after an htmx swap")
 
 
@@ -142,6 +148,19 @@ def test_answer_from_the_inbox_and_confirm_a_revoke_with_the_keyboard_only(
     expect(card.locator(".badge-decision")).to_be_visible()
     item = sweep_world.fork.items.get(skill="deploy")
     assert (item.decision, item.answered_by) == (GrantDecision.ALLOW, world.users["alice"])
+    # The pressed button is gone with the swap; focus stays in the card, not back at the top.
+    in_card = page.evaluate(
+        "(id) => !!document.activeElement.closest('#' + id)", f"request-{sweep_world.fork.pk}"
+    )
+    assert in_card
+    _assert_focus_visible(page)
+    # In a card of two skills, answering one moves focus to the other's first answer.
+    first = f'#request-{sweep_world.sessionless.pk} button[data-answer="DENY"]'
+    _tab_to(page, first)
+    page.keyboard.press("Enter")
+    expect(page.locator(f"#request-{sweep_world.sessionless.pk} .badge-decision")).to_have_count(1)
+    focused = page.evaluate("() => document.activeElement.getAttribute('aria-label')")
+    assert focused == "Deny: notify"
 
     # A confirmation page: Tab to its danger button and press Enter.
     grant = world.grant

@@ -219,7 +219,7 @@ def test_messages_are_toasts_in_a_polite_live_region_on_every_page(db: None, wor
         html = client_for(user).get(path).content.decode()
         assert '<div class="messages" role="status" aria-live="polite">' in html
         assert '<div id="htmx-toasts" class="toasts-floating"></div>' in html
-        assert '<script src="/static/js/toasts.js" defer></script>' in html
+        assert '<script src="/static/js/app.js" defer></script>' in html
 
 
 def _error_toast(page: Page) -> str:

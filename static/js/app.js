@@ -1,5 +1,7 @@
-/* AIMON Admin: htmx request failures become a toast saying what failed (issue 8).
-   A static file, loaded with `defer`: the Content-Security-Policy forbids inline scripts.
+/* AIMON Admin's one script (issue 8), beside htmx. A static file, loaded with `defer`: the
+   Content-Security-Policy forbids inline scripts.
+
+   1. htmx request failures become a toast saying what failed.
    htmx swaps nothing on a 4xx/5xx answer and nothing when the server cannot be reached;
    without this the click would simply seem to do nothing. */
 (function () {
@@ -66,5 +68,24 @@
   });
   document.addEventListener("htmx:sendError", function (event) {
     show(whatFailed(event.detail.elt) + ": the server could not be reached. Check the connection and try again.");
+  });
+
+  /* 2. Focus survives a swap. htmx puts focus back on an element with the same id (the
+     answer buttons have ids, so a poll that brings a new request in keeps it). When the
+     focused control is gone (the skill was answered), focus moves to the next answer in
+     the swapped card, else to the card's heading link: never back to the top of the page. */
+  var swapping = null;
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var target = event.detail.target;
+    swapping = target && target.id && target.contains(document.activeElement) ? target.id : null;
+  });
+  document.addEventListener("htmx:afterSettle", function () {
+    var id = swapping;
+    swapping = null;
+    if (!id || (document.activeElement && document.activeElement !== document.body)) { return; }
+    var swapped = document.getElementById(id);
+    if (!swapped) { return; }
+    var next = swapped.querySelector("button.btn-answer:not([disabled])") || swapped.querySelector("a[href], button:not([disabled])");
+    if (next) { next.focus(); }
   });
 })();
