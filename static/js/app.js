@@ -70,7 +70,20 @@
     show(whatFailed(event.detail.elt) + ": the server could not be reached. Check the connection and try again.");
   });
 
-  /* 2. Focus survives a swap. htmx puts focus back on an element with the same id (the
+  /* 2. A session that ended while the page was open: an htmx request is sent on to the
+     sign-in page, and htmx would put that whole page inside the card or the list. The
+     page itself goes to sign in instead, coming back here afterwards. */
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var login = document.body.getAttribute("data-login-url");
+    var xhr = event.detail.xhr;
+    if (!login || !xhr || !xhr.responseURL) { return; }
+    if (new URL(xhr.responseURL, window.location.href).pathname === login) {
+      event.detail.shouldSwap = false;
+      window.location.assign(login + "?next=" + encodeURIComponent(window.location.pathname + window.location.search));
+    }
+  });
+
+  /* 3. Focus survives a swap. htmx puts focus back on an element with the same id (the
      answer buttons have ids, so a poll that brings a new request in keeps it). When the
      focused control is gone (the skill was answered), focus moves to the next answer in
      the swapped card, else to the card's heading link: never back to the top of the page. */

@@ -24,6 +24,7 @@ from datetime import datetime
 from html.parser import HTMLParser
 from pathlib import Path
 
+from django.contrib.sessions.models import Session as DjangoSession
 from django.test import Client
 from django.urls import reverse
 from playwright.sync_api import Page, Route, expect
@@ -281,3 +282,21 @@ def test_the_favicon_is_linked_and_served_so_nothing_on_the_page_is_a_404(
     assert icon == "/static/favicon.svg"
     assert page.request.get(f"{live_server.url}{icon}").status == 200
     assert missing == []
+
+
+def test_when_the_session_ends_an_htmx_request_takes_the_page_to_sign_in_and_back(
+    sweep_world: SweepWorld, visitors_at: Callable[[str], Visitors], live_server: LiveServer
+) -> None:
+    # Without this, htmx would put the whole sign-in page inside the request card.
+    page = visitors_at("desktop").page("alice")
+    inbox = reverse("approvals:inbox")
+    page.goto(f"{live_server.url}{inbox}")
+    DjangoSession.objects.all().delete()  # signed out elsewhere, or expired
+    page.locator(f"#request-{sweep_world.sessionless.pk} button[data-answer='DENY']").first.click()
+    expect(page).to_have_url(f"{live_server.url}{reverse('accounts:login')}?next={inbox.replace('/', '%2F')}")
+    expect(page.locator("article.request")).to_have_count(0)
+    page.locator("input[name=username]").fill("alice")
+    page.locator("input[name=password]").fill(PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page).to_have_url(f"{live_server.url}{inbox}")
+    assert sweep_world.sessionless.items.filter(answered_by__isnull=False).count() == 0
