@@ -24,12 +24,25 @@ from django.urls import reverse
 from playwright.sync_api import Browser, Page, expect
 from pytest_django.live_server_helper import LiveServer
 
+from aimon_admin.accounts.roles import Role
+from aimon_admin.accounts.services import user_create
 from aimon_admin.approvals.choices import GrantDecision
 from aimon_admin.approvals.services import RequestInput, request_create
+from aimon_admin.runtimes.services import runtime_create
 from tests.browser import sweep
 from tests.browser.a11y import BLOCKING, assert_accessible, describe, violations
 from tests.browser.conftest import SCREENSHOTS
-from tests.browser.sweep import PHONE, SweepWorld, Visitors, horizontal_overflow, overflowing, unswept_routes
+from tests.browser.sweep import (
+    PHONE,
+    WIDTHS,
+    SweepWorld,
+    Visit,
+    Visitors,
+    horizontal_overflow,
+    overflowing,
+    unswept_routes,
+)
+from tests.conftest import PASSWORD, TEST_ACTOR
 
 # The sweep's fixtures, used here.
 world = sweep.world
@@ -71,6 +84,55 @@ def test_every_page_passes_axe_and_fits_the_width(
             folder.mkdir(parents=True, exist_ok=True)
             name = re.sub(r"[^A-Za-z0-9_.-]+", "_", visit.key) + ".png"
             page.screenshot(path=str(folder / name), full_page=True)
+    assert not problems, "\n".join(problems)
+
+
+EMPTY_BEFORE_ANY_RUNTIME = (
+    ("operator", "runtimes:list"),
+    ("operator", "registry:worklist"),
+    ("auditor", "registry:simulator"),
+)
+EMPTY_WITH_A_RUNTIME = (
+    ("approver", "approvals:inbox"),
+    ("approver", "approvals:sessions"),
+    ("operator", "approvals:rules"),
+    ("auditor", "approvals:rules"),
+    ("operator", "registry:tool-list"),
+    ("auditor", "registry:server-list"),
+    ("operator", "registry:worklist"),
+    ("auditor", "audit:escalations"),
+    ("auditor", "audit:home"),
+)
+
+
+def test_empty_lists_pass_axe_and_fit_the_phone(browser: Browser, live_server: LiveServer, db: None) -> None:
+    users = {
+        key: user_create(username=key, password=PASSWORD, roles=[role], actor=TEST_ACTOR)
+        for key, role in (("approver", Role.APPROVER), ("operator", Role.OPERATOR), ("auditor", Role.AUDITOR))
+    }
+    # At the phone's width only (the stricter of the two, with the overflow check), to keep
+    # this file's time bounded; the populated pages are swept at both.
+    by_width = {"phone": Visitors(browser, live_server, users, WIDTHS["phone"])}
+    problems: list[str] = []
+
+    def check(pages: tuple[tuple[str, str], ...]) -> None:
+        for width, visitors in by_width.items():
+            for who, name in pages:
+                page = visitors.open(Visit(name, reverse(name), who))
+                expect(page.locator("main .empty").first).to_be_visible()
+                found = [v for v in violations(page) if v["impact"] in BLOCKING]
+                if found:
+                    problems.append(f"{name} empty, {width}, as {who}:\n{describe(found)}")
+                if width == "phone" and horizontal_overflow(page) > 1:
+                    problems.append(f"{name} empty is too wide at 390px: {overflowing(page)}")
+
+    try:
+        check(EMPTY_BEFORE_ANY_RUNTIME)
+        runtime_create(name="agent-one", actor=TEST_ACTOR)
+        check(EMPTY_WITH_A_RUNTIME)
+    finally:
+        for visitors in by_width.values():
+            visitors.close()
     assert not problems, "\n".join(problems)
 
 

@@ -123,6 +123,37 @@ def test_every_time_on_every_page_shows_the_exact_time_on_hover(db: None, world:
     assert times > 40
 
 
+LEVELS = {
+    "READ_ONLY",
+    "MUTATING",
+    "DESTRUCTIVE",
+    "NON_DESTRUCTIVE",
+    "IDEMPOTENT",
+    "NON_IDEMPOTENT",
+}
+DECISIONS = {"ALLOW", "DENY", "ASK"}
+
+
+def test_levels_and_decisions_are_badges_coloured_by_their_value(db: None, world: World) -> None:
+    # One component each: the colour comes from data-level / data-decision (app.css), so
+    # a badge without its value, or with one the stylesheet does not know, is caught.
+    fork, sessionless = enrich(world)
+    seen: dict[str, set[str]] = {"level": set(), "decision": set()}
+    for visit in visits_for(world, fork, sessionless):
+        user = None if visit.who == "anonymous" else world.users[visit.who]
+        html = client_for(user).get(visit.path).content.decode()
+        for _tag, attrs, _text in elements(html):
+            classes = attrs.get("class", "").split()
+            if "badge-level" in classes:
+                assert attrs.get("data-level") in LEVELS, f"{visit.key}: {attrs}"
+                seen["level"].add(attrs["data-level"])
+            if "badge-decision" in classes:
+                assert attrs.get("data-decision") in DECISIONS, f"{visit.key}: {attrs}"
+                seen["decision"].add(attrs["data-decision"])
+    assert {"MUTATING", "DESTRUCTIVE", "NON_IDEMPOTENT"} <= seen["level"]
+    assert {"ALLOW"} <= seen["decision"]
+
+
 # --- Empty states --------------------------------------------------------------------------------
 
 
