@@ -8,6 +8,7 @@ SQLite and PostgreSQL alike.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -35,7 +36,9 @@ from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.services import audit_record
 from aimon_admin.core import rawsql
 from aimon_admin.core.actors import Actor
-from aimon_admin.runtimes.models import AgentRuntime
+from aimon_admin.runtimes.models import AgentRuntime, RuntimeToken
+from aimon_admin.runtimes.selectors import TOKEN_COLUMNS, token_from_row, token_select
+from aimon_admin.runtimes.tokens import token_hash, token_looks_valid
 
 logger = logging.getLogger(__name__)
 
@@ -237,19 +240,94 @@ def decide_skills(
     """
     ids = [sid for sid in (session_id, invoking_session_id) if sid]
     if session_id and ids:
-        sessions, grants, version = _decision_read(runtime.pk, ids, sorted(set(skills)), timezone.now())
-        found = sessions.get(session_id)
-        if found is not None and found.fresh and (not principal or found.principal == principal):
-            invoking = sessions.get(invoking_session_id) if invoking_session_id else None
-            return _verdicts(
-                runtime.pk,
-                skills,
-                grants,
-                version,
-                session_pk=found.pk,
-                invoking_pk=invoking.pk if invoking else None,
-                turn_id=turn_id,
-            )
+        sql = _decision_sql(connection.vendor, len(ids), len(set(skills)), fused=False)
+        params = _decision_params(ids, sorted(set(skills)), timezone.now(), runtime_pk=runtime.pk)
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            _, read = _decision_rows(cursor.fetchall(), token_columns=0)
+        verdicts = _verdicts_from_read(
+            runtime.pk,
+            read,
+            skills=skills,
+            session_id=session_id,
+            invoking_session_id=invoking_session_id,
+            principal=principal,
+            turn_id=turn_id,
+        )
+        if verdicts is not None:
+            return verdicts
+    return _decide_two_step(
+        runtime=runtime,
+        skills=skills,
+        session_id=session_id,
+        invoking_session_id=invoking_session_id,
+        principal=principal,
+        turn_id=turn_id,
+    )
+
+
+def decide_skills_for_token(
+    *,
+    raw_token: str,
+    skills: Sequence[str],
+    session_id: str | None,
+    invoking_session_id: str | None,
+    principal: str | None,
+    turn_id: str | None,
+) -> tuple[RuntimeToken, list[SkillVerdict]] | None:
+    """`decide_skills` for the runtime `raw_token` authenticates, with the token lookup in
+    the decision's own round trip: the token, the sessions, the grants in force and the
+    rule set's version in one statement (the skill-decision endpoint's hot path).
+
+    None when `raw_token` is not the active token of an active runtime, exactly as
+    `runtimes.selectors.token_authenticate` decides (the caller answers 401). Otherwise
+    the token (its `last_used_at` kept as every authentication keeps it) and the
+    verdicts; a session that needs a write (unseen, idle, a principal to fix or refuse,
+    last seen over a minute ago) takes the two-step path, as `decide_skills` does.
+    Nothing is cached: a revoke, a grant or a rule change holds on the next call.
+    """
+    if not token_looks_valid(raw_token):
+        return None
+    ids = [sid for sid in (session_id, invoking_session_id) if sid]
+    unique = sorted(set(skills))
+    sql = _decision_sql(connection.vendor, len(ids), len(unique), fused=True)
+    params = [token_hash(raw_token), *_decision_params(ids, unique, timezone.now(), runtime_pk=None)]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        token_row, read = _decision_rows(cursor.fetchall(), token_columns=TOKEN_COLUMNS)
+    if token_row is None:
+        return None
+    token = token_from_row(token_row)
+    verdicts = _verdicts_from_read(
+        token.runtime.pk,
+        read,
+        skills=skills,
+        session_id=session_id,
+        invoking_session_id=invoking_session_id,
+        principal=principal,
+        turn_id=turn_id,
+    )
+    if verdicts is None:
+        verdicts = _decide_two_step(
+            runtime=token.runtime,
+            skills=skills,
+            session_id=session_id,
+            invoking_session_id=invoking_session_id,
+            principal=principal,
+            turn_id=turn_id,
+        )
+    return token, verdicts
+
+
+def _decide_two_step(
+    *,
+    runtime: AgentRuntime,
+    skills: Sequence[str],
+    session_id: str | None,
+    invoking_session_id: str | None,
+    principal: str | None,
+    turn_id: str | None,
+) -> list[SkillVerdict]:
     session, invoking = sessions_for_decision(
         runtime=runtime, session_id=session_id, invoking_session_id=invoking_session_id, principal=principal
     )
@@ -265,55 +343,130 @@ class _SessionSeen:
     fresh: bool  # seen within SEEN_RESOLUTION: nothing to write
 
 
-def _decision_read(
-    runtime_pk: int, session_ids: list[str], skills: list[str], now: dt.datetime
-) -> tuple[dict[str, _SessionSeen], list[tuple[str, int | None, str, str, str]], int]:
-    """The named sessions, the grants in force for these skills, and the rule set's
-    version, in one query: rows tagged S (session), G (grant) and V (version).
+_GrantRow = tuple[str, int | None, str, str, str]
+_DecisionRead = tuple[dict[str, _SessionSeen], list[_GrantRow], int]
+# The token's runtime, in the fused statement, wherever the plain read has a parameter.
+_TOKEN_RUNTIME = f"(SELECT c{rawsql.all_columns(RuntimeToken).index('runtime_id')} FROM tok)"  # noqa: S608 - no input in the text # nosec B608
+
+
+@functools.cache
+def _decision_sql(vendor: str, n_ids: int, n_skills: int, *, fused: bool) -> str:
+    """The decision read: the named sessions, the grants in force for the skills, and the
+    rule set's version, in one statement: rows tagged S (session), G (grant), V (version).
+    Fused, the token lookup leads it (a CTE, and a row tagged T with the token's and its
+    runtime's columns) and the runtime is the token's, so no token, no S or G rows.
 
     The grants are those `_grants_in_force` reads, with the holders found in the query
-    itself: the named sessions not idle past their TTL. Plain SQL, as the chain's reads.
+    itself: the named sessions not idle past their TTL. Plain SQL, as the chain's reads;
+    only the shape is in the text (table names from the models), values are parameters.
+    Every row has the same columns: the token's (fused only, NULL but on T) and six more.
     """
     session_table = Session._meta.db_table
     grant_table = Grant._meta.db_table
     version_table = RuleSetVersion._meta.db_table
-    ids = ", ".join(["%s"] * len(session_ids))
-    marks = ", ".join(["%s"] * len(skills))
+    ids = ", ".join(["%s"] * n_ids)
+    marks = ", ".join(["%s"] * n_skills)
+    runtime = _TOKEN_RUNTIME if fused else "%s"
+    pad = "NULL, " * TOKEN_COLUMNS if fused else ""
+    parts = []
+    prefix = ""
+    if fused:
+        columns, source = token_select()
+        names = ", ".join(f"c{n}" for n in range(TOKEN_COLUMNS))
+        prefix = f"WITH tok({names}) AS (SELECT {columns} {source}) "
+        parts.append(f"SELECT 'T', {names}, NULL, NULL, NULL, NULL, NULL, NULL FROM tok")  # noqa: S608 - no input in the text # nosec B608
+    if n_ids:
+        parts.append(
+            f"SELECT 'S', {pad}id, session_id, principal, '', '', "  # noqa: S608 - no input in the text # nosec B608
+            f"CASE WHEN last_seen_at >= %s THEN 1 ELSE 0 END FROM {session_table} "
+            f"WHERE runtime_id = {runtime} AND session_id IN ({ids})"
+        )
+    if n_skills:
+        holders = (
+            f" OR session_id IN (SELECT id FROM {session_table} WHERE runtime_id = {runtime} "  # noqa: S608 - no input in the text # nosec B608
+            f"AND session_id IN ({ids}) AND last_seen_at >= %s)"
+            if n_ids
+            else ""
+        )
+        parts.append(
+            f"SELECT 'G', {pad}session_id, scope, turn_id, skill, decision, 0 FROM {grant_table} "  # noqa: S608 - no input in the text # nosec B608
+            f"WHERE runtime_id = {runtime} AND revoked_at IS NULL AND skill IN ({marks}) "
+            "AND (expires_at IS NULL OR expires_at > %s) "
+            f"AND (scope = '{GrantScope.AGENT.value}'{holders})"
+        )
+    parts.append(f"SELECT 'V', {pad}version, '', '', '', '', 0 FROM {version_table} WHERE id = 1")  # noqa: S608 - no input in the text # nosec B608
+    return prefix + " UNION ALL ".join(parts)
+
+
+def _decision_params(
+    session_ids: list[str], skills: list[str], now: dt.datetime, *, runtime_pk: int | None
+) -> list[object]:
+    """`_decision_sql`'s parameters, after the token's hash when fused (runtime_pk None)."""
     adapt = connection.ops.adapt_datetimefield_value
-    fresh_after = adapt(now - SEEN_RESOLUTION)
-    idle_before = adapt(now - session_idle_ttl())
-    grants_sql = (
-        f"SELECT 'G', session_id, scope, turn_id, skill, decision, 0 FROM {grant_table} "  # noqa: S608 - table names from the models, values are parameters # nosec B608
-        f"WHERE runtime_id = %s AND revoked_at IS NULL AND skill IN ({marks}) "
-        "AND (expires_at IS NULL OR expires_at > %s) "
-        f"AND (scope = '{GrantScope.AGENT.value}' OR session_id IN ("
-        f"SELECT id FROM {session_table} WHERE runtime_id = %s AND session_id IN ({ids}) "
-        "AND last_seen_at >= %s))"
-    )
-    sql = (
-        f"SELECT 'S', id, session_id, principal, '', '', "  # noqa: S608 - no input in the text # nosec B608
-        f"CASE WHEN last_seen_at >= %s THEN 1 ELSE 0 END FROM {session_table} "
-        f"WHERE runtime_id = %s AND session_id IN ({ids})"
-        + (f" UNION ALL {grants_sql}" if skills else "")
-        + f" UNION ALL SELECT 'V', version, '', '', '', '', 0 FROM {version_table} WHERE id = 1"  # noqa: S608 - table names from the models, values are parameters # nosec B608
-    )
-    params: list[object] = [fresh_after, runtime_pk, *session_ids]
+    runtime = [] if runtime_pk is None else [runtime_pk]
+    params: list[object] = []
+    if session_ids:
+        params += [adapt(now - SEEN_RESOLUTION), *runtime, *session_ids]
     if skills:
-        params += [runtime_pk, *skills, adapt(now), runtime_pk, *session_ids, idle_before]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
+        params += [*runtime, *skills, adapt(now)]
+        if session_ids:
+            params += [*runtime, *session_ids, adapt(now - session_idle_ttl())]
+    return params
+
+
+def _decision_rows(
+    rows: list[tuple[object, ...]], *, token_columns: int
+) -> tuple[tuple[object, ...] | None, _DecisionRead]:
+    """The token's columns (None: no such token, or not fused) and what was read."""
+    token_row = None
     sessions: dict[str, _SessionSeen] = {}
-    grants: list[tuple[str, int | None, str, str, str]] = []
+    grants: list[_GrantRow] = []
     version = 0
-    for kind, a, b, c, d, e, f in rows:
+    end = 1 + token_columns
+    for row in rows:
+        kind = row[0]
+        a, b, c, d, e, f = row[end:]
         if kind == "S":
-            sessions[b] = _SessionSeen(pk=a, principal=c, fresh=bool(f))
+            sessions[b] = _SessionSeen(pk=a, principal=c, fresh=bool(f))  # type: ignore[arg-type,index]
         elif kind == "G":
-            grants.append((b, a, c, d, e))
+            grants.append((b, a, c, d, e))  # type: ignore[arg-type]
+        elif kind == "V":
+            version = a  # type: ignore[assignment]
         else:
-            version = a
-    return sessions, grants, version
+            token_row = row[1:end]
+    return token_row, (sessions, grants, version)
+
+
+def _verdicts_from_read(
+    runtime_pk: int,
+    read: _DecisionRead,
+    *,
+    skills: Sequence[str],
+    session_id: str | None,
+    invoking_session_id: str | None,
+    principal: str | None,
+    turn_id: str | None,
+) -> list[SkillVerdict] | None:
+    """The verdicts from one decision read; None when the session needs a write first
+    (unseen, not seen within SEEN_RESOLUTION, a principal to fix or refuse). Without a
+    session (a fork, a scheduled run) nothing is written, so the read always serves."""
+    sessions, grants, version = read
+    session_pk = None
+    if session_id:
+        found = sessions.get(session_id)
+        if found is None or not found.fresh or (principal and found.principal != principal):
+            return None
+        session_pk = found.pk
+    invoking = sessions.get(invoking_session_id) if invoking_session_id else None
+    return _verdicts(
+        runtime_pk,
+        skills,
+        grants,
+        version,
+        session_pk=session_pk,
+        invoking_pk=invoking.pk if invoking else None,
+        turn_id=turn_id,
+    )
 
 
 def _verdicts(

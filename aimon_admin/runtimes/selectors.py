@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+from collections.abc import Sequence
+from typing import Any
 
 from django.db import connection
 from django.db.models import Count, Q, QuerySet
@@ -32,14 +34,36 @@ _TOKEN_FIELDS = rawsql.all_columns(RuntimeToken)
 _RUNTIME_FIELDS = rawsql.all_columns(AgentRuntime)
 
 
+TOKEN_COLUMNS = len(_TOKEN_FIELDS) + len(_RUNTIME_FIELDS)
+
+
+def token_select() -> tuple[str, str]:
+    """(column list, FROM ... WHERE ...) of the token lookup, its one parameter the hash.
+
+    The SQL of `token_authenticate`, for a statement that looks the token up with more in
+    the same round trip (the skill decision's fused read); `token_from_row` builds what
+    it read, `TOKEN_COLUMNS` values.
+    """
+    return _token_parts(connection.vendor)
+
+
 @functools.cache
-def _token_sql(vendor: str) -> str:
-    return (
-        f"SELECT {rawsql.select_list(RuntimeToken, 't', _TOKEN_FIELDS)}, "  # noqa: S608 - no input in the text # nosec B608
-        f"{rawsql.select_list(AgentRuntime, 'r', _RUNTIME_FIELDS)} "
+def _token_parts(vendor: str) -> tuple[str, str]:
+    columns = (
+        f"{rawsql.select_list(RuntimeToken, 't', _TOKEN_FIELDS)}, "
+        f"{rawsql.select_list(AgentRuntime, 'r', _RUNTIME_FIELDS)}"
+    )
+    source = (
         f"FROM {RuntimeToken._meta.db_table} t JOIN {AgentRuntime._meta.db_table} r ON r.id = t.runtime_id "
         "WHERE t.token_hash = %s AND t.revoked_at IS NULL AND r.is_active"
     )
+    return columns, source
+
+
+@functools.cache
+def _token_sql(vendor: str) -> str:
+    columns, source = _token_parts(vendor)
+    return f"SELECT {columns} {source}"  # nosec B608 - no input in the text
 
 
 def token_authenticate(raw: str) -> RuntimeToken | None:
@@ -56,8 +80,15 @@ def token_authenticate(raw: str) -> RuntimeToken | None:
         row = cursor.fetchone()
     if row is None:
         return None
+    return token_from_row(row)
+
+
+def token_from_row(row: Sequence[Any]) -> RuntimeToken:
+    """The token and its runtime from the `TOKEN_COLUMNS` values `token_select` read, its
+    `last_used_at` refreshed as every authentication does (at most once per
+    LAST_USED_RESOLUTION)."""
     token = rawsql.build(RuntimeToken, _TOKEN_FIELDS, row[: len(_TOKEN_FIELDS)])
-    token.runtime = rawsql.build(AgentRuntime, _RUNTIME_FIELDS, row[len(_TOKEN_FIELDS) :])
+    token.runtime = rawsql.build(AgentRuntime, _RUNTIME_FIELDS, row[len(_TOKEN_FIELDS) : TOKEN_COLUMNS])
     now = timezone.now()
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
         RuntimeToken.objects.filter(pk=token.pk).update(last_used_at=now)

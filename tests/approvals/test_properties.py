@@ -42,6 +42,7 @@ from aimon_admin.approvals.services import (
     RequestInput,
     agent_grants_revoke,
     decide_skills,
+    decide_skills_for_token,
     grant_revoke,
     request_answer,
     request_cancel,
@@ -56,7 +57,7 @@ from aimon_admin.approvals.services import (
 )
 from aimon_admin.core.actors import Actor
 from aimon_admin.runtimes.models import AgentRuntime
-from aimon_admin.runtimes.services import runtime_create
+from aimon_admin.runtimes.services import runtime_create, token_issue
 from tests.conftest import TEST_ACTOR
 
 SKILLS = ("deploy", "notify", "wipe", "read")
@@ -237,6 +238,7 @@ class World:
     runtime: AgentRuntime
     people: dict[str, User]
     model: Model
+    token: str  # the runtime's, for the API's fused read (token and decision at once)
 
     def request_of(self, pick: int) -> ModelRequest | None:
         """Mostly a pending request (if any); one pick in eight from all of them, closed ones too."""
@@ -455,6 +457,20 @@ def check(world: World) -> None:
                 turn_id=turn,
             )
             assert {v.skill: (str(v.decision), str(v.source)) for v in by_ids} == got
+        if not session or sessions[session] is not None:
+            # The skill-decision endpoint's fused read (the token in the same statement)
+            # agrees too, forks included. (An unseen session would be created: not here.)
+            fused = decide_skills_for_token(
+                raw_token=world.token,
+                skills=list(SKILLS),
+                session_id=session,
+                invoking_session_id=invoking,
+                principal=None,
+                turn_id=turn,
+            )
+            assert fused is not None
+            assert fused[0].runtime.pk == runtime.pk
+            assert {v.skill: (str(v.decision), str(v.source)) for v in fused[1]} == got
         # The services agree with the model of the stores.
         assert got == {s: model.decide(session, invoking, turn, s) for s in SKILLS}, (session, invoking, turn)
 
@@ -565,7 +581,10 @@ class Histories(RuleBasedStateMachine):
         for sid, principal in zip(SESSIONS, initial, strict=True):
             session_touch(runtime=runtime, session_id=sid, principal=principal or None)
         principals = dict(zip(SESSIONS, initial, strict=True))
-        self.world = World(runtime=runtime, people=self.people, model=Model(principals=principals))
+        _, token = token_issue(runtime=runtime, actor=TEST_ACTOR)
+        self.world = World(
+            runtime=runtime, people=self.people, model=Model(principals=principals), token=token
+        )
 
     def play(self, op: tuple) -> None:
         assert self.world is not None

@@ -319,6 +319,13 @@ def _queued_run(w: World) -> None:
     w.prepared = McpSyncRun.objects.create(server=w.prepared, progress="Queued")
 
 
+def _fresh_token(w: World) -> None:
+    """A runtime token's plaintext, for the services that authenticate one themselves."""
+    _, plaintext = runtimes.token_issue(runtime=w.runtime, actor=w.op, label="fused")
+    w.secrets.append(plaintext)
+    w.prepared = plaintext
+
+
 def _stale_run(w: World) -> None:
     w.prepared = McpSyncRun.objects.create(
         server=w.server,
@@ -694,6 +701,28 @@ CASES: dict[str, list[Case]] = {
             ),
             expect=(AuditAction.SESSION_EXPIRED,),
             actor=lambda w: Actor.system("session-ttl"),
+            channel=Channel.API,
+        )
+    ],
+    "aimon_admin.approvals.services.decide_skills_for_token": [
+        Case(
+            prepare=_fresh_token,
+            run=lambda w: approvals.decide_skills_for_token(
+                raw_token=w.prepared,
+                skills=["deploy"],
+                session_id="s-idle",
+                invoking_session_id=None,
+                principal=None,
+                turn_id=None,
+            ),
+            expect=(AuditAction.SESSION_EXPIRED,),
+            actor=lambda w: Actor.system("session-ttl"),
+            bookkeeping={
+                "runtimes_runtimetoken": (
+                    "last_used_at, written as every authentication writes it (at most once a "
+                    "minute), before the decision"
+                )
+            },
             channel=Channel.API,
         )
     ],

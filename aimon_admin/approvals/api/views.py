@@ -56,7 +56,11 @@ from aimon_admin.approvals.choices import RequestStatus
 from aimon_admin.approvals.models import ApprovalRequest, Session
 from aimon_admin.core.api import UNAVAILABLE_MESSAGE, error_body
 from aimon_admin.runtimes.api.plain import plain_api_view
-from aimon_admin.runtimes.authentication import RuntimeCaller, RuntimeTokenAuthentication
+from aimon_admin.runtimes.authentication import (
+    INVALID_TOKEN_MESSAGE,
+    RuntimeCaller,
+    RuntimeTokenAuthentication,
+)
 from aimon_admin.runtimes.models import AgentRuntime
 
 logger = logging.getLogger(__name__)
@@ -127,8 +131,42 @@ def _touch(runtime: AgentRuntime, session_id: str | None, principal: str | None)
 # --- POST /api/v1/skill-decisions ----------------------------------------------------------------
 
 
+def _decisions_body(verdicts: list[services.SkillVerdict]) -> dict[str, Any]:
+    return {
+        "decisions": [
+            {"skill": v.skill, "decision": v.decision.value, "source": v.source.value} for v in verdicts
+        ]
+    }
+
+
+def _skill_decisions_fused(request: HttpRequest, raw_token: str, body: Any) -> dict[str, Any] | None:
+    """The hot path: the token looked up in the decision's own read (one round trip in the
+    common case). Invalid input goes the usual way (None), so it is answered only after
+    authentication, as everywhere; an unknown, revoked or malformed token is the
+    authentication class's own 401."""
+    try:
+        data = validate_flat(SkillDecisionIn, body)
+    except Exception:  # answered by the usual path, after authentication
+        return None
+    try:
+        decided = services.decide_skills_for_token(
+            raw_token=raw_token,
+            skills=data["skills"],
+            session_id=data["session_id"],
+            invoking_session_id=data["invoking_session_id"],
+            principal=data["principal"],
+            turn_id=data["turn_id"],
+        )
+    except services.PrincipalConflictError as exc:
+        raise Conflict(str(exc)) from exc
+    if decided is None:
+        raise exceptions.AuthenticationFailed(INVALID_TOKEN_MESSAGE)
+    return _decisions_body(decided[1])
+
+
 @plain_api_view(
     "POST",
+    fused=_skill_decisions_fused,
     summary="Decide skills for a session",
     description=(
         "Evaluates the chain for each skill, narrowest first: turn → session → invoking session "
@@ -141,8 +179,9 @@ def _touch(runtime: AgentRuntime, session_id: str | None, principal: str | None)
     responses={200: SkillDecisionsOut, 400: _ERRORS[400], 401: _ERRORS[401], 409: _ERRORS[409]},
 )
 def skill_decisions(request: HttpRequest, caller: RuntimeCaller, body: Any) -> dict[str, Any]:
-    # Hot: a plain view (see runtimes/api/plain.py), no serializer instance, one plain SQL
-    # read beyond the token in the common case, plain dicts out.
+    # The usual path, for what the fused one above leaves (no or a malformed Authorization
+    # header, invalid input): a plain view (see runtimes/api/plain.py), no serializer
+    # instance, one plain SQL read beyond the token in the common case, plain dicts out.
     data = validate_flat(SkillDecisionIn, body)
     # The invoking session is only read here: a decision never creates it.
     try:
@@ -156,11 +195,7 @@ def skill_decisions(request: HttpRequest, caller: RuntimeCaller, body: Any) -> d
         )
     except services.PrincipalConflictError as exc:
         raise Conflict(str(exc)) from exc
-    return {
-        "decisions": [
-            {"skill": v.skill, "decision": v.decision.value, "source": v.source.value} for v in verdicts
-        ]
-    }
+    return _decisions_body(verdicts)
 
 
 # --- POST /api/v1/approval-requests ----------------------------------------------------------------

@@ -22,7 +22,7 @@ from typing import Any
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import extend_schema
-from rest_framework import exceptions
+from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -37,6 +37,9 @@ TOO_DEEP_MESSAGE = "JSON parse error - nested too deeply."
 _AUTHENTICATION = RuntimeTokenAuthentication()
 
 PlainHandler = Callable[[HttpRequest, RuntimeCaller, Any], dict[str, Any]]
+# The raw Bearer token and the parsed body, before any authentication: the response body,
+# or None to be served the usual way (authentication first).
+FusedHandler = Callable[[HttpRequest, str, Any], dict[str, Any] | None]
 
 
 def _reject_constant(value: str) -> None:
@@ -78,12 +81,34 @@ def _schema_only(self: APIView, request: Request, *args: Any, **kwargs: Any) -> 
     raise RuntimeError("schema description only: the route is served by a plain view")
 
 
-def plain_api_view(method: str, **schema: Any) -> Callable[[PlainHandler], Callable[..., JsonResponse]]:
+def _bearer_and_body(request: HttpRequest) -> tuple[str, Any] | None:
+    """The raw Bearer token and the parsed body, or None for anything the usual path must
+    answer (no or a malformed Authorization header, a body that does not parse): it does,
+    in its own order, authentication first."""
+    header = authentication.get_authorization_header(request).split()
+    if len(header) != 2 or header[0].lower() != _AUTHENTICATION.keyword.lower().encode():
+        return None
+    try:
+        return header[1].decode("ascii"), json_body(request)
+    except Exception:  # answered by the usual path, after authentication
+        return None
+
+
+def plain_api_view(
+    method: str, *, fused: FusedHandler | None = None, **schema: Any
+) -> Callable[[PlainHandler], Callable[..., JsonResponse]]:
     """A runtime-token API view for one method; `schema` is what `extend_schema` takes.
 
     The handler gets the request, the authenticated caller and the parsed JSON body, and
     returns the response body; it raises DRF exceptions (ValidationError, APIException
     subclasses) for its errors, which are answered as on every DRF view.
+
+    `fused`, if given, is tried first with the raw Bearer token and the parsed body: a
+    handler that authenticates the token in the same round trip as its own read. It
+    returns the response body, raises `AuthenticationFailed` for a token that does not
+    authenticate (as the authentication class would), or returns None for anything it
+    does not serve (invalid input above all, which must be answered after authentication),
+    which then goes the usual way.
     """
 
     def decorate(handler: PlainHandler) -> Callable[..., JsonResponse]:
@@ -95,6 +120,11 @@ def plain_api_view(method: str, **schema: Any) -> Callable[[PlainHandler], Calla
                     not_allowed = exceptions.MethodNotAllowed(request.method or "")
                     not_allowed.allowed = (method,)  # type: ignore[attr-defined]
                     raise not_allowed
+                if fused is not None:
+                    parsed = _bearer_and_body(request)
+                    answered = fused(request, *parsed) if parsed is not None else None
+                    if answered is not None:
+                        return JsonResponse(answered)
                 authenticated = _AUTHENTICATION.authenticate(request)  # type: ignore[arg-type]
                 if authenticated is None:
                     raise exceptions.NotAuthenticated()
@@ -114,6 +144,7 @@ def plain_api_view(method: str, **schema: Any) -> Callable[[PlainHandler], Calla
         # drf-spectacular documents a route whose callback names an APIView class as `cls`.
         view.cls = schema_class  # type: ignore[attr-defined]
         view.initkwargs = {}  # type: ignore[attr-defined]
+        view.handler = handler  # type: ignore[attr-defined]  # served the usual way only, for benchmarks
         return view
 
     return decorate
