@@ -55,6 +55,8 @@ def test_operator_registers_syncs_switches_trust_and_simulates_the_gate(
     expect(progress.locator(".badge-sync")).to_have_attribute("data-status", "SUCCEEDED")
     tools = page.locator("#server-tools")
     expect(tools.get_by_role("link", name="lookup_record")).to_be_visible()
+    lookup_row = tools.locator("tr", has=page.get_by_role("link", name="lookup_record", exact=True))
+    expect(lookup_row.locator(".badge-level").first).to_have_text("MUTATING")
     # Under IGNORE (the default) every claim is ignored: all nine are MUTATING + DESTRUCTIVE.
     assert set(Tool.objects.values_list("side_effect_level", flat=True)) == {"MUTATING"}
     main_page(page, shot, "server-synced")
@@ -67,6 +69,9 @@ def test_operator_registers_syncs_switches_trust_and_simulates_the_gate(
     assert Tool.objects.get(name="lookup_record").side_effect_level == "MUTATING"  # not until confirmed
     confirm.get_by_role("button", name="Switch to TRUST").click()
     expect(page.locator("#server-trust .badge-trust")).to_have_text("TRUST")
+    # The page shows the axes change without a reload (the tools table is swapped too).
+    expect(lookup_row.locator(".badge-level").first).to_have_text("READ_ONLY")
+    expect(lookup_row.locator(".badge-level").nth(1)).to_have_text("NON_DESTRUCTIVE")
     lookup = Tool.objects.get(name="lookup_record")
     assert (lookup.side_effect_level, lookup.destructive_behavior) == ("READ_ONLY", "NON_DESTRUCTIVE")
     sloppy = Tool.objects.get(name="sloppy_flags")
