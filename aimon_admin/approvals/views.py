@@ -177,6 +177,18 @@ def _outcome_notes(outcome: services.AnswerOutcome) -> list[tuple[str, str]]:
     return notes
 
 
+def _count(n: int, noun: str) -> str:
+    """`1 answer`, `2 answers`."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _every_session(n: int, runtime: str) -> str:
+    """`all 3 sessions of agent-one`, `the only session of agent-one`."""
+    if n == 0:
+        return f"every session of {runtime} (it has none yet)"
+    return f"the only session of {runtime}" if n == 1 else f"all {n} sessions of {runtime}"
+
+
 @require_http_methods(["GET", "POST"])
 @_approver_or_operator
 def request_dismiss_view(request: HttpRequest, pk: Any) -> HttpResponse:
@@ -271,8 +283,9 @@ def session_clear_view(request: HttpRequest, pk: int) -> HttpResponse:
         {
             "title": f"Clear session {session.session_id}?",
             "effect": (
-                f"Removes this session's {len(grants)} turn and session approvals and denials. "
-                "Agent-wide approvals stay: only Revoke agent-wide removes them."
+                f"Removes the {_count(len(grants), 'answer')} this session holds (its turn and "
+                "session approvals and denials). Agent-wide approvals stay: only Revoke "
+                "agent-wide removes them."
             ),
             "items": [f"{g.skill}: {answer_label(g.decision, g.scope)}" for g in grants],
             "confirm_label": "Clear session",
@@ -302,8 +315,8 @@ def session_revoke_view(request: HttpRequest, pk: int) -> HttpResponse:
         {
             "title": f"Revoke the approvals of session {session.session_id}?",
             "effect": (
-                f"Revokes this session's {len(grants)} approvals and denials; the runtime asks "
-                "again next time. Agent-wide approvals stay."
+                f"Revokes the {_count(len(grants), 'answer')} this session holds (approvals and "
+                "denials); the runtime asks again next time. Agent-wide approvals stay."
             ),
             "items": [f"{g.skill}: {answer_label(g.decision, g.scope)}" for g in grants],
             "confirm_label": "Revoke session approvals",
@@ -389,8 +402,8 @@ def agent_revoke_view(request: HttpRequest, name: str) -> HttpResponse:
         {
             "title": f"Revoke every agent-wide approval of {runtime.name}?",
             "effect": (
-                f"Removes {len(grants)} agent-wide approvals from all "
-                f"{selectors.runtime_session_count(runtime=runtime)} sessions of {runtime.name}; "
+                f"Removes {_count(len(grants), 'agent-wide approval')} from "
+                f"{_every_session(selectors.runtime_session_count(runtime=runtime), runtime.name)}; "
                 "each session is asked again."
             ),
             "items": [f"{g.skill}: {answer_label(g.decision, g.scope)}" for g in grants],

@@ -234,7 +234,7 @@ def test_clear_session_asks_then_removes_and_audits_with_counts(
     request_answer(request=request, user=approver, answer=Answer.ALLOW_SESSION)
     client = logged_in(approver)
     url = f"/approvals/sessions/{request.session.pk}/clear/"
-    assert "2 turn and session approvals and denials" in client.get(url).content.decode()
+    assert "Removes the 2 answers this session holds" in client.get(url).content.decode()
     assert Grant.objects.active().count() == 2
     client.post(url)
     assert Grant.objects.active().count() == 0
@@ -262,7 +262,7 @@ def test_revoke_agent_wide_is_for_operators_and_the_owner(
     assert logged_in(approver).post("/approvals/agents/agent-one/revoke/").status_code == 403
     client = logged_in(operator)
     page = client.get("/approvals/agents/agent-one/revoke/").content.decode()
-    assert "Removes 1 agent-wide approvals from all 1 sessions of agent-one" in page
+    assert "Removes 1 agent-wide approval from the only session of agent-one" in page
     client.post("/approvals/agents/agent-one/revoke/")
     assert not Grant.objects.active().exists()
     assert AuditEvent.objects.get(action=AuditAction.AGENT_GRANTS_REVOKED).details == {"removed_agent": 1}
