@@ -20,8 +20,8 @@ def render(source: str, **context: object) -> str:
 def test_relative_text_both_ways() -> None:
     assert relative(NOW - timedelta(minutes=3), NOW) == "3\xa0minutes ago"
     assert relative(NOW + timedelta(minutes=4, seconds=10), NOW) == "in 4\xa0minutes"
-    assert relative(NOW - timedelta(seconds=5), NOW) == "just now"
-    assert relative(NOW + timedelta(seconds=30), NOW) == "in under a minute"
+    assert relative(NOW - timedelta(seconds=5), NOW) == "less than a minute ago"
+    assert relative(NOW + timedelta(seconds=30), NOW) == "in less than a minute"
     assert relative(NOW - timedelta(days=2, hours=3), NOW) == "2\xa0days, 3\xa0hours ago"
 
 

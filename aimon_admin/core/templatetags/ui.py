@@ -25,10 +25,11 @@ def exact(value: datetime, *, precise: bool = False) -> str:
 
 
 def relative(value: datetime, now: datetime | None = None) -> str:
-    """ "3 minutes ago", "in 4 minutes"; within a minute, "just now" or "in under a minute"."""
+    """ "3 minutes ago" or "in 4 minutes"; within a minute, "less than a minute ago" (not
+    Django's "0 minutes ago") or "in less than a minute"."""
     now = now or timezone.now()
     if abs((value - now).total_seconds()) < 60:
-        return "in under a minute" if value > now else "just now"
+        return "in less than a minute" if value > now else "less than a minute ago"
     if value > now:
         return f"in {timeuntil(value, now)}"
     return f"{timesince(value, now)} ago"
