@@ -20,8 +20,7 @@
   // What failed, as the start of a sentence: the element's data-what ("Checking for new
   // requests"), else the words of the button that was pressed.
   function whatFailed(elt) {
-    var labelled = elt && elt.closest ? elt.closest("[data-what]") : null;
-    if (labelled) { return labelled.getAttribute("data-what") + " failed"; }
+    if (elt && elt.getAttribute && elt.getAttribute("data-what")) { return elt.getAttribute("data-what") + " failed"; }
     var button = elt && elt.matches && elt.matches("button, a") ? elt : elt && elt.querySelector && elt.querySelector("button[type=submit], button");
     var words = button ? (button.getAttribute("aria-label") || button.textContent || "").trim() : "";
     return words ? "“" + words.replace(/\s+/g, " ") + "” failed" : "Updating the page failed";
