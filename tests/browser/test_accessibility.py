@@ -211,18 +211,18 @@ def test_answer_from_the_inbox_and_confirm_a_revoke_with_the_keyboard_only(
     item = sweep_world.fork.items.get(skill="deploy")
     assert (item.decision, item.answered_by) == (GrantDecision.ALLOW, world.users["alice"])
     # The pressed button is gone with the swap; focus stays in the card, not back at the top.
-    in_card = page.evaluate(
-        "(id) => !!document.activeElement.closest('#' + id)", f"request-{sweep_world.fork.pk}"
+    # (after htmx settles: waited for, not read at once)
+    page.wait_for_function(
+        "(id) => !!document.activeElement.closest('#' + id)", arg=f"request-{sweep_world.fork.pk}"
     )
-    assert in_card
     _assert_focus_visible(page)
     # In a card of two skills, answering one moves focus to the other's first answer.
     first = f'#request-{sweep_world.sessionless.pk} button[data-answer="DENY"]'
     _tab_to(page, first)
     page.keyboard.press("Enter")
     expect(page.locator(f"#request-{sweep_world.sessionless.pk} .badge-decision")).to_have_count(1)
-    focused = page.evaluate("() => document.activeElement.getAttribute('aria-label')")
-    assert focused == "Deny: notify"
+    card = page.locator(f"#request-{sweep_world.sessionless.pk}")
+    expect(card.get_by_role("button", name="Deny: notify")).to_be_focused()
 
     # A confirmation page: Tab to its danger button and press Enter.
     grant = world.grant
