@@ -335,3 +335,47 @@ def test_when_the_session_ends_an_htmx_request_takes_the_page_to_sign_in_and_bac
     page.get_by_role("button", name="Sign in").click()
     expect(page).to_have_url(f"{live_server.url}{inbox}")
     assert sweep_world.sessionless.items.filter(answered_by__isnull=False).count() == 0
+
+
+# --- Form fields ---------------------------------------------------------------------------------
+
+IDREFS = ("aria-describedby", "aria-labelledby", "aria-controls", "for")
+
+
+def _dangling_idrefs(html: str) -> list[str]:
+    found = elements(html)
+    ids = {attrs["id"] for _tag, attrs, _text in found if attrs.get("id")}
+    dangling = []
+    for tag, attrs, _text in found:
+        for name in IDREFS:
+            for ref in attrs.get(name, "").split():
+                if ref not in ids:
+                    dangling.append(f"<{tag} {name}={ref!r}>")
+    return dangling
+
+
+def test_every_field_reference_points_at_something_on_every_page_and_invalid_form(
+    db: None, world: World
+) -> None:
+    # Django points each widget's aria-describedby at <id>_helptext and <id>_error; a field
+    # template that names them otherwise leaves the help and the error unannounced.
+    fork, sessionless = enrich(world)
+    problems: dict[str, list[str]] = {}
+    described = 0
+    for visit in visits_for(world, fork, sessionless):
+        user = None if visit.who == "anonymous" else world.users[visit.who]
+        html = client_for(user).get(visit.path).content.decode()
+        described += html.count("aria-describedby=")
+        if dangling := _dangling_idrefs(html):
+            problems[visit.key] = dangling
+    operator = client_for(world.users["operator"])
+    for name in ("runtimes:create", "registry:server-create", "approvals:rule-create"):
+        response = operator.post(reverse(name), {"name": "", "pattern": "", "transport": "STDIO"})
+        assert response.status_code == 200, name  # the form again, with its errors
+        html = response.content.decode()
+        assert 'aria-invalid="true"' in html, name
+        assert '_error"' in html, name
+        if dangling := _dangling_idrefs(html):
+            problems[f"{name} (invalid)"] = dangling
+    assert problems == {}
+    assert described > 20
