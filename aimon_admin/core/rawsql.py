@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from django.db import connection, models
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections, models
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 M = TypeVar("M", bound=models.Model)
 
@@ -53,3 +54,83 @@ def _converters(model: type[models.Model], names: tuple[str, ...]) -> _Converter
                 found.append((position, column, converters))
         _found[key] = found
     return found
+
+
+def fetchall_prepared(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+    """`cursor.execute(sql, params)` then `fetchall()`, as a server-side prepared statement
+    on PostgreSQL: planned once per pooled connection instead of on every call.
+
+    For the one statement on the skill decision's hot path, whose planning cost the
+    database several times what running it does (measured in benchmarks/). Only the plan
+    is kept: every call binds its own values and reads the rows afresh, so nothing read
+    outlives a write. Django keeps prepared statements off (for poolers in front of the
+    database, which may hand a statement to another server connection); this enables
+    them for this one cursor only. Should a statement be gone after all (a pooler, a
+    `DISCARD ALL` psycopg did not see), psycopg is made to forget them and the call runs
+    unprepared, outside a transaction; inside one it fails (a database error: no
+    decision). Elsewhere: the usual cursor.
+    """
+    db = connections[DEFAULT_DB_ALIAS]  # once: each `connection.x` is a lookup of its own
+    if db.vendor == "postgresql":
+        try:
+            return _fetchall_prepared_pg(db, sql, params)
+        except DatabaseError as exc:
+            if db.in_atomic_block or not _statement_gone(exc):
+                raise
+            _forget_prepared(db)
+    with db.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+def _fetchall_prepared_pg(db: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+    import psycopg
+    from django.db.backends.postgresql.base import TIMESTAMPTZ_OID
+    from django.db.backends.postgresql.psycopg_any import register_tzloader
+    from psycopg.pq import Format
+
+    # As db.cursor() does (Django's _cursor), with psycopg's server-binding cursor in
+    # place of the client-binding one Django makes.
+    db.close_if_health_check_failed()
+    db.ensure_connection()
+    raw = db.connection
+    with db.wrap_database_errors:
+        cursor = psycopg.Cursor(raw)
+        loader = raw.adapters.get_loader(TIMESTAMPTZ_OID, Format.TEXT)
+        if db.timezone != loader.timezone:  # type: ignore[union-attr]
+            register_tzloader(db.timezone, cursor)
+    db.validate_thread_sharing()
+    wrapped = db.make_debug_cursor(cursor) if db.queries_logged else db.make_cursor(cursor)
+    # psycopg prepares a statement once seen `prepare_threshold` times (0: at once) and
+    # reuses it while the threshold is set; None (Django's) turns both off again.
+    previous = raw.prepare_threshold
+    raw.prepare_threshold = 0
+    try:
+        with wrapped:
+            wrapped.execute(sql, params)
+            return wrapped.fetchall()
+    finally:
+        raw.prepare_threshold = previous
+
+
+def _forget_prepared(db: BaseDatabaseWrapper) -> None:
+    """Make psycopg forget the connection's prepared statements (it would otherwise go on
+    naming one the server no longer has): a DEALLOCATE ALL it sees itself."""
+    import psycopg
+
+    raw = db.connection
+    previous = raw.prepare_threshold
+    raw.prepare_threshold = 0  # psycopg tracks what it runs only while preparing is on
+    try:
+        with db.wrap_database_errors, psycopg.Cursor(raw) as cursor:
+            cursor.execute("DEALLOCATE ALL", prepare=False)
+    finally:
+        raw.prepare_threshold = previous
+
+
+def _statement_gone(exc: DatabaseError) -> bool:
+    import psycopg
+
+    return isinstance(
+        exc.__cause__, (psycopg.errors.InvalidSqlStatementName, psycopg.errors.DuplicatePreparedStatement)
+    )

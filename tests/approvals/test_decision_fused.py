@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -17,7 +18,12 @@ from aimon_admin.accounts.models import User
 from aimon_admin.approvals import rules
 from aimon_admin.approvals.choices import Answer, RevokeReason, RuleAction
 from aimon_admin.approvals.models import Grant, Session
-from aimon_admin.approvals.services import RequestInput, request_answer, request_create
+from aimon_admin.approvals.services import (
+    RequestInput,
+    decide_skills_for_token,
+    request_answer,
+    request_create,
+)
 from aimon_admin.runtimes.authentication import INVALID_TOKEN_MESSAGE, MALFORMED_HEADER_MESSAGE
 from aimon_admin.runtimes.models import AgentRuntime, RuntimeToken
 from aimon_admin.runtimes.selectors import LAST_USED_RESOLUTION
@@ -255,3 +261,69 @@ def test_last_used_is_kept_as_every_authentication_keeps_it(
     with django_assert_num_queries(2):  # the read, and last_used_at written: stale again
         answers(decide(api, ["deploy"], session_id="s-1"))
     assert token_row(runtime_token).last_used_at > stale  # type: ignore[operator]
+
+
+# --- PostgreSQL: the fused read is a prepared statement ----------------------------------------------
+
+
+def _fused_prepared() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE 'WITH tok(%%'")
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.postgres
+def test_the_fused_read_is_prepared_once_and_django_keeps_its_setting(
+    runtime_token: str, django_assert_num_queries: Callable
+) -> None:
+    api = client(runtime_token)
+    decide(api, ["deploy"], session_id="s-1")
+    decide(api, ["deploy"], session_id="s-1")
+    assert _fused_prepared() == 1  # one statement, kept on the connection, reused
+    assert connection.connection.prepare_threshold is None  # Django's: off for every other query
+    with django_assert_num_queries(1):  # counted and logged as any query
+        assert answers(decide(api, ["deploy"], session_id="s-1")) == [("deploy", "ASK", "DEFAULT")]
+
+
+@pytest.mark.postgres
+def test_a_granted_skill_reads_through_the_prepared_statement_at_once(
+    runtime: AgentRuntime, runtime_token: str, approver: User
+) -> None:  # no decision outlives a write: only the plan is kept
+    api = client(runtime_token)
+    decide(api, ["deploy"], session_id="s-1", principal="alice")
+    assert answers(decide(api, ["deploy"], session_id="s-1")) == [("deploy", "ASK", "DEFAULT")]
+    granted(runtime, approver, "deploy", "s-1", Answer.ALLOW_SESSION)
+    assert answers(decide(api, ["deploy"], session_id="s-1")) == [("deploy", "ALLOW", "SESSION")]
+    token_revoke(token=token_row(runtime_token), actor=TEST_ACTOR)
+    unauthorized(decide(api, ["deploy"], session_id="s-1"))
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_prepared_statement_gone_from_the_server_is_read_unprepared(
+    runtime: AgentRuntime, runtime_token: str
+) -> None:
+    # As a pooler or a DISCARD ALL that psycopg did not see would leave it: psycopg still
+    # names the statement, the server no longer has it. (The service itself, so that the
+    # whole test runs on one connection of the pool.)
+    def decided() -> list[tuple[str, str]]:
+        found = decide_skills_for_token(
+            raw_token=runtime_token,
+            skills=["deploy"],
+            session_id="s-1",
+            invoking_session_id=None,
+            principal=None,
+            turn_id=None,
+        )
+        assert found is not None
+        return [(str(v.decision), str(v.source)) for v in found[1]]
+
+    decided()  # creates the session (the two-step path)
+    assert decided() == [("ASK", "DEFAULT")]
+    assert _fused_prepared() == 1
+    connection.connection.pgconn.exec_(b"DEALLOCATE ALL")
+    assert _fused_prepared() == 0
+
+    assert decided() == [("ASK", "DEFAULT")]  # unprepared, once
+    assert decided() == [("ASK", "DEFAULT")]
+    assert _fused_prepared() == 1  # prepared again
