@@ -21,36 +21,41 @@ answered by three different layers: `deploy-prod` by the session (SESSION),
 2. Throughput over real HTTP on 127.0.0.1: uvicorn with benchmarks.settings, driven by
    `wrk` (or threads with http.client) over keep-alive connections, alternating rounds of
    `/bench/baseline` (the same token lookup, a small JSON body) and
-   `/api/v1/skill-decisions`; the median of each and their ratio (target ≥ 0.80).
+   `/api/v1/skill-decisions`; the median of each and their ratio (target ≥ 0.80). Also
+   the median of each round's ratio to the baseline round before it, and requests per
+   server CPU second (uvicorn's processes and, on PostgreSQL, its backends): on a shared
+   machine, the figures least moved by everyone else's load. Unless `--no-two-step`,
+   `/bench/skill-decisions-two-step` (the same endpoint without its fused token-and-
+   decision read) takes its turn in each round too, for a before/after in one run. With
+   `--prepared-baseline`, so does `/bench/baseline-prepared`, whose token lookup is a
+   prepared statement on PostgreSQL as the fused read is: the ratio against a baseline
+   whose shared cost is made as cheap.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import re
-import shutil
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
-import urllib.parse
 from http.client import HTTPConnection
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-PYTHON = sys.executable
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks import _http
+
 BENCH_DB = "aimon_bench_approvals"
-DEFAULT_PG = "postgres://postgres@127.0.0.1:5432/postgres"
 RULES = 1000
 TARGET_RATIO = 0.80
 TARGET_P99_MS = 1.0
 TRIALS = 5
+BASELINE = "/bench/baseline"
+DECISIONS = "/api/v1/skill-decisions"
+TWO_STEP = "/bench/skill-decisions-two-step"
+BASELINE_PREPARED = "/bench/baseline-prepared"
 SKILLS = ["deploy-prod", "notify-team", "read-file"]
 BODY = {
     "skills": SKILLS,
@@ -65,7 +70,6 @@ BODY = {
 
 
 def _django() -> None:
-    sys.path.insert(0, str(ROOT))
     import django
 
     django.setup()
@@ -199,145 +203,23 @@ def chain() -> None:
     print(json.dumps(figures))
 
 
-# --- Databases -------------------------------------------------------------------------------------
-
-
-def pg_admin(base_url: str, sql: str) -> None:
-    import psycopg
-
-    with psycopg.connect(base_url.replace("postgres://", "postgresql://", 1), autocommit=True) as conn:
-        conn.execute(sql)
-
-
-def pg_url_for(base_url: str, name: str) -> str:
-    parts = urllib.parse.urlsplit(base_url)
-    return urllib.parse.urlunsplit(parts._replace(path=f"/{name}"))
-
-
 # --- Load ------------------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def headers(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-
-
-def wait_until_up(port: int, token: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            conn = HTTPConnection("127.0.0.1", port, timeout=2)
-            conn.request("POST", "/bench/baseline", body="{}", headers=headers(token))
-            if conn.getresponse().status == 200:
-                return
-        except OSError:
-            time.sleep(0.2)
-    raise SystemExit("uvicorn did not come up")
-
-
-WRK_SCRIPT = """
-wrk.method = "POST"
-wrk.headers["Authorization"] = "Bearer %s"
-wrk.headers["Content-Type"] = "application/json"
-wrk.body = %s
-local bad = 0
-response = function(status, headers, body)
-  if status ~= 200 then bad = bad + 1 end
-end
-done = function(summary, latency, requests)
-  io.write(string.format("non200=%%d\\n", bad))
-end
-"""
-
-
-def run_wrk(port: int, path: str, token: str, body: str, seconds: int, connections: int) -> float:
-    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
-        script.write(WRK_SCRIPT % (token, json.dumps(body)))
-    try:
-        out = subprocess.run(
-            [
-                "wrk",
-                "-t1",
-                f"-c{connections}",
-                f"-d{seconds}s",
-                "-s",
-                script.name,
-                f"http://127.0.0.1:{port}{path}",
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-    finally:
-        os.unlink(script.name)
-    bad = re.search(r"non200=(\d+)", out)
-    if bad and int(bad.group(1)):
-        raise SystemExit(f"{path}: {bad.group(1)} responses were not 200\n{out}")
-    found = re.search(r"Requests/sec:\s+([\d.]+)", out)
-    if found is None:
-        raise SystemExit(f"unexpected wrk output:\n{out}")
-    return float(found.group(1))
-
-
-def run_python(port: int, path: str, token: str, body: str, seconds: int, connections: int) -> float:
-    """Without wrk: one keep-alive connection per thread, a bounded loop of `seconds`."""
-    counts = [0] * connections
-    deadline = time.monotonic() + seconds
-
-    def worker(slot: int) -> None:
-        conn = HTTPConnection("127.0.0.1", port, timeout=10)
-        while time.monotonic() < deadline:
-            conn.request("POST", path, body=body, headers=headers(token))
-            response = conn.getresponse()
-            response.read()
-            if response.status != 200:
-                raise SystemExit(f"{path}: HTTP {response.status}")
-            counts[slot] += 1
-        conn.close()
-
-    threads = [threading.Thread(target=worker, args=(n,)) for n in range(connections)]
-    started = time.monotonic()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return sum(counts) / (time.monotonic() - started)
-
-
-def check_answer(port: int, token: str, body: str) -> None:
+def check_answer(port: int, path: str, token: str, body: str) -> None:
     conn = HTTPConnection("127.0.0.1", port, timeout=10)
-    conn.request("POST", "/api/v1/skill-decisions", body=body, headers=headers(token))
+    conn.request("POST", path, body=body, headers=_http.headers(token))
     response = conn.getresponse()
     got = json.loads(response.read())
     expected = [["ALLOW", "SESSION"], ["ALLOW", "INVOKING_SESSION"], ["ALLOW", "RULE"]]
     if response.status != 200 or [[d["decision"], d["source"]] for d in got["decisions"]] != expected:
-        raise SystemExit(f"unexpected answer: {response.status} {got}")
+        raise SystemExit(f"{path}: unexpected answer: {response.status} {got}")
 
 
 def measure(label: str, database_url: str, args: argparse.Namespace) -> bool:
-    env = dict(
-        os.environ,
-        DJANGO_SETTINGS_MODULE="benchmarks.settings",
-        DATABASE_URL=database_url,
-        DATABASE_CONN_MAX_AGE=str(args.conn_max_age),
-        PYTHONPATH=str(ROOT),
-    )
-    env.pop("REDIS_URL", None)
-    subprocess.run([PYTHON, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
-
-    def child(flag: str) -> dict:
-        out = subprocess.run(
-            [PYTHON, __file__, flag], cwd=ROOT, env=env, check=True, capture_output=True, text=True
-        )
-        return json.loads(out.stdout.strip().splitlines()[-1])
-
-    token = child("--seed")["token"]
-    figures = child("--chain")
+    env = _http.server_env(database_url, args)
+    token = _http.child_json(__file__, "--seed", env)["token"]
+    figures = _http.child_json(__file__, "--chain", env)
     ok = True
     print(f"{label}: chain evaluation in process, {figures['rules_indexed']:,} rules")
     for name, what in (
@@ -357,52 +239,44 @@ def measure(label: str, database_url: str, args: argparse.Namespace) -> bool:
         return ok
     print(f"    building the index of every rule: {figures['index_build_ms']:.1f} ms (once per rule change)")
 
-    port = free_port()
-    server = subprocess.Popen(
-        [
-            PYTHON,
-            "-m",
-            "uvicorn",
-            "aimon_admin.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--workers",
-            str(args.workers),
-            "--lifespan",
-            "off",
-            "--no-access-log",
-            "--log-level",
-            "warning",
-        ],
-        cwd=ROOT,
-        env=env,
-        start_new_session=True,
-    )
-    run = run_wrk if shutil.which("wrk") and not args.python_client else run_python
+    run, client = _http.load_runner(args)
     body = json.dumps(BODY)
-    try:
-        wait_until_up(port, token)
-        check_answer(port, token, body)
-        for path in ("/bench/baseline", "/api/v1/skill-decisions"):
-            run(port, path, token, body, 2, args.connections)  # warm-up
-        base, real = [], []
-        for _ in range(args.rounds):
-            base.append(run(port, "/bench/baseline", token, body, args.seconds, args.connections))
-            real.append(run(port, "/api/v1/skill-decisions", token, body, args.seconds, args.connections))
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=30)
-    b, r = statistics.median(base), statistics.median(real)
-    client = "wrk" if run is run_wrk else "python threads"
+    paths = [BASELINE, DECISIONS] + ([] if args.no_two_step else [TWO_STEP])
+    if args.prepared_baseline:
+        paths.append(BASELINE_PREPARED)
+    with _http.uvicorn(env, token, args) as server:
+        for path in (DECISIONS, TWO_STEP):
+            check_answer(server.port, path, token, body)
+        rounds = _http.alternate(run, server, paths, token, [body], args)
+    base, real = rounds[BASELINE], rounds[DECISIONS]
+    b, r = statistics.median(x.rate for x in base), statistics.median(x.rate for x in real)
     print(
         f"    throughput: baseline {b:,.0f} req/s, skill-decisions {r:,.0f} req/s, ratio {r / b:.2f} "
         f"(target ≥ {TARGET_RATIO:.2f}; median of {args.rounds} x {args.seconds}s rounds, {client}, "
         f"{args.connections} connections, {args.workers} uvicorn worker(s), CONN_MAX_AGE={args.conn_max_age})"
     )
-    print(f"    baseline rounds: {', '.join(f'{x:,.0f}' for x in base)}")
-    print(f"    decision rounds: {', '.join(f'{x:,.0f}' for x in real)}")
+    names = {
+        DECISIONS: "skill-decisions",
+        TWO_STEP: "two-step (no fused read)",
+        BASELINE_PREPARED: "baseline-prepared",
+    }
+    for path in paths[1:]:
+        name = names[path]
+        print(
+            f"    {name}: ratio of medians {statistics.median(x.rate for x in rounds[path]) / b:.2f}, "
+            f"paired rounds {_http.paired_ratio(rounds[path], base):.2f}, "
+            f"per server CPU second {_http.paired_ratio(rounds[path], base, 'per_cpu'):.2f}"
+        )
+    if args.prepared_baseline:
+        prepared = rounds[BASELINE_PREPARED]
+        print(
+            "    skill-decisions against baseline-prepared: "
+            f"paired rounds {_http.paired_ratio(real, prepared):.2f}, "
+            f"per server CPU second {_http.paired_ratio(real, prepared, 'per_cpu'):.2f}"
+        )
+    for path in paths:
+        print(f"    {path} rounds req/s: {', '.join(f'{x.rate:,.0f}' for x in rounds[path])}")
+        print(f"    {path} rounds req per CPU s: {', '.join(f'{x.per_cpu:,.0f}' for x in rounds[path])}")
     return ok and r / b >= TARGET_RATIO
 
 
@@ -410,16 +284,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--db", choices=["sqlite", "postgres", "both"], default="postgres")
-    parser.add_argument("--seconds", type=int, default=10, help="length of each measured round")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--connections", type=int, default=8)
-    parser.add_argument("--workers", type=int, default=1)
-    # 0, as the product runs under ASGI: each request's sync code runs in a thread of its
-    # own, so a kept connection is never reused, only left open (on a shared PostgreSQL,
-    # until "too many clients").
-    parser.add_argument("--conn-max-age", type=int, default=0, help="DATABASE_CONN_MAX_AGE for the server")
-    parser.add_argument("--python-client", action="store_true", help="use threads even if wrk is installed")
+    _http.add_common_arguments(parser, db="postgres")
+    parser.add_argument(
+        "--prepared-baseline",
+        action="store_true",
+        help="also rounds of a baseline whose token lookup is prepared (PostgreSQL), as the fused read is",
+    )
+    parser.add_argument(
+        "--no-two-step", action="store_true", help="skip the rounds of the endpoint without its fused read"
+    )
     parser.add_argument("--chain-only", action="store_true", help="skip the HTTP throughput rounds")
     parser.add_argument("--seed", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--chain", action="store_true", help=argparse.SUPPRESS)
@@ -436,15 +309,8 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="aimon_bench_approvals_") as folder:
             results.append(measure("SQLite", f"sqlite:///{folder}/bench.sqlite3", args))
     if args.db in ("postgres", "both"):
-        base_url = os.environ.get("DATABASE_URL") or DEFAULT_PG
-        if not base_url.startswith(("postgres://", "postgresql://")):
-            base_url = DEFAULT_PG
-        pg_admin(base_url, f"DROP DATABASE IF EXISTS {BENCH_DB}")
-        pg_admin(base_url, f"CREATE DATABASE {BENCH_DB}")
-        try:
-            results.append(measure("PostgreSQL", pg_url_for(base_url, BENCH_DB), args))
-        finally:
-            pg_admin(base_url, f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+        with _http.throwaway_pg(BENCH_DB) as url:
+            results.append(measure("PostgreSQL", url, args))
     return 0 if all(results) else 1
 
 
