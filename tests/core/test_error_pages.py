@@ -44,7 +44,8 @@ def assert_styled(response: HttpResponse, status: int, message: str) -> str:
     assert response["Content-Type"].startswith("text/html")
     html = response.content.decode()
     assert '<link rel="stylesheet" href="/static/css/app.css">' in html
-    assert 'class="card narrow error-page"' in html
+    assert '<section class="card narrow">' in html
+    assert '<p class="error-status">' in html
     assert f"Error {status}" in html
     assert f"<h1>{ERROR_TITLES[status]}</h1>" in html
     assert message in html
