@@ -27,9 +27,9 @@ install-dev: $(VENV)/.installed-dev
 
 ## The product on its embedded default: SQLite, no Redis, Celery eager, demo data.
 run: $(VENV)/.installed-runtime
-	DJANGO_DEBUG=1 $(BIN)/python manage.py migrate --noinput
-	DJANGO_DEBUG=1 $(BIN)/python manage.py demo_data --url http://$(HOST):$(PORT)/
-	DJANGO_DEBUG=1 $(BIN)/uvicorn aimon_admin.asgi:application --host $(HOST) --port $(PORT) --lifespan off
+	AIMON_DEMO=1 $(BIN)/python manage.py migrate --noinput
+	AIMON_DEMO=1 $(BIN)/python manage.py demo_data --url http://$(HOST):$(PORT)/
+	AIMON_DEMO=1 $(BIN)/uvicorn aimon_admin.asgi:application --host $(HOST) --port $(PORT) --lifespan off
 
 ## Production on this machine: PostgreSQL (DATABASE_URL), Redis (REDIS_URL), DJANGO_SECRET_KEY
 ## required; migrates, collects static files, then runs and watches uvicorn (AIMON_WEB_WORKERS,

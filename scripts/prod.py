@@ -108,6 +108,10 @@ def config_from(env: dict[str, str]) -> Config:
         )
     if env.get("DJANGO_DEBUG", "").strip().lower() in TRUE:
         problems.append("DJANGO_DEBUG is on: never in production (it shows settings and code in error pages)")
+    if env.get("AIMON_DEMO", "").strip().lower() in TRUE:
+        problems.append(
+            "AIMON_DEMO is on: it is the local demo's mode (insecure cookies, a fixed secret key)"
+        )
     if env.get("CELERY_TASK_ALWAYS_EAGER", "").strip().lower() in TRUE:
         problems.append(
             "CELERY_TASK_ALWAYS_EAGER is on: production runs tasks on the Celery worker, "

@@ -92,7 +92,7 @@ def clean_env(database: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
     env.update(
         DJANGO_SETTINGS_MODULE="aimon_admin.settings.base",
-        DJANGO_DEBUG="1",
+        AIMON_DEMO="1",
         DATABASE_URL=f"sqlite:///{database}",
         PYTHONPATH=str(ROOT),
     )

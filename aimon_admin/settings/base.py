@@ -48,17 +48,22 @@ def env_list(name: str, default: list[str]) -> list[str]:
 
 
 DEBUG = env_bool("DJANGO_DEBUG")
+# The embedded demo (`make run`): one machine, SQLite, demo data, plain HTTP on localhost.
+# DEBUG stays off there, so its pages are the product's own (styled errors, never a
+# traceback); the demo only relaxes what a local trial cannot provide.
+DEMO = env_bool("AIMON_DEMO")
+LOCAL = DEBUG or DEMO
 
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
 if not SECRET_KEY:
-    if not DEBUG:
+    if not LOCAL:
         raise ImproperlyConfigured(
-            "DJANGO_SECRET_KEY is required unless DJANGO_DEBUG is set (see README.md)."
+            "DJANGO_SECRET_KEY is required unless AIMON_DEMO or DJANGO_DEBUG is set (see README.md)."
         )
-    # Only ever used with DJANGO_DEBUG on a developer's machine.
-    SECRET_KEY = "insecure-debug-only-key-do-not-use-in-production"  # noqa: S105 - not a secret # nosec B105 # DEBUG only; without DEBUG a missing key is an error
+    # Only ever used by the local demo or with DJANGO_DEBUG on a developer's machine.
+    SECRET_KEY = "insecure-local-only-key-do-not-use-in-production"  # noqa: S105 - not a secret # nosec B105 # local only; otherwise a missing key is an error
 
-ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"] if DEBUG else [])
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"] if LOCAL else [])
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
@@ -237,12 +242,15 @@ STATIC_URL = "static/"
 # Where collectstatic writes (outside the code folder where that is read-only).
 STATIC_ROOT = Path(os.environ.get("DJANGO_STATIC_ROOT") or BASE_DIR / "staticfiles")
 STATICFILES_DIRS = [BASE_DIR / "static"]
+# The demo and development serve static files straight from the source folders (nothing to
+# collect); production serves what collectstatic wrote, compressed and with hashed names.
+WHITENOISE_USE_FINDERS = LOCAL
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
         "BACKEND": (
             "django.contrib.staticfiles.storage.StaticFilesStorage"
-            if DEBUG
+            if LOCAL
             else "whitenoise.storage.CompressedManifestStaticFilesStorage"
         )
     },
@@ -254,7 +262,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = API_MAX_BODY_BYTES
 
 # --- Security ---------------------------------------------------------------------------------
 SESSION_COOKIE_HTTPONLY = True
-SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", default=not DEBUG)
+SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", default=not LOCAL)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"

@@ -120,6 +120,7 @@ def test_the_script_refuses_sqlite_debug_and_eager_tasks() -> None:
         DJANGO_SECRET_KEY="x" * 50,
         DJANGO_ALLOWED_HOSTS="aimon.example.com",
         DJANGO_DEBUG="1",
+        AIMON_DEMO="1",
         CELERY_TASK_ALWAYS_EAGER="1",
         AIMON_WEB_WORKERS="0",
         AIMON_RUN_BEAT="maybe",
@@ -131,6 +132,7 @@ def test_the_script_refuses_sqlite_debug_and_eager_tasks() -> None:
     for problem in (
         "DATABASE_URL must be a PostgreSQL URL",
         "DJANGO_DEBUG is on",
+        "AIMON_DEMO is on",
         "CELERY_TASK_ALWAYS_EAGER is on",
         "AIMON_WEB_WORKERS must be a whole number ≥ 1, not '0'",
         "AIMON_RUN_BEAT must be 1 or 0, not 'maybe'",

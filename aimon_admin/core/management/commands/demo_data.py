@@ -3,7 +3,8 @@
 Creates one person per role and a demo runtime with a token, and prints their
 credentials. The credentials are kept in DEMO_CREDENTIALS_FILE (git-ignored) so a
 second run prints the same ones instead of piling up new tokens. Never run this
-against a production database: it refuses unless DJANGO_DEBUG is on or --force is given.
+against a production database: it refuses unless AIMON_DEMO (or DJANGO_DEBUG) is on or
+--force is given.
 """
 
 from __future__ import annotations
@@ -67,14 +68,16 @@ class Command(CliCommand):
     help = "Load demo people and a demo runtime, and print their credentials (idempotent)."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--force", action="store_true", help="run even without DJANGO_DEBUG")
+        parser.add_argument(
+            "--force", action="store_true", help="run even without AIMON_DEMO (or DJANGO_DEBUG)"
+        )
         parser.add_argument(
             "--url", default="http://127.0.0.1:8000/", help="where the server will answer (printed only)"
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        if not settings.DEBUG and not options["force"]:
-            raise CommandError("demo_data is for the embedded demo (DJANGO_DEBUG=1); use --force")
+        if not (settings.DEMO or settings.DEBUG) and not options["force"]:
+            raise CommandError("demo_data is for the embedded demo (AIMON_DEMO=1); use --force")
         path = settings.DEMO_CREDENTIALS_FILE
         saved: dict[str, str] = json.loads(path.read_text()) if path.exists() else {}
         actor = self.cli_actor()
