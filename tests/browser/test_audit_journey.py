@@ -1,8 +1,9 @@
-"""The auditor's journey in a real browser (issue 5): an escalated grant is found on the
-escalations page, its audit event opened, the log filtered (htmx, kept in the URL), and
-the filtered log exported as JSON Lines whose lines verify against the chain (S6, A1, A2).
-At desktop and at phone width (issue 8); each main page is kept as a screenshot and checked
-with axe-core."""
+"""The auditor's journey in a real browser (issue 5): a runtime asks with no session, the
+runtime's owner answers "for this session" on the card that warns it becomes agent-wide,
+and the auditor finds that escalated grant on the escalations page, opens its audit
+event, filters the log (htmx, kept in the URL) and exports the filtered log as JSON Lines
+whose lines verify against the chain (S6, A1, A2). At desktop and at phone width (issue
+8); each main page is kept as a screenshot and checked with axe-core."""
 
 from __future__ import annotations
 
@@ -13,14 +14,14 @@ from playwright.sync_api import Page, expect
 from pytest_django.live_server_helper import LiveServer
 
 from aimon_admin.accounts.models import User
-from aimon_admin.approvals.choices import Answer, GrantOrigin, GrantScope
+from aimon_admin.approvals.choices import GrantOrigin, GrantScope
 from aimon_admin.approvals.models import Grant
-from aimon_admin.approvals.services import RequestInput, request_answer, request_create
 from aimon_admin.audit import chain
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.runtimes.models import AgentRuntime
 from tests.browser.conftest import LogIn, Shot, at_both_widths, main_page
+from tests.browser.test_approvals_journey import call
 
 
 @at_both_widths
@@ -32,18 +33,33 @@ def test_auditor_finds_an_escalated_grant_opens_it_filters_and_exports(
     auditor: User,
     approver: User,
     runtime: AgentRuntime,
+    runtime_token: str,
 ) -> None:
-    # S6: alice owns the runtime (so may answer agent-wide, S13) and answers a request that
-    # has no session "for this session": it is written agent-wide, with a WARNING event.
+    # S6: alice owns the runtime (so may answer agent-wide, S13). The runtime asks over the
+    # API with no session; alice reads the warning on the card and answers "for this
+    # session": it is written agent-wide, with a WARNING event.
     runtime.owner = approver
     runtime.save(update_fields=["owner"])
-    request, _ = request_create(
-        RequestInput(runtime=runtime, skills=["deploy"], principal="alice", reason="Nightly release")
+    status, created = call(
+        live_server,
+        runtime_token,
+        "POST",
+        "/api/v1/approval-requests",
+        {"skills": ["deploy"], "principal": "alice", "reason": "Nightly release"},
     )
-    request_answer(request=request, user=approver, answer=Answer.ALLOW_SESSION)
-    grant = Grant.objects.get(request=request)
+    assert status == 201, created
+    log_in(page, approver)
+    page.goto(f"{live_server.url}/approvals/")
+    card = page.locator(f"#request-{created['id']}")
+    expect(card.locator(f"#request-{created['id']}-escalation")).to_contain_text(
+        "A session answer here becomes agent-wide"
+    )
+    card.get_by_role("button", name="Allow for this session: deploy").click()
+    expect(card).to_contain_text("Answered: deploy.")
+    grant = Grant.objects.get(request_id=created["id"])
     assert (grant.scope, grant.origin) == (GrantScope.AGENT, GrantOrigin.ESCALATION)
     event = AuditEvent.objects.get(action=AuditAction.SKILL_GRANT_ESCALATED)
+    page.context.clear_cookies()
 
     log_in(page, auditor)
     page.get_by_role("link", name="Audit log").click()
