@@ -56,7 +56,9 @@ Shot = Callable[[Page, str], Path]
 
 
 # Runs its own SQLite database whatever the suite's: once is enough, on the SQLite run.
-SQLITE_RUN_ONLY = frozenset({"test_screenshots.py"})
+# Checks of templates, CSS, headers and the demo script, not of the database: run once, in
+# the SQLite run, and deselected (not skipped) in the PostgreSQL run.
+SQLITE_RUN_ONLY = frozenset({"test_screenshots.py", "test_accessibility.py", "test_design.py", "test_csp.py"})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

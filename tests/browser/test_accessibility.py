@@ -9,7 +9,7 @@ checked again after htmx swapped a new request in. Then a keyboard-only answer, 
 keyboard-only confirmation, and tap sizes on the inbox, request and revoke views.
 
 These check templates and CSS, not the database: they run once, on SQLite, and are
-skipped in the PostgreSQL run of the suite.
+deselected in the PostgreSQL run of the suite (tests/browser/conftest.py).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from django.conf import settings
 from django.urls import reverse
 from playwright.sync_api import Browser, Page, expect
 from pytest_django.live_server_helper import LiveServer
@@ -49,11 +48,6 @@ from tests.conftest import PASSWORD, TEST_ACTOR
 world = sweep.world
 sweep_world = sweep.sweep_world
 visitors_at = sweep.visitors_at
-
-pytestmark = pytest.mark.skipif(
-    settings.DATABASES["default"]["ENGINE"].endswith("postgresql"),
-    reason="checks templates and CSS, not the database: run once, in the SQLite run",
-)
 
 # A11Y_SCREENSHOTS=1 saves every swept page, at each width, for a person to look at.
 SAVE_SHOTS = os.environ.get("A11Y_SCREENSHOTS") == "1"
