@@ -240,7 +240,10 @@ USE_TZ = True
 # --- Static files -----------------------------------------------------------------------------
 STATIC_URL = "static/"
 # Where collectstatic writes (outside the code folder where that is read-only).
-STATIC_ROOT = Path(os.environ.get("DJANGO_STATIC_ROOT") or BASE_DIR / "staticfiles")
+# The demo and development serve from the source folders and collect nothing: no root
+# (WhiteNoise would warn about a folder that does not exist).
+_static_root = os.environ.get("DJANGO_STATIC_ROOT")
+STATIC_ROOT = Path(_static_root) if _static_root else (None if LOCAL else BASE_DIR / "staticfiles")
 STATICFILES_DIRS = [BASE_DIR / "static"]
 # The demo and development serve static files straight from the source folders (nothing to
 # collect); production serves what collectstatic wrote, compressed and with hashed names.
