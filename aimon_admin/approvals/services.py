@@ -238,8 +238,8 @@ def decide_skills(
     principal to fix or refuse, last seen over a minute ago) takes the two-step path, which
     writes what must be written.
     """
-    ids = [sid for sid in (session_id, invoking_session_id) if sid]
-    if session_id and ids:
+    if session_id:
+        ids = [sid for sid in (session_id, invoking_session_id) if sid]
         sql = _decision_sql(connection.vendor, len(ids), len(set(skills)), fused=False)
         params = _decision_params(ids, sorted(set(skills)), timezone.now(), runtime_pk=runtime.pk)
         with connection.cursor() as cursor:

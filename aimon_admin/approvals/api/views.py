@@ -139,6 +139,14 @@ def _decisions_body(verdicts: list[services.SkillVerdict]) -> dict[str, Any]:
     }
 
 
+_DECISION_FIELDS = ("skills", "session_id", "invoking_session_id", "principal", "turn_id")
+
+
+def _decision_ask(data: dict[str, Any]) -> dict[str, Any]:
+    """What a skill decision asks (S1), as the decision services take it."""
+    return {name: data[name] for name in _DECISION_FIELDS}
+
+
 def _skill_decisions_fused(request: HttpRequest, raw_token: str, body: Any) -> dict[str, Any] | None:
     """The hot path: the token looked up in the decision's own read (one round trip in the
     common case). Invalid input goes the usual way (None), so it is answered only after
@@ -149,14 +157,7 @@ def _skill_decisions_fused(request: HttpRequest, raw_token: str, body: Any) -> d
     except Exception:  # answered by the usual path, after authentication
         return None
     try:
-        decided = services.decide_skills_for_token(
-            raw_token=raw_token,
-            skills=data["skills"],
-            session_id=data["session_id"],
-            invoking_session_id=data["invoking_session_id"],
-            principal=data["principal"],
-            turn_id=data["turn_id"],
-        )
+        decided = services.decide_skills_for_token(raw_token=raw_token, **_decision_ask(data))
     except services.PrincipalConflictError as exc:
         raise Conflict(str(exc)) from exc
     if decided is None:
@@ -185,14 +186,7 @@ def skill_decisions(request: HttpRequest, caller: RuntimeCaller, body: Any) -> d
     data = validate_flat(SkillDecisionIn, body)
     # The invoking session is only read here: a decision never creates it.
     try:
-        verdicts = services.decide_skills(
-            runtime=caller.runtime,
-            skills=data["skills"],
-            session_id=data["session_id"],
-            invoking_session_id=data["invoking_session_id"],
-            principal=data["principal"],
-            turn_id=data["turn_id"],
-        )
+        verdicts = services.decide_skills(runtime=caller.runtime, **_decision_ask(data))
     except services.PrincipalConflictError as exc:
         raise Conflict(str(exc)) from exc
     return _decisions_body(verdicts)
