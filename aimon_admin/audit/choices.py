@@ -38,6 +38,9 @@ class AuditAction(models.TextChoices):
     TOOL_DEFINITION_CHANGED = "TOOL_DEFINITION_CHANGED", "Tool definition changed"
     TOOL_DEFINITION_ACCEPTED = "TOOL_DEFINITION_ACCEPTED", "Changed tool definition accepted"
     TOOL_REVIEW_RECORDED = "TOOL_REVIEW_RECORDED", "Tool review finding recorded"
+    RELAY_FINDING_RECORDED = "RELAY_FINDING_RECORDED", "A runtime relayed a tool differently (finding kept)"
+    RELAY_FINDING_ACCEPTED = "RELAY_FINDING_ACCEPTED", "Relay finding accepted as the served definition"
+    RELAY_FINDING_DISMISSED = "RELAY_FINDING_DISMISSED", "Relay finding dismissed"
     CONFIG_LOADED = "CONFIG_LOADED", "Configuration file loaded"
     # Skill approvals (DESIGN S4-S10)
     SKILL_GRANTED = "SKILL_GRANTED", "Skill approval granted"
