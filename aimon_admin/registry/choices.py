@@ -79,3 +79,11 @@ class SyncStatus(models.TextChoices):
     RUNNING = "RUNNING", "Running"
     SUCCEEDED = "SUCCEEDED", "Succeeded"
     FAILED = "FAILED", "Failed"
+
+
+class RelayFindingStatus(models.TextChoices):
+    """T15: what became of a definition a runtime relayed differently from the served one."""
+
+    OPEN = "OPEN", "Open: waiting for an operator"
+    ACCEPTED = "ACCEPTED", "Accepted: now the served definition"
+    DISMISSED = "DISMISSED", "Dismissed"

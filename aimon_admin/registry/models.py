@@ -12,6 +12,7 @@ from aimon_admin.registry.choices import (
     DestructiveBehavior,
     IdempotencyBehavior,
     McpTransport,
+    RelayFindingStatus,
     ReviewFinding,
     SideEffectLevel,
     SyncStatus,
@@ -227,3 +228,49 @@ class Tool(models.Model):
     @property
     def read_only(self) -> bool:
         return self.side_effect_level == SideEffectLevel.READ_ONLY
+
+
+class RelayFinding(models.Model):
+    """T15: a definition of an MCP tool that a runtime relayed differently from the one
+    every runtime is served. It is that runtime's word only: kept verbatim and shown to
+    operators, never served, until an operator accepts it (or dismisses it)."""
+
+    tool = models.ForeignKey(Tool, on_delete=models.PROTECT, related_name="relay_findings")
+    runtime = models.ForeignKey("runtimes.AgentRuntime", on_delete=models.PROTECT, related_name="+")
+    # As relayed, verbatim (T10): any JSON, so the description too is a JSON value.
+    description = models.JSONField(null=True, blank=True)
+    input_schema = models.JSONField(null=True, blank=True)
+    annotations = models.JSONField(null=True, blank=True)
+    fingerprint = models.CharField(max_length=64)
+    status = models.CharField(
+        max_length=12, choices=RelayFindingStatus.choices, default=RelayFindingStatus.OPEN
+    )
+    times_seen = models.PositiveIntegerField(default=1)
+    first_seen_at = models.DateTimeField()
+    last_seen_at = models.DateTimeField()
+    closed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    closed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-last_seen_at", "-id"]
+        constraints = [
+            _in("status", RelayFindingStatus, "relay_finding_status_valid", "relay finding status"),
+            models.UniqueConstraint(
+                fields=["tool", "runtime", "fingerprint"],
+                condition=Q(status=RelayFindingStatus.OPEN),
+                name="relay_finding_one_open_per_definition",
+                violation_error_message="This runtime's relayed definition is already an open finding.",
+            ),
+            models.CheckConstraint(
+                condition=Q(status=RelayFindingStatus.OPEN, closed_at__isnull=True)
+                | (~Q(status=RelayFindingStatus.OPEN) & Q(closed_at__isnull=False)),
+                name="relay_finding_closed_at_iff_closed",
+                violation_error_message="An open finding has no closing time; a closed one has one.",
+            ),
+        ]
+        indexes = [models.Index(fields=["status", "tool"], name="relay_finding_status_tool")]
+
+    def __str__(self) -> str:
+        return f"relay finding on {self.tool} from {self.runtime}"
