@@ -6,6 +6,7 @@ without a thread hop through them.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Awaitable, Callable
 
@@ -14,6 +15,8 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from aimon_admin.core.context import Channel, bind, new_request_id
+
+logger = logging.getLogger(__name__)
 
 REQUEST_ID_HEADER = "X-Request-ID"
 _VALID_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
@@ -96,6 +99,11 @@ class StyledErrorMiddleware:
     """A bare 405 (Django's method checks answer with an empty body) becomes the
     product's styled error page, or the API's JSON error body under /api/ (issue 8).
 
+    A view that meets an unreachable database (an OperationalError or InterfaceError,
+    the pool's timeout included) answers a styled 503 with Retry-After, never a 500
+    (issue 13): `process_exception`. One raised by a middleware above this one (the
+    session's read or save) reaches the 500 handler, which answers the same 503.
+
     Sync only, placed just above SyncStackMiddleware: no thread hop of its own.
     """
 
@@ -114,6 +122,14 @@ class StyledErrorMiddleware:
             styled._has_been_logged = True  # type: ignore[attr-defined] # Django logged the bare one
             return styled
         return response
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        from aimon_admin.core.views import DATABASE_ERRORS, database_unavailable
+
+        if isinstance(exception, DATABASE_ERRORS):
+            logger.error("database unavailable: %s", exception)
+            return database_unavailable(request)
+        return None
 
 
 class SyncStackMiddleware:

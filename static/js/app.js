@@ -17,6 +17,14 @@
     500: "the server hit an error (it is logged); try again, or reload the page"
   };
 
+  // The database is unreachable (a 503): the server's own words, sent in the X-Aimon-Message
+  // header (aimon_admin/core/views.py ERROR_MESSAGES[503] and ["503-post"]); these copies,
+  // word for word the same, are for a 503 that came without them.
+  var UNAVAILABLE = {
+    get: "The database cannot be reached just now, so this page cannot be shown. Nothing was changed. Try again in a few seconds.",
+    post: "The database cannot be reached just now. What you sent (an answer, or a change) may or may not have been saved: once the database is back, open the request's page (or reload this page) to see what holds before you send it again."
+  };
+
   // What failed, as the start of a sentence: the element's data-what ("Checking for new
   // requests"), else the words of the button that was pressed.
   function whatFailed(elt) {
@@ -62,6 +70,12 @@
 
   document.addEventListener("htmx:responseError", function (event) {
     var status = event.detail.xhr ? event.detail.xhr.status : 0;
+    if (status === 503) {
+      var verb = event.detail.requestConfig && event.detail.requestConfig.verb;
+      var told = event.detail.xhr.getResponseHeader("X-Aimon-Message") || UNAVAILABLE[verb === "get" ? "get" : "post"];
+      show(whatFailed(event.detail.elt) + ". " + told + " (HTTP 503)");
+      return;
+    }
     var reason = REASONS[status] || (status >= 500 ? REASONS[500] : "the server answered " + status);
     show(whatFailed(event.detail.elt) + ": " + reason + " (HTTP " + status + ").");
   });
