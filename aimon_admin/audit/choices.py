@@ -46,6 +46,8 @@ class AuditAction(models.TextChoices):
     SKILL_GRANTED = "SKILL_GRANTED", "Skill approval granted"
     SKILL_GRANT_ESCALATED = "SKILL_GRANT_ESCALATED", "Session answer escalated to agent-wide"
     SKILL_ABORT_DENIED = "SKILL_ABORT_DENIED", "Unanswered skill denied on abort"
+    SKILL_REQUEST_DENIED = "SKILL_REQUEST_DENIED", "Skill denied for one request only (nothing stored)"
+    SKILL_ANSWER_SETTLED = "SKILL_ANSWER_SETTLED", "Answer settled by a grant another answer had just written"
     SESSION_CLEARED = "SESSION_CLEARED", "Session approvals cleared"
     SESSION_REVOKED = "SESSION_REVOKED", "Session approvals revoked"
     AGENT_GRANTS_REVOKED = "AGENT_GRANTS_REVOKED", "Agent-wide approvals revoked"
