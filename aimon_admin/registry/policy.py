@@ -237,21 +237,50 @@ def resolve(annotations: Any, trust: AnnotationTrust | str, *, held_for_review: 
     )
 
 
-def claims_lowered_risk(before: Any, after: Any) -> list[str]:
-    """T15: the hints whose new claim is less risky than the old one (empty: none).
+def axes_lowered(before: ToolAxes, after: ToolAxes) -> list[str]:
+    """T15: the resolved axes on which `after` is less risky than `before` (empty: none).
 
-    Less risk: read-only where it was not, non-destructive where it was destructive,
-    idempotent where it was not. Compared on effective values (spec defaults applied).
+    Less risk: a level `before`'s level does not permit (T1: `permits` is the only
+    comparison on the ladder), non-destructive where it was destructive (T5: as read under
+    each level), idempotent where it was not.
     """
-    old, new = parse_hints(before), parse_hints(after)
     lowered = []
-    if new.value("readOnlyHint") and not old.value("readOnlyHint"):
-        lowered.append("readOnlyHint")
-    if old.value("destructiveHint") and not new.value("destructiveHint"):
-        lowered.append("destructiveHint")
-    if new.value("idempotentHint") and not old.value("idempotentHint"):
-        lowered.append("idempotentHint")
+    if before.level != after.level and permits(before.level, after.level):
+        lowered.append("side_effect_level")
+    if (
+        before.effective_destructive == DestructiveBehavior.DESTRUCTIVE
+        and after.effective_destructive == DestructiveBehavior.NON_DESTRUCTIVE
+    ):
+        lowered.append("destructive_behavior")
+    if (
+        before.idempotency == IdempotencyBehavior.NON_IDEMPOTENT
+        and after.idempotency == IdempotencyBehavior.IDEMPOTENT
+    ):
+        lowered.append("idempotency_behavior")
     return lowered
+
+
+# The hint each resolved axis is read from under TRUST (T11).
+_AXIS_HINT = {
+    "side_effect_level": "readOnlyHint",
+    "destructive_behavior": "destructiveHint",
+    "idempotency_behavior": "idempotentHint",
+}
+
+
+def claims_lowered_risk(before: Any, after: Any) -> list[str]:
+    """T15: the hints whose new claim resolves to less risk than the old one (empty: none).
+
+    Compares *resolved* axes, not raw hints: both claims are resolved as TRUST would read
+    them (the only trust under which claims count, T11; under IGNORE a hold changes
+    nothing until trust changes, so keeping it is fail-closed), and an axis is lowered
+    only when its resolved value is less risky. A read-only tool is non-destructive (T5),
+    so `readOnlyHint` true → false with `destructiveHint` true → false raises the level
+    and lowers nothing. Reported by the hint each lowered axis is read from.
+    """
+    old = resolve(before, AnnotationTrust.TRUST).axes
+    new = resolve(after, AnnotationTrust.TRUST).axes
+    return [_AXIS_HINT[axis] for axis in axes_lowered(old, new)]
 
 
 def resolve_declared(declared: Mapping[str, Any]) -> Resolution:

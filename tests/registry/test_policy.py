@@ -27,6 +27,7 @@ from aimon_admin.registry.policy import (
     UNREGISTERED,
     GateResult,
     ToolAxes,
+    axes_lowered,
     claims_lowered_risk,
     definition_fingerprint,
     gate_decision,
@@ -561,8 +562,9 @@ def test_an_unknown_trust_is_an_error_never_ignore(trust: Any) -> None:  # T13
 # --- T15: what counts as claiming less risk -----------------------------------------------------
 
 LOWERED_TABLE: list[tuple[Any, Any, list[str]]] = [
-    # Each lowering alone.
-    ({}, {"readOnlyHint": True}, ["readOnlyHint"]),
+    # Each lowering alone; read-only also makes a destructive tool non-destructive (T5).
+    ({}, {"readOnlyHint": True}, ["readOnlyHint", "destructiveHint"]),
+    ({"destructiveHint": False}, {"readOnlyHint": True, "destructiveHint": False}, ["readOnlyHint"]),
     ({"destructiveHint": True}, {"destructiveHint": False}, ["destructiveHint"]),
     ({}, {"idempotentHint": True}, ["idempotentHint"]),
     # All three together, in a fixed order.
@@ -574,18 +576,18 @@ LOWERED_TABLE: list[tuple[Any, Any, list[str]]] = [
     ({"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True}, {}, []),
     # Mixed: one lower, one higher -> the lower one is reported.
     ({"destructiveHint": False}, {"destructiveHint": True, "idempotentHint": True}, ["idempotentHint"]),
-    (
-        {"readOnlyHint": True, "destructiveHint": True},
-        {"readOnlyHint": False, "destructiveHint": False},
-        ["destructiveHint"],
-    ),
+    # Issue 13: read-only -> mutating non-destructive is MORE risk. The raw destructiveHint
+    # went down, but a read-only tool was already non-destructive (T5): compare resolved axes.
+    ({"readOnlyHint": True}, {"readOnlyHint": False, "destructiveHint": False}, []),
+    ({"readOnlyHint": True, "destructiveHint": True}, {"readOnlyHint": False, "destructiveHint": False}, []),
+    ({"readOnlyHint": True, "idempotentHint": True}, {"destructiveHint": False}, []),
     # Defaults applied: absent means the spec default, so spelling it out changes nothing...
     (None, {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False}, []),
     ({"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False}, None, []),
     # ...and dropping a non-default claim is a raise, adding one a lowering.
     (None, {"destructiveHint": False}, ["destructiveHint"]),
     ({"destructiveHint": "no"}, {"destructiveHint": False}, ["destructiveHint"]),
-    ({"readOnlyHint": "yes"}, {"readOnlyHint": True}, ["readOnlyHint"]),
+    ({"readOnlyHint": "yes"}, {"readOnlyHint": True}, ["readOnlyHint", "destructiveHint"]),
     ("not an object", {"idempotentHint": True}, ["idempotentHint"]),
     # No axis reads openWorldHint (T14), and unknown fields are not claims about risk.
     ({"openWorldHint": True}, {"openWorldHint": False}, []),
@@ -601,6 +603,26 @@ LOWERED_TABLE: list[tuple[Any, Any, list[str]]] = [
 )
 def test_claims_lowered_risk(before: Any, after: Any, lowered: list[str]) -> None:  # T15
     assert claims_lowered_risk(before, after) == list(lowered)
+
+
+# before, after -> the resolved axes after lowers (T15 compares resolved axes).
+AXES_LOWERED_TABLE: list[tuple[ToolAxes, ToolAxes, list[str]]] = [
+    (ToolAxes(MU, D, NIDEM), ToolAxes(RO, ND, NIDEM), ["side_effect_level", "destructive_behavior"]),
+    (ToolAxes(MU, ND, NIDEM), ToolAxes(RO, ND, NIDEM), ["side_effect_level"]),
+    (ToolAxes(MU, D, NIDEM), ToolAxes(MU, ND, NIDEM), ["destructive_behavior"]),
+    (ToolAxes(MU, D, NIDEM), ToolAxes(MU, D, IDEM), ["idempotency_behavior"]),
+    (ToolAxes(RO, ND, NIDEM), ToolAxes(MU, ND, NIDEM), []),  # issue 13: a raise
+    (ToolAxes(RO, D, NIDEM), ToolAxes(MU, ND, NIDEM), []),  # T5: read-only was never destructive
+    (ToolAxes(RO, ND, IDEM), ToolAxes(MU, D, NIDEM), []),
+    (ToolAxes(MU, D, NIDEM), ToolAxes(MU, D, NIDEM), []),
+]
+
+
+@pytest.mark.parametrize(("before", "after", "lowered"), AXES_LOWERED_TABLE)
+def test_axes_lowered_compares_resolved_axes(
+    before: ToolAxes, after: ToolAxes, lowered: list[str]
+) -> None:  # T15
+    assert axes_lowered(before, after) == lowered
 
 
 # --- Local tools: a runtime's own declaration ---------------------------------------------------
