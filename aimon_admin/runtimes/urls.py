@@ -12,5 +12,6 @@ urlpatterns = [
     path("<str:name>/", views.runtime_detail_view, name="detail"),
     path("<str:name>/settings/", views.runtime_settings_view, name="settings"),
     path("<str:name>/tokens/", views.token_issue_view, name="token-issue"),
+    path("<str:name>/tokens/<int:token_id>/", views.token_issued_view, name="token-issued"),
     path("<str:name>/tokens/<int:token_id>/revoke/", views.token_revoke_view, name="token-revoke"),
 ]

@@ -6,7 +6,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods
 
 from aimon_admin.core.actors import Actor
 from aimon_admin.runtimes import selectors, services
@@ -16,6 +16,10 @@ from aimon_admin.runtimes.models import AgentRuntime, RuntimeToken
 SETTINGS_SAVED_MESSAGE = "Settings saved."
 SETTINGS_UNCHANGED_MESSAGE = "Nothing changed."
 TOKEN_REVOKED_MESSAGE = "Token {prefix}… revoked. Requests that present it are refused from now on."  # noqa: S105 - not a secret # nosec B105
+TOKEN_ALREADY_SHOWN_MESSAGE = "This token was already shown; issue a new one if you lost it."  # noqa: S105 - not a secret # nosec B105
+
+# The session key under which a just-issued token waits for the one page that shows it.
+_NEW_TOKEN_KEY = "runtimes:new-token"  # noqa: S105 - a key name, not a secret # nosec B105
 
 
 def _runtime(name: str) -> AgentRuntime:
@@ -70,11 +74,14 @@ def runtime_detail_view(request: HttpRequest, name: str) -> HttpResponse:
     return render(request, "runtimes/detail.html", _detail_context(request, runtime))
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 @login_required
 @permission_required("runtimes.change_agentruntime", raise_exception=True)
 def runtime_settings_view(request: HttpRequest, name: str) -> HttpResponse:
     runtime = _runtime(name)
+    if request.method == "GET":
+        # A reload of an invalid form's page, or a typed address: the form lives on the runtime's page.
+        return redirect("runtimes:detail", name=runtime.name)
     form = RuntimeSettingsForm.for_runtime(runtime, data=request.POST)
     saved = None
     if form.is_valid():
@@ -101,22 +108,47 @@ def runtime_settings_view(request: HttpRequest, name: str) -> HttpResponse:
     return render(request, "runtimes/detail.html", context)
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 @login_required
 @permission_required("runtimes.add_runtimetoken", raise_exception=True)
 def token_issue_view(request: HttpRequest, name: str) -> HttpResponse:
+    """Issue a token, then redirect to the one page that shows it (post/redirect/get), so a
+    reload never issues a second one."""
     runtime = _runtime(name)
+    if request.method == "GET":
+        return redirect("runtimes:detail", name=runtime.name)
     form = TokenIssueForm(request.POST)
     if not form.is_valid():
         return render(request, "runtimes/detail.html", _detail_context(request, runtime, token_form=form))
     token, plaintext = services.token_issue(
         runtime=runtime, label=form.cleaned_data["label"], actor=Actor.for_user(request.user)
     )
-    # Shown in this response only: the token is never stored, so it cannot be shown again.
+    # Kept server-side (the session row, never a URL or a cookie) for exactly one read.
+    request.session[_NEW_TOKEN_KEY] = {"id": token.pk, "plaintext": plaintext}
+    return redirect("runtimes:token-issued", name=runtime.name, token_id=token.pk)
+
+
+@require_GET
+@login_required
+@permission_required("runtimes.add_runtimetoken", raise_exception=True)
+def token_issued_view(request: HttpRequest, name: str, token_id: int) -> HttpResponse:
+    """Shows a just-issued token once; any later visit says it was already shown."""
+    runtime = _runtime(name)
+    token = get_object_or_404(RuntimeToken, pk=token_id, runtime=runtime)
+    plaintext = None
+    waiting = request.session.get(_NEW_TOKEN_KEY)
+    if isinstance(waiting, dict) and waiting.get("id") == token.pk:
+        plaintext = waiting.get("plaintext")
+        del request.session[_NEW_TOKEN_KEY]
     response = render(
         request,
         "runtimes/token_issued.html",
-        {"runtime": runtime, "token": token, "plaintext": plaintext},
+        {
+            "runtime": runtime,
+            "token": token,
+            "plaintext": plaintext,
+            "already_shown": TOKEN_ALREADY_SHOWN_MESSAGE,
+        },
     )
     response["Cache-Control"] = "no-store"
     return response

@@ -114,4 +114,30 @@
     var next = swapped.querySelector("button.btn-answer:not([disabled])") || swapped.querySelector("a[href], button:not([disabled])");
     if (next) { next.focus(); }
   });
+
+  /* 4. Copy buttons: <button data-copy="ID"> copies the value of the element with that id
+     (a new token, shown once) and says so on the button for a moment. Without the
+     clipboard API (an insecure origin) the value is selected for Ctrl+C instead. */
+  document.addEventListener("click", function (event) {
+    var button = event.target && event.target.closest ? event.target.closest("button[data-copy]") : null;
+    if (!button) { return; }
+    var source = document.getElementById(button.getAttribute("data-copy"));
+    if (!source) { return; }
+    var value = source.value !== undefined ? source.value : source.textContent;
+    var label = button.getAttribute("data-label") || button.textContent;
+    button.setAttribute("data-label", label);
+    function said(words) {
+      button.textContent = words;
+      window.setTimeout(function () { button.textContent = label; }, 2000);
+    }
+    function selectIt() {
+      if (source.select) { source.focus(); source.select(); }
+      said("Press Ctrl+C to copy");
+    }
+    if (navigator.clipboard && navigator.clipboard.writeText) {
+      navigator.clipboard.writeText(value).then(function () { said(button.getAttribute("data-copied") || "Copied"); }, selectIt);
+    } else {
+      selectIt();
+    }
+  });
 })();

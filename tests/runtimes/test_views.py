@@ -13,6 +13,7 @@ from aimon_admin.audit.models import AuditEvent
 from aimon_admin.runtimes.models import AgentRuntime, RuntimeToken
 from aimon_admin.runtimes.services import token_issue
 from aimon_admin.runtimes.tokens import token_hash
+from aimon_admin.runtimes.views import TOKEN_ALREADY_SHOWN_MESSAGE
 from tests.conftest import TEST_ACTOR
 
 pytestmark = pytest.mark.django_db
@@ -161,18 +162,69 @@ def test_settings_without_htmx_redirect_back_with_a_message(runtime: AgentRuntim
     assert "Settings saved." in response.content.decode()
 
 
-def test_issued_token_is_shown_once_and_works(runtime: AgentRuntime, operator: User) -> None:
+def test_issued_token_is_shown_once_after_a_redirect_and_works(runtime: AgentRuntime, operator: User) -> None:
+    # Issue 13 item 6: post/redirect/get; the token waits server-side for one read.
     client = logged_in(operator)
     response = client.post("/runtimes/agent-one/tokens/", {"label": "host-1"})
-    assert response.status_code == 200
-    assert response["Cache-Control"] == "no-store"
-    match = re.search(r'id="new-token"[^>]*value="(aimon_[^"]+)"', response.content.decode())
+    issued = RuntimeToken.objects.get(label="host-1")
+    assert response.status_code == 302
+    assert response["Location"] == f"/runtimes/agent-one/tokens/{issued.pk}/"
+    assert "aimon_" not in response["Location"]
+    shown = client.get(response["Location"])
+    assert shown.status_code == 200
+    assert shown["Cache-Control"] == "no-store"
+    match = re.search(r'id="new-token"[^>]*value="(aimon_[^"]+)"', shown.content.decode())
     assert match
     token = match.group(1)
-    assert RuntimeToken.objects.get(label="host-1").token_hash == token_hash(token)
+    assert issued.token_hash == token_hash(token)
+    assert 'data-copy="new-token"' in shown.content.decode()
     detail = client.get("/runtimes/agent-one/").content.decode()
     assert token not in detail
     assert token[:12] in detail
+
+
+def test_reloading_the_issued_token_page_issues_nothing_and_says_it_was_shown(
+    runtime: AgentRuntime, operator: User
+) -> None:
+    # Issue 13 item 6: a reload issued a second active token with the same label.
+    client = logged_in(operator)
+    location = client.post("/runtimes/agent-one/tokens/", {"label": "host-1"})["Location"]
+    first = client.get(location).content.decode()
+    (token,) = set(re.findall(r"aimon_[A-Za-z0-9_-]{20,}", first))
+    again = client.get(location)
+    assert again.status_code == 200
+    page = again.content.decode()
+    assert TOKEN_ALREADY_SHOWN_MESSAGE in page
+    assert token not in page
+    assert 'id="new-token"' not in page
+    assert RuntimeToken.objects.filter(runtime=runtime).count() == 1
+
+
+def test_an_issued_token_is_shown_only_in_the_session_that_issued_it(
+    runtime: AgentRuntime, operator: User
+) -> None:
+    location = logged_in(operator).post("/runtimes/agent-one/tokens/", {"label": "host-1"})["Location"]
+    page = logged_in(operator).get(location).content.decode()
+    assert TOKEN_ALREADY_SHOWN_MESSAGE in page
+    assert 'id="new-token"' not in page
+
+
+@pytest.mark.parametrize("url", ["/runtimes/agent-one/tokens/", "/runtimes/agent-one/settings/"])
+def test_a_get_on_a_form_address_goes_to_the_runtime_page_not_405(
+    runtime: AgentRuntime, operator: User, url: str
+) -> None:
+    # Issue 13 item 6: reloading an invalid form's page (or opening its address) is no 405.
+    response = logged_in(operator).get(url)
+    assert response.status_code == 302
+    assert response["Location"] == "/runtimes/agent-one/"
+    assert not RuntimeToken.objects.exists()
+
+
+def test_an_invalid_token_form_re_renders_with_its_error(runtime: AgentRuntime, operator: User) -> None:
+    response = logged_in(operator).post("/runtimes/agent-one/tokens/", {"label": "x" * 101})
+    assert response.status_code == 200
+    assert "at most 100 characters" in response.content.decode()
+    assert not RuntimeToken.objects.exists()
 
 
 def test_revoke_asks_for_confirmation_before_revoking(runtime: AgentRuntime, operator: User) -> None:

@@ -156,8 +156,9 @@ EXPECTED: dict[str, Expect] = {
     "runtimes:list": only_get(readers()),
     "runtimes:create": Expect(get=operators(OK), post=operators(OK)),  # invalid form, re-shown
     "runtimes:detail": only_get(readers()),
-    "runtimes:settings": only_post(operators(OK)),
-    "runtimes:token-issue": only_post(operators(OK)),
+    "runtimes:settings": Expect(get=operators(MOVED), post=operators(OK)),  # GET: to the runtime page
+    "runtimes:token-issue": Expect(get=operators(MOVED), post=operators(MOVED)),  # to the page that shows it
+    "runtimes:token-issued": only_get(operators(OK)),  # "already shown": the token waits in a session
     "runtimes:token-revoke": Expect(get=operators(OK), post=operators(MOVED)),
     # Registry
     "registry:server-list": only_get(readers()),

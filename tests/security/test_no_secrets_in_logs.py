@@ -120,7 +120,7 @@ def test_no_password_token_or_mcp_secret_in_any_log_or_audit_event(
     assert sign_in(client, operator.username, PASSWORD) == 302
 
     # A token issued on the page, used on the API; a wrong token tried.
-    page = client.post(reverse("runtimes:token-issue", args=[runtime.name]), {"label": "ci"})
+    page = client.post(reverse("runtimes:token-issue", args=[runtime.name]), {"label": "ci"}, follow=True)
     assert page.status_code == 200
     (token,) = set(re.findall(r"aimon_[A-Za-z0-9_-]{20,}", page.content.decode()))
     api = Client()
