@@ -1,4 +1,5 @@
-"""The check a pooled PostgreSQL connection passes before a request borrows it.
+"""The product's PostgreSQL pool: the check a connection passes before a request borrows
+it, and a reconnect back-off with a cap.
 
 psycopg-pool's own check (`ConnectionPool.check_connection`, what Django passes with
 CONN_HEALTH_CHECKS) sends an empty query: one round trip on every borrow, which on a
@@ -15,6 +16,18 @@ non-blocking read Go's MySQL driver makes before reusing a connection.
 
 A connection that breaks between this check and its first query makes that query fail:
 the request answers 503 (never ALLOW) and the broken connection leaves the pool.
+
+Reconnecting. psycopg-pool replaces a lost connection in the background, retrying with an
+exponential back-off that doubles up to the pool's `reconnect_timeout` (5 min): after a long
+outage the next attempt could come half a minute after PostgreSQL was back, and every request
+meanwhile answered 503 (issue 13, item 12). `ReconnectingPool` caps the delay between two
+attempts at `RECONNECT_MAX_DELAY_SECONDS`, so a node serves again within about a second of the
+database's return, whatever the outage's length. While the database is down that costs one
+refused connection attempt a second per missing connection: nothing for a server to notice.
+psycopg-pool has no option for the cap: the subclass hands its own attempt object to the
+pool's `_add_connection` (the one method that creates one; read in psycopg-pool 3.3.3, the
+pinned version, and pinned by tests/core/test_dbpool_backoff.py and
+tests/faults/test_postgres_long_outage.py).
 """
 
 from __future__ import annotations
@@ -26,8 +39,10 @@ import weakref
 
 import psycopg
 from psycopg_pool import ConnectionPool
+from psycopg_pool.base import AttemptWithBackoff
 
 FULL_CHECK_SECONDS = 10.0
+RECONNECT_MAX_DELAY_SECONDS = 1.0
 
 _last_full_check: weakref.WeakKeyDictionary[psycopg.Connection, float] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
@@ -51,3 +66,22 @@ def check_connection(conn: psycopg.Connection) -> None:
     ConnectionPool.check_connection(conn)
     with _lock:
         _last_full_check[conn] = now
+
+
+class CappedBackoff(AttemptWithBackoff):
+    """psycopg-pool's reconnect back-off, its delay never longer than the cap."""
+
+    def update_delay(self, now: float) -> None:
+        super().update_delay(now)
+        self.delay = min(self.delay, RECONNECT_MAX_DELAY_SECONDS)
+
+
+class ReconnectingPool(ConnectionPool):
+    """psycopg-pool's pool, reconnecting at least once a second while the database is gone."""
+
+    def _add_connection(self, attempt: AttemptWithBackoff | None, growing: bool = False) -> None:
+        # The pool makes a fresh attempt when given none, then passes the same one along to
+        # each retry it schedules: ours is the one that is passed along.
+        if attempt is None:
+            attempt = CappedBackoff(timeout=self.reconnect_timeout)
+        super()._add_connection(attempt, growing=growing)

@@ -1,9 +1,10 @@
-"""Django's PostgreSQL backend, with the pool's borrow check of aimon_admin/core/dbpool.py.
+"""Django's PostgreSQL backend, with the pool of aimon_admin/core/dbpool.py: its borrow
+check, and its reconnect back-off with a cap.
 
 Django builds the psycopg pool itself and passes it either psycopg-pool's own check (a
 round trip on every borrow) or none, and refuses a `check` among the pool options. This
 backend builds the pool as Django 5.2 does (same options, same configure step) with the
-socket-first check instead. Everything else is Django's backend unchanged.
+socket-first check instead, as a `dbpool.ReconnectingPool`. Everything else is Django's backend unchanged.
 """
 
 from __future__ import annotations
@@ -26,11 +27,9 @@ class DatabaseWrapper(base.DatabaseWrapper):
         if self.alias not in self._connection_pools:
             if self.settings_dict.get("CONN_MAX_AGE", 0) != 0:
                 raise ImproperlyConfigured("Pooling doesn't support persistent connections.")
-            from psycopg_pool import ConnectionPool
-
             connect_kwargs = self.get_connection_params()
             connect_kwargs["autocommit"] = True  # as Django: it sets the mode itself later
-            pool = ConnectionPool(
+            pool = dbpool.ReconnectingPool(
                 kwargs=connect_kwargs,
                 open=False,
                 configure=self._configure_connection,
