@@ -174,7 +174,6 @@ def run_mode(mode: str, iterations: int) -> None:
     from aimon_admin.accounts.roles import Role
     from aimon_admin.accounts.services import user_create
     from aimon_admin.approvals import wakeups
-    from aimon_admin.approvals.api import views
     from aimon_admin.approvals.choices import Answer
     from aimon_admin.approvals.services import RequestInput, request_answer, request_create
     from aimon_admin.core.actors import Actor
@@ -237,7 +236,7 @@ def run_mode(mode: str, iterations: int) -> None:
             )
             poll = Poll(port, token, str(request.pk))
             if mode == "repoll":
-                time.sleep(0.05 + random.random() * views.REPOLL_SECONDS)  # anywhere in its cycle
+                time.sleep(0.05 + random.random() * wakeups.REPOLL_SECONDS)  # anywhere in its cycle
             else:
                 wait_for(lambda request=request: subscribed(str(request.pk)))
                 time.sleep(0.05)  # past its first read: waiting for the wake-up
@@ -277,7 +276,7 @@ def run_mode(mode: str, iterations: int) -> None:
                 "answer_p99": percentile(answering, 99),
                 "after_commit_p50": percentile(after_commit, 50),
                 "after_commit_p99": percentile(after_commit, 99),
-                "repoll_seconds": views.REPOLL_SECONDS,
+                "repoll_seconds": wakeups.REPOLL_SECONDS,
             }
         )
     )

@@ -94,7 +94,7 @@ def embedded(settings) -> None:  # type: ignore[no-untyped-def]
 @pytest.fixture
 def no_repoll(monkeypatch: pytest.MonkeyPatch) -> None:
     """Re-poll so rarely that only a wake-up can explain a prompt return."""
-    monkeypatch.setattr(views, "REPOLL_SECONDS", 30.0)
+    monkeypatch.setattr(wakeups, "REPOLL_SECONDS", 30.0)
 
 
 def answer(request_id: str, user: User) -> float:
@@ -218,7 +218,7 @@ def test_a_lost_wake_up_costs_a_re_poll_never_a_wrong_answer(
     answered_at = answer(request["id"], approver)
     poll.join()
     assert poll.returned_at is not None
-    assert poll.returned_at - answered_at < views.REPOLL_SECONDS + PROMPTLY
+    assert poll.returned_at - answered_at < wakeups.REPOLL_SECONDS + PROMPTLY
     assert_answered_by(poll, approver)
 
 
@@ -240,7 +240,7 @@ def test_a_database_error_while_polling_is_503_never_a_decision(
         return real_load(*args, **kwargs)
 
     monkeypatch.setattr(views, "_load", flaky_load)
-    monkeypatch.setattr(views, "REPOLL_SECONDS", 0.1)
+    monkeypatch.setattr(wakeups, "REPOLL_SECONDS", 0.1)
     response = Client().get(
         f"/api/v1/approval-requests/{request['id']}",
         {"wait": "5"},
@@ -267,3 +267,164 @@ def test_a_database_error_while_authenticating_is_503(
         HTTP_AUTHORIZATION=f"Bearer {runtime_token}",
     )
     assert (response.status_code, response.json()["error"]) == (503, "unavailable")
+
+
+# --- Waiting costs nothing while wake-ups work (issue 14) -------------------------------------------
+
+
+class CountingReads:
+    """Counts the long-poll's reads of its row; `then` runs once, right after the first."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, then: Callable[[], None] | None = None) -> None:
+        self.count = 0
+        self.then = then
+        self.real = views._read
+        monkeypatch.setattr(views, "_read", self)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        snapshot = self.real(*args, **kwargs)
+        self.count += 1
+        if self.count == 1 and self.then is not None:
+            self.then()  # between the waiter's read and its wait
+        return snapshot
+
+
+def subscribed_in_redis(client: Any, request_id: str) -> Callable[[], bool]:
+    channel = wakeups.channel_for(request_id)
+    return lambda: dict(client.pubsub_numsub(channel)).get(channel.encode(), 0) >= 1
+
+
+@pytest.mark.postgres
+@pytest.mark.redis
+def test_a_waiter_with_live_wake_ups_reads_its_row_only_at_start_and_at_its_deadline(
+    live_server, runtime_token: str, open_request, redis_url: str, settings, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]  # S7, issue 14: idle waiters cost the database nothing
+    settings.REDIS_URL = redis_url
+    request = open_request()
+    reads = CountingReads(monkeypatch)
+    poll = Poll(live_server.url, runtime_token, request["id"], wait=3).join()
+    assert (poll.status, poll.body) == (200, request)
+    assert reads.count == 2  # not once a second: the first read, and the one at the deadline
+
+
+@pytest.mark.usefixtures("embedded", "no_repoll")
+def test_a_wake_up_between_the_read_and_the_wait_is_kept_in_process(
+    live_server, runtime_token: str, open_request, approver: User, monkeypatch: pytest.MonkeyPatch
+) -> None:  # S7: subscribe, then read, then wait
+    request = open_request()
+    answered: list[float] = []
+    CountingReads(monkeypatch, then=lambda: answered.append(answer(request["id"], approver)))
+    poll = Poll(live_server.url, runtime_token, request["id"], wait=20).join()
+    assert_answered_by(poll, approver)
+    assert poll.returned_at is not None
+    assert poll.returned_at - answered[0] < PROMPTLY
+
+
+@pytest.mark.postgres
+@pytest.mark.redis
+def test_a_wake_up_between_the_read_and_the_wait_is_kept_through_redis(
+    live_server, runtime_token: str, open_request, approver: User, redis_url: str, settings, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]  # S7: subscribe (confirmed by Redis), then read, then wait
+    settings.REDIS_URL = redis_url
+    request = open_request()
+    answered: list[float] = []
+    reads = CountingReads(monkeypatch, then=lambda: answered.append(answer(request["id"], approver)))
+    poll = Poll(live_server.url, runtime_token, request["id"], wait=20).join()
+    assert_answered_by(poll, approver)
+    assert poll.returned_at is not None
+    assert poll.returned_at - answered[0] < PROMPTLY
+    assert reads.count == 2  # woken: the read that found PENDING, then the one that found the answer
+
+
+class SlowRedis:
+    """The outside world: a Redis that confirms a SUBSCRIBE only after `delay` seconds (or never),
+    as a loaded Redis may; every other command is +OK."""
+
+    def __init__(self, delay: float | None) -> None:
+        self.delay = delay
+
+    async def serve(self, reader: Any, writer: Any) -> None:
+        import asyncio
+
+        while True:
+            header = await reader.readline()
+            if not header:
+                break
+            words = []
+            for _ in range(int(header[1:])):
+                size = int((await reader.readline())[1:])
+                words.append((await reader.readexactly(size + 2))[:-2])
+            if words[0].upper() != b"SUBSCRIBE":
+                writer.write(b"+OK\r\n")
+                continue
+            if self.delay is None:
+                continue
+            await asyncio.sleep(self.delay)
+            channel = words[1]
+            writer.write(b"*3\r\n$9\r\nsubscribe\r\n$%d\r\n%s\r\n:1\r\n" % (len(channel), channel))
+            await writer.drain()
+        writer.close()
+
+
+@pytest.mark.parametrize("delay", [0.5, None])
+def test_a_subscription_counts_only_once_redis_has_confirmed_it(settings, delay: float | None) -> None:  # type: ignore[no-untyped-def]
+    # S7: a SUBSCRIBE still in flight when the row is read could be overtaken by the click's
+    # PUBLISH; so subscribe() returns only once Redis has confirmed it, and a subscription
+    # never confirmed is no subscription: the waiter re-reads its row on a timer instead.
+    import asyncio
+
+    async def subscribe() -> tuple[float, float | None]:
+        server = await asyncio.start_server(SlowRedis(delay).serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        settings.REDIS_URL = f"redis://127.0.0.1:{port}/0"
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        subscription = await wakeups.subscribe("confirm-me")
+        took = loop.time() - started
+        repoll_after = subscription.repoll_after
+        await subscription.close()
+        server.close()
+        return took, repoll_after
+
+    took, repoll_after = asyncio.run(subscribe())
+    if delay is None:
+        assert repoll_after == wakeups.REPOLL_SECONDS
+    else:
+        assert took >= delay
+        assert repoll_after is None
+
+
+@pytest.mark.postgres
+@pytest.mark.redis
+def test_a_redis_outage_during_the_wait_falls_back_to_re_reading_and_loses_no_answer(
+    live_server,
+    runtime_token: str,
+    open_request,
+    approver: User,
+    redis_url: str,
+    settings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # type: ignore[no-untyped-def]  # S7 with Redis gone: the answer is still seen, by re-reading
+    import redis
+
+    settings.REDIS_URL = redis_url
+    request = open_request()
+    client = redis.Redis.from_url(redis_url)
+    try:
+        poll = Poll(live_server.url, runtime_token, request["id"], wait=20)
+        wait_until(subscribed_in_redis(client, request["id"]))
+        # The waiter's own connection dies (as when Redis restarts); the click's wake-up is
+        # lost with it, and Redis stays unreachable for the waiter's attempts to subscribe again.
+        name = wakeups.client_name_for(request["id"])
+        killed = [c["id"] for c in client.client_list(_type="pubsub") if c.get("name") == name]
+        assert len(killed) == 1
+        monkeypatch.setattr(wakeups, "publish", lambda request_id: None)
+        settings.REDIS_URL = CLOSED_REDIS_PORT_URL
+        client.client_kill_filter(_id=killed[0])
+        answered_at = answer(request["id"], approver)
+        poll.join()
+        assert_answered_by(poll, approver)
+        assert poll.returned_at is not None
+        assert poll.returned_at - answered_at < wakeups.REPOLL_SECONDS + PROMPTLY
+    finally:
+        client.close()

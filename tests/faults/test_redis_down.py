@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import pytest
 
-from aimon_admin.approvals.api.views import REPOLL_SECONDS
+from aimon_admin.approvals.wakeups import REPOLL_SECONDS
 from aimon_admin.registry.sync.messages import ERROR_NOT_QUEUED
 from tests.faults.checks import assert_nothing_lost, register_tools
 from tests.faults.clients import BackgroundPoll, Person, Recorder, Runtime

@@ -24,9 +24,9 @@ import redis
 
 from aimon_admin.accounts.models import User
 from aimon_admin.approvals import wakeups
-from aimon_admin.approvals.api.views import REPOLL_SECONDS
 from aimon_admin.approvals.choices import Answer
 from aimon_admin.approvals.models import Session
+from aimon_admin.approvals.wakeups import REPOLL_SECONDS
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.audit.services import audit_verify_chain

@@ -68,10 +68,6 @@ logger = logging.getLogger(__name__)
 NOT_FOUND_MESSAGE = "No approval request with that id."
 TOO_DEEP_MESSAGE = "JSON parse error - nested too deeply."
 
-# A waiting long-poll re-reads its row at least this often, whatever the wake-ups do: a
-# lost wake-up (Redis down, a click on another node of a Redis-less install) costs at
-# most this long, which keeps the embedded target (answer to unblocked ≤ 1.5 s) even then.
-REPOLL_SECONDS = 1.0
 # Wake this long after `expires_at`, so the re-read finds the request due and expires it.
 EXPIRY_SLACK_SECONDS = 0.05
 
@@ -305,6 +301,9 @@ async def _long_poll(runtime_id: int, request_id: uuid.UUID, wait: int) -> dict[
 
     Subscribe first, then read: a wake-up published between the read and the wait is then
     kept, not lost. A wake-up only says "read again"; what it carries is never trusted.
+    Between wake-ups the row is re-read only at expiry, at the deadline, and every
+    `repoll_after` seconds while wake-ups may not come (wakeups.py): waiting costs the
+    database nothing while Redis works.
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
@@ -318,10 +317,9 @@ async def _long_poll(runtime_id: int, request_id: uuid.UUID, wait: int) -> dict[
             remaining = deadline - loop.time()
             if snapshot.status != RequestStatus.PENDING or subscription is None or remaining <= 0:
                 return snapshot.body
-            timeout = min(
-                remaining, REPOLL_SECONDS, max(snapshot.seconds_to_expiry, 0) + EXPIRY_SLACK_SECONDS
-            )
-            await subscription.wait(timeout)
+            timeout = min(remaining, max(snapshot.seconds_to_expiry, 0) + EXPIRY_SLACK_SECONDS)
+            repoll_after = subscription.repoll_after
+            await subscription.wait(timeout if repoll_after is None else min(timeout, repoll_after))
     finally:
         if subscription is not None:
             await subscription.close()
