@@ -26,6 +26,17 @@ class GrantScope(models.TextChoices):
     AGENT = "AGENT", "Every session of this agent"
 
 
+class ItemScope(models.TextChoices):
+    """Where an answered item's answer holds: a grant's scope, or REQUEST — the runtime is
+    told DENY for this one request and nothing is stored in any grant store (S13's
+    *Deny this request*)."""
+
+    TURN = "TURN", "This turn"
+    SESSION = "SESSION", "This session"
+    AGENT = "AGENT", "Every session of this agent"
+    REQUEST = "REQUEST", "This request only (nothing stored)"
+
+
 class DecisionSource(models.TextChoices):
     """The layer of the chain that answered (S2)."""
 
@@ -38,12 +49,14 @@ class DecisionSource(models.TextChoices):
 
 
 class Answer(models.TextChoices):
-    """The four buttons (S4; labels fixed by API.md)."""
+    """The buttons (S4; labels fixed by API.md), and S13's *Deny this request*, which stores
+    nothing: offered where a Deny would hold beyond what this person may give or a rule allows."""
 
     ALLOW_ONCE = "ALLOW_ONCE", "Allow once"
     ALLOW_SESSION = "ALLOW_SESSION", "Allow for this session"
     ALLOW_AGENT = "ALLOW_AGENT", "Always allow for this agent"
     DENY = "DENY", "Deny"
+    DENY_REQUEST = "DENY_REQUEST", "Deny this request"
 
 
 class GrantOrigin(models.TextChoices):

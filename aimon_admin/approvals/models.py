@@ -17,6 +17,7 @@ from aimon_admin.approvals.choices import (
     GrantDecision,
     GrantOrigin,
     GrantScope,
+    ItemScope,
     RequestStatus,
     RevokeReason,
     RuleAction,
@@ -220,7 +221,7 @@ class ApprovalItem(models.Model):
     skill = models.CharField(max_length=200)
     widest_scope = models.CharField(max_length=8, choices=GrantScope.choices, default=GrantScope.AGENT)
     decision = models.CharField(max_length=8, choices=GrantDecision.choices, blank=True, default="")
-    scope = models.CharField(max_length=8, choices=GrantScope.choices, blank=True, default="")
+    scope = models.CharField(max_length=8, choices=ItemScope.choices, blank=True, default="")
     source = models.CharField(max_length=20, choices=DecisionSource.choices, blank=True, default="")
     answered_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
@@ -242,7 +243,7 @@ class ApprovalItem(models.Model):
                 violation_error_message="Unknown decision.",
             ),
             models.CheckConstraint(
-                condition=Q(scope="") | Q(scope__in=GrantScope.values),
+                condition=Q(scope="") | Q(scope__in=ItemScope.values),
                 name="approval_item_scope_valid",
                 violation_error_message="Unknown scope.",
             ),

@@ -111,6 +111,8 @@ def grant_for_answer(answer: Answer | str, shape: RequestShape) -> GrantTarget:
     the agent store and marked escalated.
     """
     answer = Answer(answer)
+    if answer == Answer.DENY_REQUEST:
+        raise AnswerNotOffered("Deny this request writes no grant")
     if answer == Answer.ALLOW_AGENT:
         return GrantTarget(GrantScope.AGENT, GrantDecision.ALLOW, Holder.AGENT)
     holder = shape.session_holder
@@ -146,18 +148,28 @@ def answers_offered(
       who may not grant agent scope, or a rule caps the skill below what it would reach.
     - Always allow for this agent: operators and the runtime's owner only (S13), and
       only where no rule caps the skill below AGENT.
-    - Deny: always.
+    - Deny: where a session Deny is within the rule's cap and, when it would escalate to
+      agent-wide (S6), only for operators and the runtime's owner (S13: an answer with
+      standing effect beyond one session, Deny included). Everyone else gets
+      *Deny this request* instead: the runtime is told DENY for this request, nothing
+      is stored. So a person who may answer can always refuse.
     """
     offered: list[Answer] = []
     if shape.has_turn and shape.session_holder is not None:
         offered.append(Answer.ALLOW_ONCE)
     session_reach = GrantScope.AGENT if shape.escalates else GrantScope.SESSION
-    if scope_within(session_reach, widest_scope) and (not shape.escalates or may_grant_agent):
+    session_answer_ok = scope_within(session_reach, widest_scope) and (not shape.escalates or may_grant_agent)
+    if session_answer_ok:
         offered.append(Answer.ALLOW_SESSION)
     if may_grant_agent and scope_within(GrantScope.AGENT, widest_scope):
         offered.append(Answer.ALLOW_AGENT)
-    offered.append(Answer.DENY)
+    offered.append(Answer.DENY if session_answer_ok else Answer.DENY_REQUEST)
     return offered
+
+
+def stores_nothing(answer: Answer | str) -> bool:
+    """S13: *Deny this request* answers one request and writes no grant anywhere."""
+    return Answer(answer) == Answer.DENY_REQUEST
 
 
 # --- Who may answer (S13) ----------------------------------------------------------------------

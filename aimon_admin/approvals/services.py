@@ -27,6 +27,7 @@ from aimon_admin.approvals.choices import (
     GrantDecision,
     GrantOrigin,
     GrantScope,
+    ItemScope,
     RequestStatus,
     RevokeReason,
     SkillDecision,
@@ -50,9 +51,42 @@ PRINCIPAL_CONFLICT_MESSAGE = (
 REQUEST_CLOSED_MESSAGE = "This request is already {status}."
 NOT_YOURS_MESSAGE = "This request is not yours to answer."
 ANSWER_NOT_OFFERED_MESSAGE = "{answer} is not offered for {skill}."
+# S13: an answer that would hold beyond this one request, refused to someone who may not give it.
+STANDING_ANSWER_REFUSED_MESSAGE = (
+    "{answer} is not yours to give for {skill}: this request has no session, so it would hold "
+    "for every session of {runtime}, and only an operator or the runtime's owner may answer "
+    "that way. Use Deny this request instead: the runtime is told DENY for this request and "
+    "nothing is stored."
+)
+CAPPED_ANSWER_MESSAGE = (
+    "{answer} is not offered for {skill}: a rule allows answers no wider than {widest}. "
+    "Use one of the buttons shown (Deny this request refuses it for this request only)."
+)
+# What ends an agent-wide grant (S5, S6): it can be revoked on its own (the session and
+# agent pages' Revoke), or with every other one by Revoke agent-wide.
+AGENT_WIDE_ENDS = "until it is revoked, on its own or with Revoke agent-wide"
 ESCALATION_REACH = (
-    "applies to all sessions of the runtime, has no expiry, survives clear, and is removed "
-    "only by an agent-wide revoke"
+    f"applies to all sessions of the runtime, has no expiry, survives clear, and holds {AGENT_WIDE_ENDS}"
+)
+REQUEST_DENY_REACH = "the runtime is told DENY for this request only; nothing is stored in any grant store"
+# Item 10 / S2: a second answer for a key a grant already holds (another request's answer).
+SETTLED_SAME_MESSAGE = (
+    "{skill}: {who} gave the same answer a moment ago on another request ({how}); this request "
+    "is answered by it."
+)
+SETTLED_DENY_STANDS_MESSAGE = (
+    "{skill}: {who} denied it a moment ago on another request, and a Deny made now beats an "
+    "approval (S2), so this request is answered Deny. To allow it, revoke that denial on the "
+    "session's page, then let the agent ask again."
+)
+DENY_REPLACED_MESSAGE = (
+    "{skill}: your Deny replaced the approval {who} gave a moment ago on another request: a Deny "
+    "made now beats older approvals (S2)."
+)
+UNKNOWN_INVOKING_SESSION_MESSAGE = (
+    "No session {session!r} has been seen for this runtime, so there is nothing to inherit (S3). "
+    "Name the session that launched this run as it was named in its own calls, or leave "
+    "invoking_session_id out."
 )
 
 
@@ -70,6 +104,12 @@ class RequestClosedError(ApprovalError):
 
 class NotAllowedError(ApprovalError):
     pass
+
+
+class UnknownInvokingSessionError(ApprovalError):
+    """`invoking_session_id` names no session of this runtime (API: 400 on that field)."""
+
+    field = "invoking_session_id"
 
 
 # --- Sessions (S12) ----------------------------------------------------------------------------
@@ -103,7 +143,7 @@ def session_touch(*, runtime: AgentRuntime, session_id: str | None, principal: s
     updates: dict[str, object] = {}
     if principal and not session.principal:
         updates["principal"] = principal
-    if now - session.last_seen_at > session_idle_ttl():
+    if now - session.last_seen_at > session_idle_ttl() and not _has_pending_request(session):
         _expire_session_grants(session, now)
     if now - session.last_seen_at > SEEN_RESOLUTION:
         updates["last_seen_at"] = now
@@ -114,17 +154,43 @@ def session_touch(*, runtime: AgentRuntime, session_id: str | None, principal: s
     return session
 
 
+def _has_pending_request(session: Session) -> bool:
+    """S12: a session with a pending request (its own, or a fork's that lands on it) is not idle."""
+    return ApprovalRequest.objects.filter(
+        Q(session=session) | Q(invoking_session=session), status=RequestStatus.PENDING
+    ).exists()
+
+
+def _session_active(session_pk: int | None, now: dt.datetime) -> None:
+    """S12: an answer (or an abort's denial) counts as activity of the session it lands on,
+    so what was just written is in force for a whole idle TTL from now."""
+    if session_pk is not None:
+        Session.objects.filter(pk=session_pk, last_seen_at__lt=now).update(last_seen_at=now)
+
+
+def _unknown_invoking(session_id: str) -> UnknownInvokingSessionError:
+    return UnknownInvokingSessionError(UNKNOWN_INVOKING_SESSION_MESSAGE.format(session=session_id))
+
+
 def sessions_for_decision(
     *, runtime: AgentRuntime, session_id: str | None, invoking_session_id: str | None, principal: str | None
 ) -> tuple[Session | None, Session | None]:
     """The session (touched, as session_touch does) and the invoking session (only read)
-    of a decision, in one query when nothing about the session needs writing."""
+    of a decision, in one query when nothing about the session needs writing.
+
+    An invoking session never seen for this runtime is refused (UnknownInvokingSessionError),
+    before anything is written: a fork inherits from a session that exists (S3).
+    """
     wanted = [sid for sid in (session_id, invoking_session_id) if sid]
     found = {s.session_id: s for s in _sessions_read(runtime, wanted)} if wanted else {}
     invoking = found.get(invoking_session_id) if invoking_session_id else None
+    if invoking_session_id and invoking is None and invoking_session_id != session_id:
+        raise _unknown_invoking(invoking_session_id)
     session = found.get(session_id) if session_id else None
     if session_id and (session is None or _needs_touch(session, principal)):
         session = session_touch(runtime=runtime, session_id=session_id, principal=principal)
+    if invoking_session_id and invoking is None:
+        invoking = session  # the same id twice, seen for the first time just now
     return session, invoking
 
 
@@ -450,6 +516,8 @@ def _verdicts_from_read(
     (unseen, not seen within SEEN_RESOLUTION, a principal to fix or refuse). Without a
     session (a fork, a scheduled run) nothing is written, so the read always serves."""
     sessions, grants, version = read
+    if invoking_session_id and invoking_session_id not in sessions and invoking_session_id != session_id:
+        raise _unknown_invoking(invoking_session_id)
     session_pk = None
     if session_id:
         found = sessions.get(session_id)
@@ -618,6 +686,13 @@ def request_create(data: RequestInput) -> tuple[ApprovalRequest, bool]:
 def _request_create(data: RequestInput) -> ApprovalRequest:
     now = timezone.now()
     session = session_touch(runtime=data.runtime, session_id=data.session_id, principal=data.principal)
+    # A fork inherits from a session the runtime has opened (S3): one never seen is refused
+    # rather than created with nobody's approvals.
+    if (
+        data.invoking_session_id
+        and session_lookup(runtime=data.runtime, session_id=data.invoking_session_id) is None
+    ):
+        raise _unknown_invoking(data.invoking_session_id)
     # A fork's session answers land on its invoking session, so the principal a fork names
     # is held to that session's, like any session's (S12, S13).
     invoking = session_touch(
@@ -679,6 +754,29 @@ def _holder_session(request: ApprovalRequest, holder: str) -> Session | None:
     return None
 
 
+@dataclass(frozen=True)
+class GrantWrite:
+    """What writing one answer's grant came to: the grant that now holds the key, the grants
+    it superseded, and — when another request's answer already held the key — that grant
+    (`settled_by`: this answer wrote nothing) or the ALLOW this DENY replaced (`replaced`)."""
+
+    grant: Grant
+    superseded: list[int]
+    settled_by: Grant | None = None
+    replaced: Grant | None = None
+
+
+def _same_key(request: ApprovalRequest, skill: str, target: policy.GrantTarget, session: Session | None) -> Q:
+    key = Q(runtime=request.runtime, skill=skill, scope=target.scope, revoked_at__isnull=True)
+    if target.scope == GrantScope.AGENT:
+        key &= Q(session__isnull=True)
+    else:
+        key &= Q(session=session)
+    if target.scope == GrantScope.TURN:
+        key &= Q(turn_id=request.turn_id)
+    return key
+
+
 def _write_grant(
     *,
     request: ApprovalRequest,
@@ -687,34 +785,54 @@ def _write_grant(
     origin: GrantOrigin,
     user: User | None,
     now: dt.datetime,
-) -> tuple[Grant, list[int]]:
-    """Write one grant, replacing whatever grant held the same key before; returns it and
-    the ids of the grants it superseded (for the audit event: nothing is replaced unsaid)."""
+    settle: bool = True,
+) -> GrantWrite:
+    """Write one grant where the target says.
+
+    A grant of the same key that is no longer in force (its expiry passed) is superseded. One
+    in force was written by another request's answer while this one waited (at creation the
+    chain would have read it). A person's answer (`settle`) then follows S2: the same decision
+    is answered by that grant, nothing new written; a DENY beats the ALLOW (superseding it);
+    an ALLOW meets the DENY standing, and is answered by it. An abort's denial (S9) always
+    supersedes. Two answers racing for the same key (each seeing it free, one insert refused
+    by the one-active-grant constraint) are settled the same way: the loser reads the key again.
+    """
     session = _holder_session(request, target.holder)
-    same_key = Grant.objects.active().filter(runtime=request.runtime, skill=skill, scope=target.scope)
-    if target.scope == GrantScope.AGENT:
-        same_key = same_key.filter(session__isnull=True)
-    else:
-        same_key = same_key.filter(session=session)
-    if target.scope == GrantScope.TURN:
-        same_key = same_key.filter(turn_id=request.turn_id)
-    superseded = list(same_key.values_list("pk", flat=True))
-    if superseded:
-        Grant.objects.filter(pk__in=superseded, revoked_at__isnull=True).update(
-            revoked_at=now, revoked_by=user, revoke_reason=RevokeReason.SUPERSEDED
+    for attempt in (1, 2):
+        held = list(
+            Grant.objects.filter(_same_key(request, skill, target, session)).select_related("granted_by")
         )
-    grant = Grant.objects.create(
-        runtime=request.runtime,
-        scope=target.scope,
-        decision=target.decision,
-        skill=skill,
-        session=session,
-        turn_id=request.turn_id if target.scope == GrantScope.TURN else "",
-        origin=origin,
-        granted_by=user,
-        request=request,
-    )
-    return grant, superseded
+        in_force = [g for g in held if g.expires_at is None or g.expires_at > now]
+        replaced = None
+        if settle and in_force:
+            current = in_force[0]
+            if current.decision == target.decision or current.decision == GrantDecision.DENY:
+                return GrantWrite(grant=current, superseded=[], settled_by=current)
+            replaced = current  # our DENY, made now, beats their ALLOW (S2)
+        superseded = [g.pk for g in held]
+        if superseded:
+            Grant.objects.filter(pk__in=superseded, revoked_at__isnull=True).update(
+                revoked_at=now, revoked_by=user, revoke_reason=RevokeReason.SUPERSEDED
+            )
+        try:
+            with transaction.atomic():  # a savepoint: a refused insert leaves the rest intact
+                grant = Grant.objects.create(
+                    runtime=request.runtime,
+                    scope=target.scope,
+                    decision=target.decision,
+                    skill=skill,
+                    session=session,
+                    turn_id=request.turn_id if target.scope == GrantScope.TURN else "",
+                    origin=origin,
+                    granted_by=user,
+                    request=request,
+                )
+        except IntegrityError:
+            if attempt == 2:
+                raise
+            continue  # another answer committed a grant for this key meanwhile: read it
+        return GrantWrite(grant=grant, superseded=superseded, replaced=replaced)
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 @dataclass
@@ -723,6 +841,8 @@ class AnswerOutcome:
     already_answered: list[ApprovalItem] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)
     request_answered: bool = False
+    # What the person must be told of an answer another request's answer decided (S2).
+    notes: list[str] = field(default_factory=list)
 
 
 def user_may_answer(user: User, request: ApprovalRequest) -> bool:
@@ -784,13 +904,13 @@ def request_answer(
             outcome.already_answered.append(item)
             continue
         if answer not in answers_for(user, request, item):
-            raise NotAllowedError(ANSWER_NOT_OFFERED_MESSAGE.format(answer=answer.label, skill=item.skill))
+            raise NotAllowedError(_refusal(user, request, item, answer))
     open_items = [item for item in chosen if not item.answered]
     for position, item in enumerate(open_items):
         last = position == len(open_items) - 1
         try:
             with transaction.atomic():
-                written = _answer_item(request, item, answer, shape, user)
+                written = _answer_item(request, item, answer, shape, user, outcome.notes)
                 # The last write closes the request in its own transaction when nothing is
                 # left open (S7 holds: every grant is written by then), saving a commit on
                 # the path from the click to the waiting runtime.
@@ -816,10 +936,35 @@ def request_answer(
     return outcome
 
 
+def _refusal(user: User, request: ApprovalRequest, item: ApprovalItem, answer: Answer) -> str:
+    """Why an answer not offered is refused, and what to do instead."""
+    escalates = request_shape(request).escalates
+    if answer in (Answer.DENY_REQUEST, Answer.ALLOW_ONCE):
+        return ANSWER_NOT_OFFERED_MESSAGE.format(answer=answer.label, skill=item.skill)
+    session_answer = answer in (Answer.ALLOW_SESSION, Answer.DENY)
+    reach = GrantScope.SESSION if session_answer and not escalates else GrantScope.AGENT
+    if not policy.scope_within(reach, item.widest_scope):
+        return CAPPED_ANSWER_MESSAGE.format(
+            answer=answer.label, skill=item.skill, widest=GrantScope(item.widest_scope).label.lower()
+        )
+    if escalates and session_answer:
+        return STANDING_ANSWER_REFUSED_MESSAGE.format(
+            answer=answer.label, skill=item.skill, runtime=request.runtime.name
+        )
+    return ANSWER_NOT_OFFERED_MESSAGE.format(answer=answer.label, skill=item.skill)
+
+
 def _answer_item(
-    request: ApprovalRequest, item: ApprovalItem, answer: Answer, shape: policy.RequestShape, user: User
+    request: ApprovalRequest,
+    item: ApprovalItem,
+    answer: Answer,
+    shape: policy.RequestShape,
+    user: User,
+    notes: list[str],
 ) -> ApprovalItem | None:
     now = timezone.now()
+    if policy.stores_nothing(answer):
+        return _deny_request_item(request, item, user, now)
     target = policy.grant_for_answer(answer, shape)
     # Claim the item first: of two people answering at once, one update finds it open.
     # Only while the request is still open: an answer that loses a race with a cancel or an
@@ -835,15 +980,98 @@ def _answer_item(
     if claimed != 1:
         return None
     origin = GrantOrigin.ESCALATION if target.escalated else GrantOrigin.ANSWER
-    grant, superseded = _write_grant(
+    written = _write_grant(
         request=request, skill=item.skill, target=target, origin=origin, user=user, now=now
     )
-    ApprovalItem.objects.filter(pk=item.pk).update(grant=grant)
-    _audit_grant(request, item.skill, grant, target, user, superseded)
-    # What the claim and the line above wrote, without reading the row back.
-    item.decision, item.scope, item.answered_by, item.answered_at = target.decision, target.scope, user, now
+    grant = written.grant
+    decision = grant.decision
+    if written.settled_by is not None:
+        ApprovalItem.objects.filter(pk=item.pk).update(grant=grant, decision=decision)
+        _audit_settled(request, item.skill, grant, answer, user)
+        notes.append(_settled_note(item.skill, grant, answer))
+    else:
+        ApprovalItem.objects.filter(pk=item.pk).update(grant=grant)
+        _audit_grant(request, item.skill, grant, target, user, written.superseded)
+        if written.replaced is not None:
+            notes.append(DENY_REPLACED_MESSAGE.format(skill=item.skill, who=_who(written.replaced)))
+    _session_active(grant.session_id, now)
+    # What the claim and the lines above wrote, without reading the row back.
+    item.decision, item.scope, item.answered_by, item.answered_at = decision, target.scope, user, now
     item.grant = grant
     return item
+
+
+def _who(grant: Grant) -> str:
+    return grant.granted_by.username if grant.granted_by else "the system"
+
+
+def _settled_note(skill: str, grant: Grant, answer: Answer) -> str:
+    if grant.decision == GrantDecision.DENY and answer != Answer.DENY:
+        return SETTLED_DENY_STANDS_MESSAGE.format(skill=skill, who=_who(grant))
+    return SETTLED_SAME_MESSAGE.format(skill=skill, who=_who(grant), how=answer.label)
+
+
+def _deny_request_item(
+    request: ApprovalRequest, item: ApprovalItem, user: User, now: dt.datetime
+) -> ApprovalItem | None:
+    """S13's *Deny this request*: the item reads DENY (so the request, its long-poll and the
+    runtime say DENY), scope REQUEST, and no grant is written anywhere."""
+    still_open = Exists(
+        ApprovalRequest.objects.filter(pk=OuterRef("request_id"), status=RequestStatus.PENDING)
+    )
+    claimed = ApprovalItem.objects.filter(still_open, pk=item.pk, decision="").update(
+        decision=GrantDecision.DENY, scope=ItemScope.REQUEST, answered_by=user, answered_at=now
+    )
+    if claimed != 1:
+        return None
+    audit_record(
+        action=AuditAction.SKILL_REQUEST_DENIED,
+        actor=Actor.for_user(user),
+        level=AuditLevel.INFO,
+        runtime=request.runtime,
+        session_key=request.invoking_session.session_id if request.invoking_session else "",
+        subject_type="skill",
+        subject=item.skill,
+        details={
+            "decision": GrantDecision.DENY,
+            "scope": ItemScope.REQUEST,
+            "request_id": str(request.pk),
+            "answered_by": user.username,
+            "stored": False,
+            "reach": REQUEST_DENY_REACH,
+        },
+    )
+    item.decision, item.scope, item.answered_by, item.answered_at = (
+        GrantDecision.DENY,
+        ItemScope.REQUEST,
+        user,
+        now,
+    )
+    item.grant = None
+    return item
+
+
+def _audit_settled(request: ApprovalRequest, skill: str, grant: Grant, answer: Answer, user: User) -> None:
+    """A person's answer met a grant another request's answer wrote for the same key (S2)."""
+    audit_record(
+        action=AuditAction.SKILL_ANSWER_SETTLED,
+        actor=Actor.for_user(user),
+        level=AuditLevel.INFO,
+        runtime=request.runtime,
+        session_key=grant.session.session_id if grant.session else "",
+        subject_type="skill",
+        subject=skill,
+        details={
+            "answer": answer.value,
+            "decision": grant.decision,
+            "scope": grant.scope,
+            "request_id": str(request.pk),
+            "grant_id": grant.pk,
+            "grant_request_id": str(grant.request_id) if grant.request_id else None,
+            "answered_by": user.username,
+            "stored": False,
+        },
+    )
 
 
 def _audit_grant(
@@ -870,7 +1098,7 @@ def _audit_grant(
         details["all_sessions"] = True
         details["expires"] = False
         details["survives_clear"] = True
-        details["removed_only_by"] = "Revoke agent-wide"
+        details["removed_by"] = ["Revoke (this approval on its own)", "Revoke agent-wide"]
     session_key = (
         grant.session.session_id
         if grant.session
@@ -950,10 +1178,18 @@ def _abort(request: ApprovalRequest, status: RequestStatus, actor: Actor, why: s
             )
             if claimed != 1:
                 continue
-            grant, superseded = _write_grant(
-                request=request, skill=item.skill, target=target, origin=GrantOrigin.ABORT, user=None, now=now
+            written = _write_grant(
+                request=request,
+                skill=item.skill,
+                target=target,
+                origin=GrantOrigin.ABORT,
+                user=None,
+                now=now,
+                settle=False,
             )
+            grant, superseded = written.grant, written.superseded
             ApprovalItem.objects.filter(pk=item.pk).update(grant=grant)
+            _session_active(grant.session_id, now)
             audit_record(
                 action=AuditAction.SKILL_ABORT_DENIED,
                 actor=actor,

@@ -14,7 +14,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from aimon_admin.approvals import rules, selectors, services
-from aimon_admin.approvals.choices import Answer, GrantDecision, GrantScope
+from aimon_admin.approvals.choices import Answer, GrantDecision, GrantScope, ItemScope
 from aimon_admin.approvals.forms import AnswerForm, RuleForm
 from aimon_admin.approvals.models import ApprovalRequest, Grant, Session, SkillRule
 from aimon_admin.core.actors import Actor
@@ -29,12 +29,20 @@ REVOKED_MESSAGE = "Session approvals revoked: {count} removed."
 AGENT_REVOKED_MESSAGE = "Agent-wide approvals revoked: {count} removed."
 GRANT_REVOKED_MESSAGE = "Approval revoked."
 GRANT_GONE_MESSAGE = "That approval was no longer in force."
+# S13, shown on a request with no session to anyone who may not answer beyond it.
+DENY_REQUEST_ONLY_HELP = (
+    "This request has no session, so an answer here would hold for every session of {runtime}. "
+    "Only an operator or the runtime's owner may give that. You may refuse it with Deny this "
+    "request: the runtime is told DENY for this request, and nothing is stored."
+)
+# S5/S6: what ends an agent-wide grant, in the words the pages use.
+AGENT_WIDE_ENDS = services.AGENT_WIDE_ENDS
 
 
 def answer_label(decision: str, scope: str) -> str:
     """How an item was answered, in the words of the buttons (API.md)."""
     if decision == GrantDecision.DENY:
-        return Answer.DENY.label
+        return Answer.DENY_REQUEST.label if scope == ItemScope.REQUEST else Answer.DENY.label
     if scope == GrantScope.TURN:
         return Answer.ALLOW_ONCE.label
     if scope == GrantScope.AGENT:
@@ -67,6 +75,9 @@ def _card(request: HttpRequest, approval: ApprovalRequest) -> dict[str, Any]:
         )
     common = None
     open_items = [entry for entry in items if not entry["item"].answered]
+    deny_request_only = shape.escalates and any(
+        option["value"] == Answer.DENY_REQUEST for entry in open_items for option in entry["offered"]
+    )
     if len(open_items) > 1:
         sets = [tuple(a["value"] for a in entry["offered"]) for entry in open_items]
         common = [a for a in open_items[0]["offered"] if all(a["value"] in s for s in sets)]
@@ -79,6 +90,9 @@ def _card(request: HttpRequest, approval: ApprovalRequest) -> dict[str, Any]:
         "answer_all": common,
         "sessions_reached": sessions_reached,
         "escalates": shape.escalates,
+        "deny_request_only": deny_request_only and not services.user_may_grant_agent(user, approval.runtime),
+        "deny_request_help": DENY_REQUEST_ONLY_HELP.format(runtime=approval.runtime.name),
+        "agent_wide_ends": AGENT_WIDE_ENDS,
         "is_fork": approval.is_fork,
     }
 
@@ -140,9 +154,11 @@ def request_answer_view(request: HttpRequest, pk: Any) -> HttpResponse:
                 skills=[skill] if skill else None,
             )
         except services.NotAllowedError as exc:
-            if not request.htmx:
-                raise PermissionDenied(str(exc)) from exc
             notes.append(("error", str(exc)))
+            if not request.htmx:  # a forged or stale POST: refused, saying what to do instead
+                fresh = _visible_request(request, pk)
+                context = {"card": _card(request, fresh), "notes": notes}
+                return render(request, "approvals/request.html", context, status=403)
         except services.ApprovalError as exc:
             notes.append(("error", str(exc)))
         else:
@@ -160,6 +176,7 @@ def request_answer_view(request: HttpRequest, pk: Any) -> HttpResponse:
 
 def _outcome_notes(outcome: services.AnswerOutcome) -> list[tuple[str, str]]:
     notes = []
+    notes.extend(("info", text) for text in outcome.notes)
     if outcome.written:
         notes.append(("success", ANSWERED_MESSAGE.format(skills=", ".join(i.skill for i in outcome.written))))
     for item in outcome.already_answered:
@@ -284,8 +301,8 @@ def session_clear_view(request: HttpRequest, pk: int) -> HttpResponse:
             "title": f"Clear session {session.session_id}?",
             "effect": (
                 f"Removes the {_count(len(grants), 'answer')} this session holds (its turn and "
-                "session approvals and denials). Agent-wide approvals stay: only Revoke "
-                "agent-wide removes them."
+                "session approvals and denials). Agent-wide approvals stay: each holds "
+                f"{AGENT_WIDE_ENDS}."
             ),
             "items": [f"{g.skill}: {answer_label(g.decision, g.scope)}" for g in grants],
             "confirm_label": "Clear session",

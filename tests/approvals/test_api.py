@@ -28,7 +28,11 @@ from aimon_admin.approvals.api.serializers import (
 from aimon_admin.approvals.api.views import NOT_FOUND_MESSAGE
 from aimon_admin.approvals.choices import Answer, GrantScope, RequestStatus, RevokeReason
 from aimon_admin.approvals.models import ApprovalRequest, Grant, Session
-from aimon_admin.approvals.services import PRINCIPAL_CONFLICT_MESSAGE, request_answer
+from aimon_admin.approvals.services import (
+    PRINCIPAL_CONFLICT_MESSAGE,
+    UNKNOWN_INVOKING_SESSION_MESSAGE,
+    request_answer,
+)
 from aimon_admin.approvals.tasks import EXPIRE_TASK_NAME, expire_due_requests
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
@@ -191,9 +195,31 @@ def test_a_fork_inherits_its_invoking_sessions_approvals_and_denials(
     ]
 
 
-def test_a_decision_never_creates_the_invoking_session(api: APIClient, runtime: AgentRuntime) -> None:  # S3
+def unknown_invoking(session_id: str) -> dict[str, Any]:
+    return {
+        "error": "invalid",
+        "detail": "Invalid input: invoking_session_id.",
+        "fields": {"invoking_session_id": [UNKNOWN_INVOKING_SESSION_MESSAGE.format(session=session_id)]},
+    }
+
+
+@pytest.mark.parametrize("session_id", [None, "s-1"])
+def test_an_unknown_invoking_session_is_refused_naming_the_field(
+    api: APIClient, runtime: AgentRuntime, other_api: APIClient, session_id: str | None
+) -> None:  # S3, issue 13 item 5a: it silently created a session nobody owns
+    decide(other_api, ["deploy"], session_id="s-other")  # another runtime's session is not ours
+    for unknown in ("s-unknown", "s-other"):
+        for call in (decide, open_request):
+            response = call(
+                api, ["deploy"], session_id=session_id, invoking_session_id=unknown, principal="alice"
+            )
+            assert (response.status_code, response.json()) == (400, unknown_invoking(unknown))
+    assert not Session.objects.filter(runtime=runtime).exists()  # neither session created
+    assert not ApprovalRequest.objects.exists()
+    # Once the invoking session has been seen, a fork names it.
+    decide(api, ["deploy"], session_id="s-unknown")
     assert decisions(api, ["deploy"], invoking_session_id="s-unknown") == [("deploy", "ASK", "DEFAULT")]
-    assert not Session.objects.filter(runtime=runtime, session_id="s-unknown").exists()
+    assert open_request(api, ["deploy"], invoking_session_id="s-unknown").status_code == 201
 
 
 def test_a_sessions_principal_is_fixed_when_first_seen(api: APIClient) -> None:  # S12

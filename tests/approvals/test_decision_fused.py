@@ -121,7 +121,10 @@ def test_a_fork_is_one_query_and_reads_its_invoking_session(
     with django_assert_num_queries(1):
         got = answers(decide(api, ["deploy", "notify"], invoking_session_id="s-0"))
     assert got == [("deploy", "ALLOW", "INVOKING_SESSION"), ("notify", "DENY", "INVOKING_SESSION")]
-    assert answers(decide(api, ["deploy"], invoking_session_id="s-unseen")) == [("deploy", "ASK", "DEFAULT")]
+    # Issue 13 item 5a: an invoking session never seen is a 400 naming the field, on this path too.
+    refused = decide(api, ["deploy"], invoking_session_id="s-unseen")
+    assert refused.status_code == 400
+    assert list(refused.json()["fields"]) == ["invoking_session_id"]
     assert answers(decide(api, ["deploy"])) == [("deploy", "ASK", "DEFAULT")]
     assert not Session.objects.filter(session_id="s-unseen").exists()
 

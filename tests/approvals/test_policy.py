@@ -37,6 +37,7 @@ from aimon_admin.approvals.policy import (
     may_answer,
     may_grant_agent_scope,
     scope_within,
+    stores_nothing,
 )
 
 G_ALLOW, G_DENY = GrantDecision.ALLOW, GrantDecision.DENY
@@ -47,6 +48,7 @@ INVOKING_SRC, AGENT_SRC = DecisionSource.INVOKING_SESSION, DecisionSource.AGENT
 RULE_SRC, DEFAULT_SRC = DecisionSource.RULE, DecisionSource.DEFAULT
 TURN, SESSION, AGENT = GrantScope.TURN, GrantScope.SESSION, GrantScope.AGENT
 ONCE, FOR_SESSION, ALWAYS, NO = Answer.ALLOW_ONCE, Answer.ALLOW_SESSION, Answer.ALLOW_AGENT, Answer.DENY
+DENY_REQUEST = Answer.DENY_REQUEST
 
 GRANT_VALUES = (None, G_ALLOW, G_DENY)
 RULE_VALUES = (None, R_ALLOW, R_DENY, R_ASK)
@@ -200,6 +202,8 @@ GRANT_TABLE: dict[Answer, dict[tuple[bool, bool, bool], GrantTarget | str]] = {
         (False, False, False): GrantTarget(AGENT, G_DENY, A_HOLD, escalated=True),  # S6
     },
     ALWAYS: {key: GrantTarget(AGENT, G_ALLOW, A_HOLD) for key in SHAPES},  # S4: never "escalated"
+    # S13: Deny this request writes no grant anywhere.
+    Answer.DENY_REQUEST: dict.fromkeys(SHAPES, NOT_OFFERED),
 }
 
 
@@ -209,7 +213,8 @@ GRANT_TABLE: dict[Answer, dict[tuple[bool, bool, bool], GrantTarget | str]] = {
 def test_grant_for_answer_table(answer: Answer, key: tuple[bool, bool, bool]) -> None:  # S4, S6
     expected = GRANT_TABLE[answer][key]
     if expected == NOT_OFFERED:
-        with pytest.raises(AnswerNotOffered, match="Allow once needs a turn of a session"):
+        why = "writes no grant" if answer == Answer.DENY_REQUEST else "Allow once needs a turn of a session"
+        with pytest.raises(AnswerNotOffered, match=why):
             grant_for_answer(answer, shape(*key))
     else:
         assert grant_for_answer(answer, shape(*key)) == expected
@@ -256,12 +261,13 @@ def test_abort_target_is_a_session_deny_and_never_agent_wide(key: tuple[bool, bo
 # --- The buttons offered (S4, S5, S13; labels from API.md) -----------------------------------------
 
 
-def test_the_four_labels_read_exactly_as_api_md_says() -> None:
+def test_the_labels_read_exactly_as_api_md_and_design_s13_say() -> None:
     assert {answer: answer.label for answer in Answer} == {
         ONCE: "Allow once",
         FOR_SESSION: "Allow for this session",
         ALWAYS: "Always allow for this agent",
         NO: "Deny",
+        Answer.DENY_REQUEST: "Deny this request",  # S13
     }
 
 
@@ -276,21 +282,23 @@ OFFERED_TABLE = [
     # A fork: its answers land on the invoking session; Allow once on the invoking turn.
     ((False, True, True, False, AGENT), [ONCE, FOR_SESSION, NO]),
     ((False, True, False, True, AGENT), [FOR_SESSION, ALWAYS, NO]),
-    # S6 escalation: Allow for this session would become agent-wide, so it is hidden from
-    # someone who may not grant agent scope; a turn of no session offers no Allow once.
-    ((False, False, True, False, AGENT), [NO]),
-    ((False, False, False, False, AGENT), [NO]),
+    # S6 escalation: Allow for this session (and Deny) would become agent-wide, so for
+    # someone who may not grant agent scope only Deny this request is left (S13: nothing
+    # stored); a turn of no session offers no Allow once.
+    ((False, False, True, False, AGENT), [DENY_REQUEST]),
+    ((False, False, False, False, AGENT), [DENY_REQUEST]),
     ((False, False, True, True, AGENT), [FOR_SESSION, ALWAYS, NO]),
     ((False, False, False, True, AGENT), [FOR_SESSION, ALWAYS, NO]),
-    # A rule caps the widest scope at SESSION: no Always allow, and no escalating session answer.
+    # A rule caps the widest scope at SESSION: no Always allow, and no escalating session
+    # answer — Deny included (S13: caps bind Deny too).
     ((True, False, True, True, SESSION), [ONCE, FOR_SESSION, NO]),
     ((False, True, False, True, SESSION), [FOR_SESSION, NO]),
-    ((False, False, False, True, SESSION), [NO]),
-    # ... at TURN: only Allow once (with a turn) and Deny.
-    ((True, False, True, True, TURN), [ONCE, NO]),
-    ((True, False, False, True, TURN), [NO]),
-    ((False, True, True, False, TURN), [ONCE, NO]),
-    ((False, False, True, True, TURN), [NO]),
+    ((False, False, False, True, SESSION), [DENY_REQUEST]),
+    # ... at TURN: only Allow once (with a turn) and Deny this request (a session Deny is wider).
+    ((True, False, True, True, TURN), [ONCE, DENY_REQUEST]),
+    ((True, False, False, True, TURN), [DENY_REQUEST]),
+    ((False, True, True, False, TURN), [ONCE, DENY_REQUEST]),
+    ((False, False, True, True, TURN), [DENY_REQUEST]),
 ]
 
 
@@ -317,7 +325,11 @@ def reference_offered(key: tuple[bool, bool, bool], may_grant_agent: bool, wides
         out.append(FOR_SESSION)  # escalates to agent-wide: only for those who may grant it
     if may_grant_agent and width >= 2:
         out.append(ALWAYS)
-    out.append(NO)
+    # S13: a Deny reaches as far as a session answer would; where that is beyond the cap or
+    # beyond what this person may give, only Deny this request (nothing stored).
+    deny_reach = 1 if session_held else 2
+    deny_ok = width >= deny_reach and (session_held or may_grant_agent)
+    out.append(NO if deny_ok else DENY_REQUEST)
     return out
 
 
@@ -327,15 +339,23 @@ def test_answers_offered_matches_the_reference_everywhere() -> None:  # S4, S6, 
         assert offered == reference_offered(key, may_grant_agent, widest), (key, may_grant_agent, widest)
 
 
-def test_every_offered_allow_stays_within_its_caps() -> None:  # S4, S6, S13
+def test_every_offered_answer_stays_within_its_caps_deny_included() -> None:  # S4, S6, S13
     for key, may_grant_agent, widest in itertools.product(SHAPES, (True, False), GrantScope):
-        for answer in answers_offered(shape(*key), may_grant_agent=may_grant_agent, widest_scope=widest):
+        offered = answers_offered(shape(*key), may_grant_agent=may_grant_agent, widest_scope=widest)
+        for answer in offered:
+            if answer == DENY_REQUEST:
+                continue  # stores nothing
             target = grant_for_answer(answer, shape(*key))  # never raises AnswerNotOffered
-            if target.decision == G_ALLOW:
-                assert scope_within(target.scope, widest)
-                if target.scope == AGENT:
-                    assert may_grant_agent
-        assert NO in answers_offered(shape(*key), may_grant_agent=may_grant_agent, widest_scope=widest)
+            assert scope_within(target.scope, widest)  # S13: caps bind Deny too
+            if target.scope == AGENT:
+                assert may_grant_agent  # S13: standing effect only from operators and the owner
+        # Whoever may answer can always refuse, exactly one way.
+        assert (NO in offered) != (DENY_REQUEST in offered)
+
+
+def test_deny_this_request_stores_nothing() -> None:  # S13
+    assert stores_nothing(DENY_REQUEST)
+    assert not any(stores_nothing(a) for a in Answer if a != DENY_REQUEST)
 
 
 def test_scope_within_orders_turn_session_agent() -> None:

@@ -67,6 +67,7 @@ PEOPLE = ("olivia", "alice", "bob", "owen", "audrey")  # operator, approvers, th
 REAL_PRINCIPALS = ("alice", "bob")
 AGENT_GRANTERS = ("olivia", "owen")
 ONCE, FOR_SESSION, ALWAYS, NO = Answer.ALLOW_ONCE, Answer.ALLOW_SESSION, Answer.ALLOW_AGENT, Answer.DENY
+DENY_REQUEST = Answer.DENY_REQUEST
 
 # Where the chain is read after each step: (session, invoking session, turn).
 PROBES = [
@@ -154,19 +155,29 @@ class Model:
     def offered(self, who: str, request: ModelRequest, widest: str) -> set[str]:
         """S4, S6, S13 and API.md: the buttons one person sees for one skill."""
         agent_ok = who in AGENT_GRANTERS and widest == "AGENT"
-        out = {NO}
+        out = set()
         if request.turn and request.holder:
             out.add(ONCE)
-        if request.holder and widest in ("SESSION", "AGENT"):
-            out.add(FOR_SESSION)
-        if not request.holder and agent_ok:
+        session_ok = bool(request.holder and widest in ("SESSION", "AGENT")) or (
+            not request.holder and agent_ok
+        )
+        if session_ok:
             out.add(FOR_SESSION)
         if agent_ok:
             out.add(ALWAYS)
+        # S13: a Deny reaches as far as a session answer; where that is not allowed, only
+        # Deny this request (nothing stored).
+        out.add(NO if session_ok else DENY_REQUEST)
         return out
 
-    def write(self, answer: str, request: ModelRequest, skill: str, who: str) -> None:
-        """S4, S6: where an answer lands; a newer answer replaces the grant of the same key."""
+    def write(self, answer: str, request: ModelRequest, skill: str, who: str) -> str:
+        """S4, S6: where an answer lands; returns the item's decision.
+
+        Deny this request stores nothing (S13). A key already held (another request's answer
+        made while this one waited) settles it: the same decision or a DENY standing answers
+        this request; a DENY replaces an ALLOW (S2: a Deny made now beats older grants)."""
+        if answer == DENY_REQUEST:
+            return "DENY"
         holder = request.holder
         if answer == ALWAYS:
             key, decision, origin = ("AGENT", None, "", skill), "ALLOW", "ANSWER"
@@ -178,7 +189,11 @@ class Model:
                 key, origin = ("AGENT", None, "", skill), "ESCALATION"
             else:
                 key, origin = ("SESSION", holder, "", skill), "ANSWER"
+        held = self.grants.get(key)
+        if held is not None and (held.decision == decision or held.decision == "DENY"):
+            return held.decision
         self.grants[key] = ModelGrant(decision, origin, who)
+        return decision
 
     def abort(self, request: ModelRequest, status: str) -> None:
         """S9: a SESSION DENY for each unanswered skill where a session can hold it, never AGENT."""
@@ -210,7 +225,7 @@ answer_op = st.tuples(
     st.just("answer"),
     st.integers(0, 200),
     st.sampled_from(PEOPLE),
-    st.sampled_from([FOR_SESSION, NO, ONCE, ALWAYS]),
+    st.sampled_from([FOR_SESSION, NO, ONCE, ALWAYS, DENY_REQUEST]),
     st.one_of(st.none(), st.sampled_from(SKILLS)),
     # aim: 0 anyone, any button; 1 someone who may answer, any button; 2 ... a button they are offered
     st.sampled_from([2, 1, 0]),
@@ -348,8 +363,7 @@ def play(world: World, op: tuple) -> None:  # one branch per operation, side by 
         assert sorted(i.skill for i in outcome.already_answered) == sorted(set(chosen) - set(open_skills))
         assert not outcome.failed
         for skill in open_skills:
-            model.write(answer, target, skill, who)
-            target.items[skill] = "ALLOW" if answer != NO else "DENY"
+            target.items[skill] = model.write(answer, target, skill, who)
         if all(target.items.values()):
             target.status = RequestStatus.ANSWERED
         assert outcome.request_answered is (target.status == RequestStatus.ANSWERED and bool(open_skills))
@@ -531,8 +545,8 @@ def check(world: World) -> None:
         for skill, decision in expected.items.items():
             row = items[(expected.pk, skill)]
             assert (row.decision or None) == decision
-            if row.answered_by_id is not None:
-                assert row.grant_id is not None
+            if row.answered_by_id is not None:  # S13: Deny this request stores nothing
+                assert (row.grant_id is None) is (row.scope == "REQUEST")
         if expected.status == RequestStatus.ANSWERED:
             assert all(expected.items.values())
 

@@ -21,20 +21,29 @@ from aimon_admin.approvals.choices import (
     GrantDecision,
     GrantOrigin,
     GrantScope,
+    ItemScope,
     RequestStatus,
     RevokeReason,
     RuleAction,
 )
 from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, RuleSetVersion, Session
 from aimon_admin.approvals.services import (
+    AGENT_WIDE_ENDS,
     ANSWER_NOT_OFFERED_MESSAGE,
+    CAPPED_ANSWER_MESSAGE,
+    DENY_REPLACED_MESSAGE,
     ESCALATION_REACH,
     NOT_YOURS_MESSAGE,
+    REQUEST_DENY_REACH,
+    SETTLED_DENY_STANDS_MESSAGE,
+    SETTLED_SAME_MESSAGE,
+    STANDING_ANSWER_REFUSED_MESSAGE,
     ApprovalError,
     NotAllowedError,
     PrincipalConflictError,
     RequestClosedError,
     RequestInput,
+    UnknownInvokingSessionError,
     agent_grants_revoke,
     answers_for,
     decide_skills,
@@ -256,8 +265,12 @@ def test_a_request_with_no_principal_in_a_session_belongs_to_the_sessions(
 def test_a_decision_touches_its_session_and_only_reads_the_invoking_one(
     runtime: AgentRuntime, settings: object
 ) -> None:  # S1, S12
+    # Issue 13 item 5a, S3: an invoking session never seen is refused before anything is written.
+    with pytest.raises(UnknownInvokingSessionError, match="'s-0'"):
+        sessions_for_decision(runtime=runtime, session_id="s-1", invoking_session_id="s-0", principal="alice")
+    assert not Session.objects.exists()  # neither created
     session, invoking = sessions_for_decision(
-        runtime=runtime, session_id="s-1", invoking_session_id="s-0", principal="alice"
+        runtime=runtime, session_id="s-1", invoking_session_id=None, principal="alice"
     )
     assert session is not None
     assert (session.session_id, session.principal, invoking) == ("s-1", "alice", None)
@@ -490,13 +503,16 @@ def test_a_session_answer_with_no_session_escalates_to_agent_wide_with_a_warning
         "all_sessions": True,
         "expires": False,
         "survives_clear": True,
-        "removed_only_by": "Revoke agent-wide",
+        "removed_by": ["Revoke (this approval on its own)", "Revoke agent-wide"],
     }
-    for phrase in ("all sessions", "no expiry", "survives clear", "agent-wide revoke"):
+    for phrase in ("all sessions", "no expiry", "survives clear", AGENT_WIDE_ENDS):
         assert phrase in ESCALATION_REACH
+    # Issue 13 item 5c: never "only by Revoke agent-wide" while one can be revoked on its own.
+    assert "only" not in ESCALATION_REACH
+    assert AGENT_WIDE_ENDS == "until it is revoked, on its own or with Revoke agent-wide"
 
     # What the event promises holds: every session sees it, clear and session revoke leave it,
-    # only the agent-wide revoke removes it.
+    # the agent-wide revoke removes it.
     assert decide(runtime, session_id="s-9") == {"deploy": (ALLOW, "AGENT")}
     session_touch(runtime=runtime, session_id="s-9", principal=None)
     assert session_clear(runtime=runtime, session_id="s-9", actor=TEST_ACTOR) == 0
@@ -506,10 +522,29 @@ def test_a_session_answer_with_no_session_escalates_to_agent_wide_with_a_warning
     assert decide(runtime, session_id="s-9") == {"deploy": (ASK, "DEFAULT")}
 
 
-def test_a_deny_with_no_session_escalates_too(runtime: AgentRuntime, approver: User) -> None:  # S6
-    request = open_request(runtime, session_id=None, principal="alice")
+def test_an_escalated_grant_can_be_revoked_on_its_own_as_its_reach_says(
+    runtime: AgentRuntime, operator: User
+) -> None:  # S5, S6, issue 13 item 5c: the words and the behaviour agree
+    request_answer(
+        request=open_request(runtime, session_id=None, principal=None), user=operator, answer=FOR_SESSION
+    )
+    [grant] = Grant.objects.all()
+    [event] = events(AuditAction.SKILL_GRANT_ESCALATED)
+    assert "on its own" in event.details["reach"]
 
-    request_answer(request=request, user=approver, answer=NO)
+    assert grant_revoke(grant=grant, actor=Actor.for_user(operator))
+
+    assert decide(runtime, session_id="s-9") == {"deploy": (ASK, "DEFAULT")}
+
+
+@pytest.mark.parametrize("who", ["olivia", "owen"])
+def test_a_deny_with_no_session_escalates_for_operators_and_the_owner(
+    owned_runtime: AgentRuntime, operator: User, owner: User, who: str
+) -> None:  # S6, S13
+    request = open_request(owned_runtime, session_id=None, principal="alice")
+    user = {"olivia": operator, "owen": owner}[who]
+
+    request_answer(request=request, user=user, answer=NO)
 
     [grant] = Grant.objects.all()
     assert (grant.scope, grant.decision, grant.origin) == (GrantScope.AGENT, DENY, GrantOrigin.ESCALATION)
@@ -517,8 +552,65 @@ def test_a_deny_with_no_session_escalates_too(runtime: AgentRuntime, approver: U
     assert (event.level, event.details["decision"], event.details["answered_by"]) == (
         AuditLevel.WARNING,
         "DENY",
-        "alice",
+        who,
     )
+
+
+def test_an_approver_may_only_deny_a_sessionless_request_for_that_request(
+    owned_runtime: AgentRuntime, approver: User
+) -> None:  # S13 (issue 13 item 3: alice's Deny wrote an AGENT-scope DENY)
+    request = open_request(owned_runtime, session_id=None, principal="alice")
+    assert answers_for(approver, request, item(request)) == [Answer.DENY_REQUEST]
+
+    with pytest.raises(NotAllowedError) as refused:  # a forged Deny: refused, nothing written
+        request_answer(request=request, user=approver, answer=NO)
+    assert str(refused.value) == STANDING_ANSWER_REFUSED_MESSAGE.format(
+        answer="Deny", skill="deploy", runtime="agent-owned"
+    )
+    assert "Deny this request" in str(refused.value)
+    assert not Grant.objects.exists()
+    assert status(request) == RequestStatus.PENDING
+
+    outcome = request_answer(request=request, user=approver, answer=Answer.DENY_REQUEST)
+
+    assert outcome.request_answered
+    assert not Grant.objects.exists()  # nothing stored in any grant store
+    row = item(request)
+    assert (row.decision, row.scope, row.answered_by, row.grant) == (DENY, ItemScope.REQUEST, approver, None)
+    assert status(request) == RequestStatus.ANSWERED
+    [event] = events(AuditAction.SKILL_REQUEST_DENIED)
+    assert (event.level, event.actor, event.subject) == (AuditLevel.INFO, approver, "deploy")
+    assert event.details == {
+        "decision": "DENY",
+        "scope": "REQUEST",
+        "request_id": str(request.pk),
+        "answered_by": "alice",
+        "stored": False,
+        "reach": REQUEST_DENY_REACH,
+    }
+    assert not events(AuditAction.SKILL_GRANT_ESCALATED)
+    # The next session, and the next sessionless run, are asked again.
+    assert decide(owned_runtime, session_id="s-9") == {"deploy": (ASK, "DEFAULT")}
+    assert decide(owned_runtime) == {"deploy": (ASK, "DEFAULT")}
+
+
+def test_a_rule_cap_binds_deny_too(runtime: AgentRuntime, operator: User) -> None:  # S13
+    rules.rule_create(
+        pattern="deploy", action="ASK", widest_scope=GrantScope.TURN, actor=TEST_ACTOR, runtime=None
+    )
+    request = open_request(runtime, session_id=None, principal=None)
+    assert answers_for(operator, request, item(request)) == [Answer.DENY_REQUEST]
+
+    with pytest.raises(NotAllowedError) as refused:
+        request_answer(request=request, user=operator, answer=NO)
+    assert str(refused.value) == CAPPED_ANSWER_MESSAGE.format(
+        answer="Deny", skill="deploy", widest="this turn"
+    )
+    assert not Grant.objects.exists()
+
+    request_answer(request=request, user=operator, answer=Answer.DENY_REQUEST)
+    assert (item(request).decision, item(request).scope) == (DENY, ItemScope.REQUEST)
+    assert not Grant.objects.exists()
 
 
 def test_someone_who_may_not_grant_agent_scope_cannot_escalate(
@@ -526,8 +618,8 @@ def test_someone_who_may_not_grant_agent_scope_cannot_escalate(
 ) -> None:  # S6, S13
     request = open_request(runtime, session_id=None, principal="alice")
 
-    assert answers_for(approver, request, item(request)) == [NO]
-    for answer in (FOR_SESSION, ALWAYS, ONCE):
+    assert answers_for(approver, request, item(request)) == [Answer.DENY_REQUEST]
+    for answer in (FOR_SESSION, ALWAYS, ONCE, NO):
         with pytest.raises(NotAllowedError):
             request_answer(request=request, user=approver, answer=answer)
 
@@ -615,7 +707,7 @@ def test_the_request_names_a_person_who_answered_whoever_closes_it(
     # transaction, written by the service's own step, without the close that follows it.
     [pending] = request.items.all()
     with transaction.atomic():
-        services._answer_item(request, pending, FOR_SESSION, services.request_shape(request), approver)
+        services._answer_item(request, pending, FOR_SESSION, services.request_shape(request), approver, [])
     assert item(request).answered_by == approver
     assert status(request) == RequestStatus.PENDING
 
@@ -1242,7 +1334,7 @@ def test_a_rule_caps_the_widest_scope_an_answer_may_take(
         ("notify", GrantScope.AGENT),
     ]
     assert answers_for(operator, request, item(request, "deploy")) == [ONCE, FOR_SESSION, NO]
-    assert answers_for(operator, request, item(request, "wipe")) == [ONCE, NO]
+    assert answers_for(operator, request, item(request, "wipe")) == [ONCE, Answer.DENY_REQUEST]  # S13
     assert answers_for(operator, request, item(request, "notify")) == [ONCE, FOR_SESSION, ALWAYS, NO]
     with pytest.raises(NotAllowedError):
         request_answer(request=request, user=operator, answer=ALWAYS)  # not offered for deploy
@@ -1334,3 +1426,133 @@ def test_a_decision_by_ids_writes_what_the_session_needs_first(
     Session.objects.filter(session_id="s-1").update(last_seen_at=timezone.now() - dt.timedelta(hours=1))
     assert _by_ids(runtime, session_id="s-1")["deploy"] == ("ASK", "DEFAULT")  # its approvals expired
     assert Grant.objects.get(session__session_id="s-1").revoke_reason == RevokeReason.EXPIRED
+
+
+# --- A late answer holds (S7, S12; issue 13, item 4) ----------------------------------------------
+
+
+def test_an_answer_after_waiting_past_the_idle_ttl_is_what_the_chain_answers(
+    runtime: AgentRuntime, approver: User, settings: object
+) -> None:  # S7, S12: the request reported ALLOW/SESSION, the chain answered ASK
+    settings.AIMON_SESSION_IDLE_TTL_SECONDS = 600  # type: ignore[attr-defined]
+    request = open_request(runtime, ("deploy",))
+    idle_for(runtime, "s-1", 900)  # the request waited longer than the idle TTL
+
+    request_answer(request=request, user=approver, answer=FOR_SESSION)
+
+    assert (item(request).decision, item(request).scope, status(request)) == (
+        ALLOW,
+        GrantScope.SESSION,
+        RequestStatus.ANSWERED,
+    )
+    assert decide(runtime, session_id="s-1") == {"deploy": (ALLOW, "SESSION")}
+    assert _by_ids(runtime, session_id="s-1")["deploy"] == (ALLOW, "SESSION")
+    session_touch(runtime=runtime, session_id="s-1", principal=None)  # the next touch
+    assert decide(runtime, session_id="s-1") == {"deploy": (ALLOW, "SESSION")}
+    assert not events(AuditAction.SESSION_EXPIRED)
+    assert active(runtime)[0].revoked_at is None
+
+
+def test_a_pending_request_keeps_its_session_from_idling(
+    runtime: AgentRuntime, approver: User, settings: object
+) -> None:  # S12: a session with a pending request is not idle
+    settings.AIMON_SESSION_IDLE_TTL_SECONDS = 600  # type: ignore[attr-defined]
+    request_answer(request=open_request(runtime, ("notify",)), user=approver, answer=FOR_SESSION)
+    pending = open_request(runtime, ("deploy",))
+    idle_for(runtime, "s-1", 900)
+
+    session_touch(runtime=runtime, session_id="s-1", principal=None)
+
+    assert decide(runtime, ("notify",), session_id="s-1") == {"notify": (ALLOW, "SESSION")}
+    assert not events(AuditAction.SESSION_EXPIRED)
+    # Once nothing is pending, idling past the TTL expires the session's approvals as before.
+    request_cancel(request=pending, actor=TEST_ACTOR)
+    idle_for(runtime, "s-1", 900)
+    session_touch(runtime=runtime, session_id="s-1", principal=None)
+    assert decide(runtime, ("notify", "deploy"), session_id="s-1") == {
+        "notify": (ASK, "DEFAULT"),
+        "deploy": (ASK, "DEFAULT"),
+    }
+    assert len(events(AuditAction.SESSION_EXPIRED)) == 1
+
+
+def test_a_forks_late_answer_keeps_the_invoking_session_alive(
+    runtime: AgentRuntime, approver: User, settings: object
+) -> None:  # S3, S12: the answer lands on the invoking session, and counts as its activity
+    settings.AIMON_SESSION_IDLE_TTL_SECONDS = 600  # type: ignore[attr-defined]
+    session_touch(runtime=runtime, session_id="s-1", principal="alice")
+    fork = open_request(runtime, ("deploy",), session_id=None, invoking_session_id="s-1")
+    idle_for(runtime, "s-1", 900)
+
+    request_answer(request=fork, user=approver, answer=FOR_SESSION)
+
+    assert decide(runtime, invoking_session_id="s-1") == {"deploy": (ALLOW, "INVOKING_SESSION")}
+    assert decide(runtime, session_id="s-1") == {"deploy": (ALLOW, "SESSION")}
+
+
+# --- Two requests for the same key (S2; issue 13, item 10) ----------------------------------------
+
+
+def two_pending(runtime: AgentRuntime) -> tuple[ApprovalRequest, ApprovalRequest]:
+    return open_request(runtime, ("deploy",)), open_request(runtime, ("deploy",))
+
+
+def test_a_second_allow_is_answered_by_the_first_ones_grant(
+    runtime: AgentRuntime, approver: User, operator: User
+) -> None:  # S2, S7: the second answer finds the first's grant; nothing stuck, nothing duplicated
+    first, second = two_pending(runtime)
+    request_answer(request=first, user=operator, answer=FOR_SESSION)
+    grant = item(first).grant
+
+    outcome = request_answer(request=second, user=approver, answer=FOR_SESSION)
+
+    assert [i.skill for i in outcome.written] == ["deploy"]
+    assert not outcome.failed
+    assert outcome.request_answered
+    assert outcome.notes == [SETTLED_SAME_MESSAGE.format(skill="deploy", who="olivia", how=FOR_SESSION.label)]
+    assert [g.pk for g in active(runtime)] == [grant.pk]  # one grant, not superseded
+    row = item(second)
+    assert (row.decision, row.scope, row.grant_id, row.answered_by) == (
+        ALLOW,
+        GrantScope.SESSION,
+        grant.pk,
+        approver,
+    )
+    assert status(second) == RequestStatus.ANSWERED
+    [event] = events(AuditAction.SKILL_ANSWER_SETTLED)
+    assert (event.level, event.actor, event.details["grant_id"], event.details["stored"]) == (
+        AuditLevel.INFO,
+        approver,
+        grant.pk,
+        False,
+    )
+    assert decide(runtime, session_id="s-1") == {"deploy": (ALLOW, "SESSION")}
+
+
+def test_an_allow_meeting_a_deny_made_now_is_answered_deny_and_told_plainly(
+    runtime: AgentRuntime, approver: User, operator: User
+) -> None:  # S2: a session DENY made now beats an approval
+    first, second = two_pending(runtime)
+    request_answer(request=first, user=approver, answer=NO)
+    deny = item(first).grant
+
+    outcome = request_answer(request=second, user=operator, answer=FOR_SESSION)
+
+    assert outcome.notes == [SETTLED_DENY_STANDS_MESSAGE.format(skill="deploy", who="alice")]
+    assert "revoke that denial" in outcome.notes[0]  # what to do instead
+    assert [g.pk for g in active(runtime)] == [deny.pk]
+    assert (item(second).decision, item(second).grant_id) == (DENY, deny.pk)
+    assert status(second) == RequestStatus.ANSWERED
+    assert decide(runtime, session_id="s-1") == {"deploy": (DENY, "SESSION")}
+
+
+def test_a_deny_replaces_an_allow_made_a_moment_before_and_says_so(
+    runtime: AgentRuntime, approver: User, operator: User
+) -> None:  # S2
+    first, second = two_pending(runtime)
+    request_answer(request=first, user=operator, answer=FOR_SESSION)
+
+    outcome = request_answer(request=second, user=approver, answer=NO)
+
+    assert outcome.notes == [DENY_REPLACED_MESSAGE.format(skill="deploy", who="olivia")]
+    assert decide(runtime, session_id="s-1") == {"deploy": (DENY, "SESSION")}

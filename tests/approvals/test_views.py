@@ -7,15 +7,23 @@ import re
 
 import pytest
 from django.test import Client
+from django.utils.html import escape
 
 from aimon_admin.accounts.models import User
-from aimon_admin.approvals.choices import Answer
+from aimon_admin.approvals.choices import Answer, ItemScope
 from aimon_admin.approvals.models import ApprovalRequest, Grant, SkillRule
-from aimon_admin.approvals.services import RequestInput, request_answer, request_create
+from aimon_admin.approvals.services import (
+    AGENT_WIDE_ENDS,
+    STANDING_ANSWER_REFUSED_MESSAGE,
+    RequestInput,
+    request_answer,
+    request_create,
+)
+from aimon_admin.approvals.views import DENY_REQUEST_ONLY_HELP
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.runtimes.models import AgentRuntime
-from aimon_admin.runtimes.services import runtime_update_settings
+from aimon_admin.runtimes.services import runtime_create, runtime_update_settings
 from tests.conftest import TEST_ACTOR
 
 pytestmark = pytest.mark.django_db
@@ -92,7 +100,9 @@ def test_buttons_carry_the_fixed_labels_and_the_reach_of_always(
     reach = "Always allow for this agent</strong> reaches every session of agent-one: the 2 sessions"
     assert reach in html
     assert "never expires, survives <em>Clear session</em>" in html
-    assert "removed only by <em>Revoke agent-wide</em>" in html
+    # Issue 13 item 5c: an agent-wide grant can be revoked on its own too; the words say so.
+    assert f"holds {AGENT_WIDE_ENDS}." in html
+    assert "removed only by" not in html
 
 
 def test_allow_once_is_offered_only_with_a_turn(runtime: AgentRuntime, operator: User) -> None:
@@ -122,10 +132,12 @@ def test_an_escalating_request_warns_that_a_session_answer_becomes_agent_wide(
     # S6 shown before the click.
     ask(runtime, "backup")
     html = logged_in(operator).get("/approvals/").content.decode()
-    assert "A session answer here becomes <strong>agent-wide</strong>" in html
+    assert "A session answer here, Deny included, becomes <strong>agent-wide</strong>" in html
+    assert f"holds {AGENT_WIDE_ENDS}." in html
 
 
 def test_a_fork_request_says_so(runtime: AgentRuntime, operator: User) -> None:
+    ask(runtime, "write", session_id="s-1")  # the invoking session exists (S3)
     ask(runtime, "read", invoking_session_id="s-1")
     html = logged_in(operator).get("/approvals/").content.decode()
     assert "comes from a sub-agent (fork) of session" in html
@@ -313,3 +325,124 @@ def test_a_rule_capping_scope_removes_always_allow(runtime: AgentRuntime, operat
     html = logged_in(operator).get(f"/approvals/requests/{request.pk}/").content.decode()
     assert "Always allow for this agent" not in html
     assert "Allow for this session" in html
+
+
+# --- S13: a request with no session (issue 13, item 3) -------------------------------------------
+
+
+def answer_labels(html: str, request: ApprovalRequest) -> list[str]:
+    return re.findall(
+        rf'<button type="submit" class="btn btn-answer" id="answer-{request.pk}-[^"]*"[^>]*>([^<]+)</button>',
+        html,
+    )
+
+
+@pytest.fixture
+def owned(make_user: object) -> AgentRuntime:
+    owner = make_user("owen", "approver")  # type: ignore[operator]
+    return runtime_create(name="agent-owned", owner=owner, actor=TEST_ACTOR)
+
+
+@pytest.mark.parametrize(
+    ("who", "principal", "labels"),
+    [
+        ("alice", "alice", ["Deny this request"]),  # the principal, not the owner
+        ("olivia", "alice", ["Allow for this session", "Always allow for this agent", "Deny"]),
+        ("owen", None, ["Allow for this session", "Always allow for this agent", "Deny"]),  # the owner
+        ("olivia", None, ["Allow for this session", "Always allow for this agent", "Deny"]),
+        ("bob", "alice", None),  # not his: not shown
+        ("owen", "alice", None),  # alice's own request: hers and the operators'
+    ],
+)
+def test_every_role_sees_the_sessionless_answers_s13_allows(
+    owned: AgentRuntime,
+    approver: User,
+    other_approver: User,
+    operator: User,
+    who: str,
+    principal: str | None,
+    labels: list[str] | None,
+) -> None:  # S13
+    request = ask(owned, "deploy", principal=principal)
+    client = logged_in(User.objects.get(username=who))
+    inbox = client.get("/approvals/").content.decode()
+    page = client.get(f"/approvals/requests/{request.pk}/")
+    if labels is None:
+        assert str(request.pk) not in inbox
+        assert page.status_code == 404
+        return
+    assert answer_labels(inbox, request) == labels
+    assert answer_labels(page.content.decode(), request) == labels
+    help_shown = escape(DENY_REQUEST_ONLY_HELP.format(runtime="agent-owned")) in inbox
+    assert help_shown is (labels == ["Deny this request"])
+
+
+def test_an_auditor_gets_no_sessionless_answer(owned: AgentRuntime, auditor: User) -> None:  # S13
+    request = ask(owned, "deploy", principal=None)
+    client = logged_in(auditor)
+    for answer in ("DENY", "DENY_REQUEST"):
+        response = client.post(
+            f"/approvals/requests/{request.pk}/answer/", {"answer": answer, "skill": "deploy"}
+        )
+        assert response.status_code == 403
+    assert not Grant.objects.exists()
+    assert not ApprovalRequest.objects.get(pk=request.pk).items.get().decision
+
+
+@pytest.mark.parametrize("answer", ["DENY", "ALLOW_SESSION", "ALLOW_AGENT"])
+def test_a_forged_standing_answer_from_an_approver_is_refused_and_writes_nothing(
+    owned: AgentRuntime, approver: User, answer: str
+) -> None:  # S13: alice's forged Deny wrote an AGENT-scope DENY
+    request = ask(owned, "deploy", principal="alice")
+    client = logged_in(approver)
+
+    response = client.post(f"/approvals/requests/{request.pk}/answer/", {"answer": answer, "skill": "deploy"})
+
+    assert response.status_code == 403
+    html = response.content.decode()
+    assert "Deny this request" in html  # what to do instead
+    if answer != "ALLOW_AGENT":
+        message = STANDING_ANSWER_REFUSED_MESSAGE.format(
+            answer=Answer(answer).label, skill="deploy", runtime="agent-owned"
+        )
+        assert escape(message) in html
+    assert not Grant.objects.exists()
+    assert not ApprovalRequest.objects.get(pk=request.pk).items.get().decision
+    # By htmx: the card comes back with the refusal, nothing written either.
+    response = client.post(
+        f"/approvals/requests/{request.pk}/answer/", {"answer": answer, "skill": "deploy"}, headers=HTMX
+    )
+    assert response.status_code == 200
+    assert "toast-error" in response.content.decode()
+    assert not Grant.objects.exists()
+
+
+def test_deny_this_request_answers_the_request_and_stores_nothing(
+    owned: AgentRuntime, approver: User
+) -> None:  # S13
+    request = ask(owned, "deploy", principal="alice")
+
+    response = logged_in(approver).post(
+        f"/approvals/requests/{request.pk}/answer/",
+        {"answer": "DENY_REQUEST", "skill": "deploy"},
+        headers=HTMX,
+    )
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "Answered: deploy." in html
+    assert 'data-decision="DENY">Deny this request<' in html
+    assert not Grant.objects.exists()
+    item = ApprovalRequest.objects.get(pk=request.pk).items.get()
+    assert (item.decision, item.scope, item.answered_by) == ("DENY", ItemScope.REQUEST, approver)
+    assert AuditEvent.objects.filter(action=AuditAction.SKILL_REQUEST_DENIED).count() == 1
+
+
+def test_the_inbox_explains_deny_this_request_in_plain_words(
+    runtime: AgentRuntime, approver: User
+) -> None:  # S13
+    html = logged_in(approver).get("/approvals/").content.decode()
+    assert (
+        "Deny this request</strong>: the agent is told no for that one request, and nothing is stored."
+        in html
+    )

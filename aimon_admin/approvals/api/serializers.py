@@ -23,7 +23,7 @@ from rest_framework.fields import SkipField, empty
 from aimon_admin.approvals.choices import (
     DecisionSource,
     GrantDecision,
-    GrantScope,
+    ItemScope,
     RequestStatus,
     SkillDecision,
 )
@@ -221,11 +221,12 @@ class ApprovalItemOut(serializers.Serializer):
     skill = serializers.CharField()
     decision = NamedEnumField(GrantDecision, "ApprovalItemDecisionEnum", allow_null=True)
     scope = NamedEnumField(
-        GrantScope,
-        "GrantScopeEnum",
+        ItemScope,
+        "ApprovalItemScopeEnum",
         allow_null=True,
         help_text="Where a person's answer holds; null while unanswered and for items the chain "
-        "decided at creation.",
+        "decided at creation. REQUEST (with DENY): *Deny this request*, for this request only; "
+        "nothing was stored in any grant store (S13).",
     )
     source = NamedEnumField(
         DecisionSource,

@@ -117,6 +117,11 @@ def _own_request(runtime: AgentRuntime, request_id: str | uuid.UUID) -> Approval
     return approval
 
 
+def _unknown_invoking(exc: services.UnknownInvokingSessionError) -> exceptions.ValidationError:
+    """A 400 naming `invoking_session_id` (S3: a fork inherits from a session that exists)."""
+    return exceptions.ValidationError({exc.field: [str(exc)]})
+
+
 def _touch(runtime: AgentRuntime, session_id: str | None, principal: str | None) -> Session | None:
     try:
         return services.session_touch(runtime=runtime, session_id=session_id, principal=principal)
@@ -156,6 +161,8 @@ def _skill_decisions_fused(request: HttpRequest, raw_token: str, body: Any) -> d
         decided = services.decide_skills_for_token(raw_token=raw_token, **_decision_ask(data))
     except services.PrincipalConflictError as exc:
         raise Conflict(str(exc)) from exc
+    except services.UnknownInvokingSessionError as exc:
+        raise _unknown_invoking(exc) from exc
     if decided is None:
         raise exceptions.AuthenticationFailed(INVALID_TOKEN_MESSAGE)
     return _decisions_body(decided[1])
@@ -168,7 +175,8 @@ def _skill_decisions_fused(request: HttpRequest, raw_token: str, body: Any) -> d
     description=(
         "Evaluates the chain for each skill, narrowest first: turn → session → invoking session "
         "→ agent → rules → default ASK; `source` names the layer that answered (S2). A fork "
-        "(only `invoking_session_id`) reads its invoking session's approvals and denials (S3). "
+        "(only `invoking_session_id`) reads its invoking session's approvals and denials (S3); "
+        "an `invoking_session_id` this runtime never used as a session is a 400 on that field. "
         f"1-{MAX_SKILLS} skills, each once. The session is created when first seen and its "
         "principal is then fixed: another principal for it is a 409 (S12)."
     ),
@@ -185,6 +193,8 @@ def skill_decisions(request: HttpRequest, caller: RuntimeCaller, body: Any) -> d
         verdicts = services.decide_skills(runtime=caller.runtime, **_decision_ask(data))
     except services.PrincipalConflictError as exc:
         raise Conflict(str(exc)) from exc
+    except services.UnknownInvokingSessionError as exc:
+        raise _unknown_invoking(exc) from exc
     return _decisions_body(verdicts)
 
 
@@ -199,7 +209,8 @@ def skill_decisions(request: HttpRequest, caller: RuntimeCaller, body: Any) -> d
         "start. With an `Idempotency-Key` header, the same key from the same runtime returns the "
         "same request: 201 the first time, 200 after. The request expires after "
         "`timeout_seconds` (default 300); an expired request denies each unanswered skill for "
-        "the session, as a cancel does (S9)."
+        "the session, as a cancel does (S9). An `invoking_session_id` this runtime never used as "
+        "a session is a 400 on that field: a fork inherits from a session that exists (S3)."
     ),
     request=ApprovalRequestIn,
     parameters=[
@@ -241,6 +252,8 @@ def approval_requests(request: Request) -> Response:
         )
     except services.PrincipalConflictError as exc:
         raise Conflict(str(exc)) from exc
+    except services.UnknownInvokingSessionError as exc:
+        raise _unknown_invoking(exc) from exc
     approval = _own_request(runtime, approval.pk)
     if not created and services.request_expire_if_due(approval):
         approval = _own_request(runtime, approval.pk)
@@ -389,7 +402,8 @@ class ApprovalRequestDetailSchema(APIView):
             "current state. Every read applies expiry: a request past `expires_at` is EXPIRED, "
             "and each unanswered skill is then denied for the session (S9). An answered item "
             "carries `decision` and `scope`; `answered_by` and `answered_at` are set once the "
-            "request is answered."
+            "request is answered. Scope `REQUEST` (always with DENY) means *Deny this request*: "
+            "the answer holds for this request only and nothing was stored (S13)."
         ),
         parameters=[
             OpenApiParameter("request_id", OpenApiTypes.UUID, OpenApiParameter.PATH),
