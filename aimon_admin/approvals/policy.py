@@ -5,6 +5,7 @@ answer, and how skill rules match. Standard library and enums only.
 from __future__ import annotations
 
 import fnmatch
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -298,3 +299,75 @@ class RuleIndex:
             if matching:
                 return min(matching, key=RuleSpec.precedence)
         return None
+
+
+# --- The skill-pattern grammar (issue 13 item 7) ------------------------------------------------
+#
+# A pattern is 1-200 characters: letters, digits and - _ . : / @ + (the characters of skill
+# names), and * (any run of characters, including none). Nothing else: no spaces, no
+# brackets or ? (the matcher would read them as character classes), no runs of ** (one *
+# already matches any run), no control characters. `*` alone matches every skill.
+
+SKILL_PATTERN_MAX = 200
+_PATTERN_PUNCTUATION = frozenset("-_.:/@+")
+
+PATTERN_EMPTY_MESSAGE = "Enter a skill name or a pattern such as deploy-*."
+PATTERN_TOO_LONG_MESSAGE = "At most {limit} characters; this has {length}."
+PATTERN_SPACE_MESSAGE = "No spaces: skill names have none (a space at position {position})."
+PATTERN_CONTROL_MESSAGE = "No control characters (one at position {position})."
+PATTERN_BRACKET_MESSAGE = "No brackets or ?: only * is a wildcard here ({char} at position {position})."
+PATTERN_STARS_MESSAGE = "No runs of **: one * already matches any run of characters (at position {position})."
+PATTERN_CHAR_MESSAGE = (
+    "{char} is not allowed (position {position}): use letters, digits, - _ . : / @ + and * only."
+)
+PATTERN_GRAMMAR = "Letters, digits, - _ . : / @ + and * (any run of characters); no spaces, brackets or **."
+
+
+def skill_pattern_problems(pattern: str) -> list[str]:
+    """What is wrong with a skill pattern, in words that name each problem; empty if none.
+
+    One message per kind of problem, at its first position (counted from 1)."""
+    if not pattern:
+        return [PATTERN_EMPTY_MESSAGE]
+    problems: list[str] = []
+    if len(pattern) > SKILL_PATTERN_MAX:
+        problems.append(PATTERN_TOO_LONG_MESSAGE.format(limit=SKILL_PATTERN_MAX, length=len(pattern)))
+    seen: set[str] = set()
+    for position, char in enumerate(pattern, start=1):
+        if char.isascii() and (char.isalnum() or char in _PATTERN_PUNCTUATION):
+            continue
+        if char == "*":
+            if pattern[position - 2 : position] == "**" and "stars" not in seen:
+                seen.add("stars")
+                problems.append(PATTERN_STARS_MESSAGE.format(position=position - 1))
+            continue
+        if unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp"):
+            kind, message = "control", PATTERN_CONTROL_MESSAGE.format(position=position)
+        elif char.isspace():
+            kind, message = "space", PATTERN_SPACE_MESSAGE.format(position=position)
+        elif char in "[]?":
+            kind, message = "bracket", PATTERN_BRACKET_MESSAGE.format(char=char, position=position)
+        else:
+            kind, message = f"char:{char}", PATTERN_CHAR_MESSAGE.format(char=repr(char), position=position)
+        if kind not in seen:
+            seen.add(kind)
+            problems.append(message)
+    return problems
+
+
+def pattern_matches_everything(pattern: str) -> bool:
+    """True for a (valid) pattern that matches every skill name: `*` alone."""
+    return pattern == "*"
+
+
+def rule_allows_everything(*, action: RuleAction | str, pattern: str) -> bool:
+    """An ALLOW rule whose pattern matches every skill: saved only once confirmed."""
+    return action == RuleAction.ALLOW and pattern_matches_everything(pattern)
+
+
+def pattern_matching(pattern: str, skills: Iterable[str]) -> list[str]:
+    """Those of `skills` the pattern matches, in their order, as the rule index would match."""
+    spec = RuleSpec(
+        id=0, runtime_id=None, pattern=pattern, action=RuleAction.ASK, widest_scope=GrantScope.AGENT
+    )
+    return [skill for skill in skills if spec.matches(skill)]

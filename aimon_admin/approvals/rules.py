@@ -12,15 +12,24 @@ from __future__ import annotations
 import secrets
 import threading
 
+from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 
 from aimon_admin.approvals.choices import GrantScope, RuleAction
 from aimon_admin.approvals.models import RuleSetVersion, SkillRule
-from aimon_admin.approvals.policy import RuleIndex, RuleSpec
+from aimon_admin.approvals.policy import RuleIndex, RuleSpec, rule_allows_everything, skill_pattern_problems
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.services import audit_record
 from aimon_admin.core.actors import Actor
 from aimon_admin.runtimes.models import AgentRuntime
+
+ALLOW_EVERYTHING_MESSAGE = (
+    "This rule allows every skill{where} without asking anyone. Tick the confirmation to save it, "
+    "or narrow the pattern (deploy-*), or choose ASK."
+)
+STORED_PATTERN_INVALID_MESSAGE = (
+    "This rule's stored pattern is not valid: {problems} Delete the rule and write it again."
+)
 
 _lock = threading.Lock()
 _cached: tuple[int, RuleIndex] | None = None
@@ -87,7 +96,16 @@ def rule_create(
     runtime: AgentRuntime | None = None,
     widest_scope: str = GrantScope.AGENT,
     note: str = "",
+    allow_everything_confirmed: bool = False,
 ) -> SkillRule:
+    """Writes a rule. The pattern must follow the grammar (policy.skill_pattern_problems),
+    and an ALLOW for every skill (`*`) only with `allow_everything_confirmed`."""
+    problems = skill_pattern_problems(pattern)
+    if problems:
+        raise ValidationError({"pattern": problems})
+    if rule_allows_everything(action=action, pattern=pattern) and not allow_everything_confirmed:
+        where = f" of {runtime.name}" if runtime else " of every runtime"
+        raise ValidationError({"confirm_everything": [ALLOW_EVERYTHING_MESSAGE.format(where=where)]})
     rule = SkillRule(
         runtime=runtime,
         pattern=pattern,
@@ -114,6 +132,12 @@ def rule_update(
     *, rule: SkillRule, actor: Actor, action: str, widest_scope: str, note: str = ""
 ) -> SkillRule:
     rule = SkillRule.objects.select_for_update(of=("self",)).select_related("runtime").get(pk=rule.pk)
+    problems = skill_pattern_problems(rule.pattern)
+    if problems:
+        # Written before the grammar existed: nothing keeps it alive but a deletion.
+        raise ValidationError(
+            {"pattern": [STORED_PATTERN_INVALID_MESSAGE.format(problems=" ".join(problems))]}
+        )
     before = _snapshot(rule)
     rule.action = RuleAction(action)
     rule.widest_scope = GrantScope(widest_scope)

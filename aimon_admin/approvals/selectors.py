@@ -108,3 +108,18 @@ def session_grants(*, session: Session) -> QuerySet[Grant]:
 def may_manage_agent_grants(*, user: User, runtime: AgentRuntime) -> bool:
     """Revoke agent-wide: operators and the runtime's owner (S13)."""
     return user.is_active and (user.has_role(Role.OPERATOR) or runtime.owner_id == user.pk)
+
+
+KNOWN_SKILLS_LIMIT = 10_000
+
+
+def known_skills(*, runtime: AgentRuntime | None = None) -> list[str]:
+    """Skill names seen so far, in approval requests and in grants (of one runtime, or of
+    every runtime), sorted; what a rule's pattern is measured against before it is saved."""
+    items = ApprovalItem.objects.order_by()
+    grants = Grant.objects.order_by()
+    if runtime is not None:
+        items = items.filter(request__runtime=runtime)
+        grants = grants.filter(runtime=runtime)
+    names = items.values_list("skill", flat=True).union(grants.values_list("skill", flat=True))
+    return sorted(names)[:KNOWN_SKILLS_LIMIT]

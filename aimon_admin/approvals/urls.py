@@ -21,5 +21,6 @@ urlpatterns = [
     path("agents/<str:name>/revoke/", views.agent_revoke_view, name="agent-revoke"),
     path("rules/", views.rule_list_view, name="rules"),
     path("rules/new/", views.rule_create_view, name="rule-create"),
+    path("rules/preview/", views.rule_preview_view, name="rule-preview"),
     path("rules/<int:pk>/delete/", views.rule_delete_view, name="rule-delete"),
 ]

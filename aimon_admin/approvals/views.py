@@ -11,9 +11,10 @@ from django.contrib.auth.decorators import login_required, permission_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from aimon_admin.approvals import rules, selectors, services
+from aimon_admin.approvals import policy, rules, selectors, services
 from aimon_admin.approvals.choices import Answer, GrantDecision, GrantScope, ItemScope
 from aimon_admin.approvals.forms import AnswerForm, RuleForm
 from aimon_admin.approvals.models import ApprovalRequest, Grant, Session, SkillRule
@@ -434,25 +435,87 @@ def agent_revoke_view(request: HttpRequest, name: str) -> HttpResponse:
 # --- Skill rules (operators) ----------------------------------------------------------------------
 
 
-@require_GET
-@login_required
-@permission_required("approvals.view_skillrule", raise_exception=True)
-def rule_list_view(request: HttpRequest) -> HttpResponse:
+RULE_SAVED_MESSAGE = "Rule for {pattern} saved."
+PREVIEW_EMPTY_MESSAGE = "Type a pattern to see how many known skills it matches."
+PREVIEW_SAMPLE = 10
+
+
+def _rule_rows() -> list[dict[str, Any]]:
+    """Each rule, with what is wrong with it: a pattern stored before the grammar existed
+    is flagged, and so is an ALLOW for every skill."""
+    return [
+        {
+            "rule": rule,
+            "problems": policy.skill_pattern_problems(rule.pattern),
+            "allows_everything": policy.rule_allows_everything(action=rule.action, pattern=rule.pattern),
+        }
+        for rule in SkillRule.objects.select_related("runtime").order_by("pattern", "id")
+    ]
+
+
+def _pattern_preview(pattern: str, runtime_name: str) -> dict[str, Any]:
+    """How many known skills (seen in requests and grants) a pattern would match, before saving."""
+    if not pattern:
+        return {"empty": PREVIEW_EMPTY_MESSAGE}
+    problems = policy.skill_pattern_problems(pattern)
+    if problems:
+        return {"pattern": pattern, "problems": problems}
+    runtime = AgentRuntime.objects.filter(name=runtime_name).first() if runtime_name else None
+    known = selectors.known_skills(runtime=runtime)
+    matched = policy.pattern_matching(pattern, known)
+    return {
+        "pattern": pattern,
+        "runtime": runtime,
+        "known": len(known),
+        "count": len(matched),
+        "sample": matched[:PREVIEW_SAMPLE],
+        "more": max(0, len(matched) - PREVIEW_SAMPLE),
+        "everything": policy.pattern_matches_everything(pattern),
+    }
+
+
+def _rules_page(request: HttpRequest, form: RuleForm, preview: dict[str, Any] | None = None) -> HttpResponse:
     return render(
         request,
         "approvals/rules.html",
         {
-            "rules": SkillRule.objects.select_related("runtime").order_by("pattern", "id"),
-            "form": RuleForm(),
-            "can_change": request.user.has_perm("approvals.change_skillrule"),
+            "rows": _rule_rows(),
+            "form": form,
+            "preview": preview or {"empty": PREVIEW_EMPTY_MESSAGE},
+            "can_change": request.user.has_perm("approvals.add_skillrule"),
         },
     )
 
 
-@require_POST
+@require_GET
+@login_required
+@permission_required("approvals.view_skillrule", raise_exception=True)
+def rule_list_view(request: HttpRequest) -> HttpResponse:
+    return _rules_page(request, RuleForm())
+
+
+@require_GET
+@login_required
+@permission_required("approvals.add_skillrule", raise_exception=True)
+def rule_preview_view(request: HttpRequest) -> HttpResponse:
+    """What the typed pattern matches: the preview fragment for htmx, else the rules page
+    with the form as typed (the no-script path: the form's "Check pattern" button)."""
+    pattern = request.GET.get("pattern", "")[: policy.SKILL_PATTERN_MAX + 1]
+    preview = _pattern_preview(pattern, request.GET.get("runtime", ""))
+    if request.htmx:
+        return render(request, "approvals/rules.html#preview", {"preview": preview})
+    fields = ("pattern", "runtime", "action", "widest_scope", "note")
+    form = RuleForm(initial={name: request.GET[name] for name in fields if name in request.GET})
+    return _rules_page(request, form, preview)
+
+
+@require_http_methods(["GET", "POST"])
 @login_required
 @permission_required("approvals.add_skillrule", raise_exception=True)
 def rule_create_view(request: HttpRequest) -> HttpResponse:
+    if request.method == "GET":
+        # A reload of an invalid form's page, or a typed address: the form lives on the rules page.
+        return redirect(reverse("approvals:rules") + "#new-rule")
     form = RuleForm(request.POST)
     if form.is_valid():
         data = form.cleaned_data
@@ -463,22 +526,18 @@ def rule_create_view(request: HttpRequest) -> HttpResponse:
                 action=data["action"],
                 widest_scope=data["widest_scope"],
                 note=data["note"],
+                allow_everything_confirmed=data["confirm_everything"],
                 actor=Actor.for_user(request.user),
             )
         except ValidationError as exc:  # e.g. a rule for this pattern exists already
-            form.add_error("pattern", exc.messages[0])
+            for field, errors in exc.message_dict.items():
+                for error in errors:
+                    form.add_error(field if field in form.fields else "pattern", error)
         else:
-            messages.success(request, f"Rule for {data['pattern']} saved.")
+            messages.success(request, RULE_SAVED_MESSAGE.format(pattern=data["pattern"]))
             return redirect("approvals:rules")
-    return render(
-        request,
-        "approvals/rules.html",
-        {
-            "rules": SkillRule.objects.select_related("runtime").order_by("pattern", "id"),
-            "form": form,
-            "can_change": True,
-        },
-    )
+    pattern = form.data.get("pattern", "")[: policy.SKILL_PATTERN_MAX + 1]
+    return _rules_page(request, form, _pattern_preview(pattern, form.data.get("runtime", "")))
 
 
 @require_http_methods(["GET", "POST"])

@@ -58,6 +58,9 @@ LEFT_OUT: dict[str, str] = {
     "api-schema": "the OpenAPI document (YAML)",
     "approvals:inbox-poll": "an htmx fragment: swept through the inbox's swap",
     "registry:server-sync-run": "an htmx fragment of the server page",
+    "runtimes:settings": "a form's address: a GET goes to the runtime page (swept there)",
+    "runtimes:token-issue": "a form's address: a GET goes to the runtime page (swept there)",
+    "approvals:rule-create": "a form's address: a GET goes to the rules page (swept there)",
 }
 LEFT_OUT_PREFIXES = {
     "api:": "the runtime API (JSON)",

@@ -188,7 +188,8 @@ EXPECTED: dict[str, Expect] = {
     "approvals:agent": only_get(agent_managers(OK)),
     "approvals:agent-revoke": Expect(get=agent_managers(OK), post=agent_managers(MOVED)),
     "approvals:rules": only_get(readers()),
-    "approvals:rule-create": only_post(operators(OK)),
+    "approvals:rule-create": Expect(get=operators(MOVED), post=operators(OK)),  # GET: to the rules page
+    "approvals:rule-preview": only_get(operators(OK)),  # what a pattern matches, before saving
     "approvals:rule-delete": Expect(get=operators(OK), post=operators(MOVED)),
     # Audit (auditors and operators read; nobody writes)
     "audit:home": only_get(readers()),

@@ -1,0 +1,230 @@
+"""Skill-rule patterns (issue 13 item 7): the grammar, the services that enforce it, the
+rules page (preview, confirmation for ALLOW *, flags on stored bad patterns)."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.test import Client
+
+from aimon_admin.accounts.models import User
+from aimon_admin.approvals import rules
+from aimon_admin.approvals.choices import GrantScope, RuleAction
+from aimon_admin.approvals.forms import CONFIRM_EVERYTHING_LABEL, RuleForm
+from aimon_admin.approvals.models import SkillRule
+from aimon_admin.approvals.policy import (
+    PATTERN_BRACKET_MESSAGE,
+    PATTERN_CHAR_MESSAGE,
+    PATTERN_CONTROL_MESSAGE,
+    PATTERN_EMPTY_MESSAGE,
+    PATTERN_SPACE_MESSAGE,
+    PATTERN_STARS_MESSAGE,
+    PATTERN_TOO_LONG_MESSAGE,
+    pattern_matching,
+    skill_pattern_problems,
+)
+from aimon_admin.approvals.rules import ALLOW_EVERYTHING_MESSAGE, STORED_PATTERN_INVALID_MESSAGE
+from aimon_admin.approvals.services import RequestInput, request_create
+from aimon_admin.approvals.views import PREVIEW_EMPTY_MESSAGE
+from aimon_admin.audit.choices import AuditAction
+from aimon_admin.audit.models import AuditEvent
+from aimon_admin.runtimes.models import AgentRuntime
+from tests.conftest import TEST_ACTOR
+
+# --- The grammar (pure) ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("pattern", "expected"),
+    [
+        ("***", [PATTERN_STARS_MESSAGE.format(position=1)]),
+        ("deploy-**", [PATTERN_STARS_MESSAGE.format(position=8)]),
+        ("[a-z", [PATTERN_BRACKET_MESSAGE.format(char="[", position=1)]),
+        ("deploy-?", [PATTERN_BRACKET_MESSAGE.format(char="?", position=8)]),
+        ("deploy prod", [PATTERN_SPACE_MESSAGE.format(position=7)]),
+        ("deploy\tprod", [PATTERN_CONTROL_MESSAGE.format(position=7)]),
+        ("a\x00b", [PATTERN_CONTROL_MESSAGE.format(position=2)]),
+        ("déploy", [PATTERN_CHAR_MESSAGE.format(char="'é'", position=2)]),
+        ("", [PATTERN_EMPTY_MESSAGE]),
+        ("x" * 201, [PATTERN_TOO_LONG_MESSAGE.format(limit=200, length=201)]),
+        (
+            "a b [c",
+            [PATTERN_SPACE_MESSAGE.format(position=2), PATTERN_BRACKET_MESSAGE.format(char="[", position=5)],
+        ),
+    ],
+)
+def test_each_bad_pattern_is_refused_naming_its_problem(pattern: str, expected: list[str]) -> None:
+    # Issue 13 item 7: `***`, `[a-z` and `deploy prod` were accepted.
+    assert skill_pattern_problems(pattern) == expected
+
+
+@pytest.mark.parametrize(
+    "pattern", ["deploy", "deploy-*", "*", "*-prod", "git:push", "ns/tool.v2", "a@b+c_d", "x" * 200, "a*b*c"]
+)
+def test_skill_names_and_single_star_wildcards_are_valid(pattern: str) -> None:
+    assert skill_pattern_problems(pattern) == []
+
+
+def test_pattern_matching_counts_as_the_rule_index_matches() -> None:
+    skills = ["deploy-prod", "deploy-dev", "notify", "deploy"]
+    assert pattern_matching("deploy-*", skills) == ["deploy-prod", "deploy-dev"]
+    assert pattern_matching("*", skills) == skills
+    assert pattern_matching("notify", skills) == ["notify"]
+
+
+# --- The services: no path stores a bad pattern ----------------------------------------------------
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("pattern", ["***", "[a-z", "deploy prod"])
+def test_rule_create_refuses_a_bad_pattern_and_writes_nothing(pattern: str) -> None:
+    before = AuditEvent.objects.count()
+    with pytest.raises(ValidationError) as refused:
+        rules.rule_create(pattern=pattern, action=RuleAction.ALLOW, actor=TEST_ACTOR)
+    assert refused.value.message_dict["pattern"] == skill_pattern_problems(pattern)
+    assert not SkillRule.objects.exists()
+    assert AuditEvent.objects.count() == before
+
+
+@pytest.mark.django_db
+def test_rule_create_allows_every_skill_only_when_confirmed() -> None:
+    with pytest.raises(ValidationError) as refused:
+        rules.rule_create(pattern="*", action=RuleAction.ALLOW, actor=TEST_ACTOR)
+    assert refused.value.message_dict["confirm_everything"] == [
+        ALLOW_EVERYTHING_MESSAGE.format(where=" of every runtime")
+    ]
+    assert not SkillRule.objects.exists()
+    rule = rules.rule_create(
+        pattern="*", action=RuleAction.ALLOW, actor=TEST_ACTOR, allow_everything_confirmed=True
+    )
+    assert rule.action == RuleAction.ALLOW
+    # A DENY or ASK for every skill is fail-closed: no confirmation needed.
+    rules.rule_delete(rule=rule, actor=TEST_ACTOR)
+    rules.rule_create(pattern="*", action=RuleAction.ASK, actor=TEST_ACTOR)
+
+
+@pytest.mark.django_db
+def test_rule_update_refuses_a_rule_whose_stored_pattern_is_bad() -> None:
+    legacy = SkillRule.objects.create(pattern="***", action=RuleAction.ASK)  # written before the grammar
+    with pytest.raises(ValidationError) as refused:
+        rules.rule_update(
+            rule=legacy, actor=TEST_ACTOR, action=RuleAction.ALLOW, widest_scope=GrantScope.AGENT
+        )
+    assert refused.value.message_dict["pattern"] == [
+        STORED_PATTERN_INVALID_MESSAGE.format(problems=PATTERN_STARS_MESSAGE.format(position=1))
+    ]
+    legacy.refresh_from_db()
+    assert legacy.action == RuleAction.ASK
+
+
+# --- The form and the page -------------------------------------------------------------------------
+
+
+def logged_in(user: User) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_a_new_rule_defaults_to_ask() -> None:
+    # Issue 13 item 7: the form defaulted to ALLOW.
+    form = RuleForm()
+    assert form["action"].value() == RuleAction.ASK
+    assert 'value="ASK" selected' in str(form["action"])
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("pattern", ["***", "[a-z", "deploy prod"])
+def test_the_rules_page_refuses_a_bad_pattern_naming_the_problem(operator: User, pattern: str) -> None:
+    response = logged_in(operator).post(
+        "/approvals/rules/new/", {"pattern": pattern, "action": "ALLOW", "widest_scope": "AGENT"}
+    )
+    assert response.status_code == 200
+    html = response.content.decode()
+    for problem in skill_pattern_problems(pattern):
+        assert problem.replace("'", "&#x27;") in html
+    assert not SkillRule.objects.exists()
+
+
+@pytest.mark.django_db
+def test_allow_for_every_skill_needs_the_confirmation_box(operator: User) -> None:
+    client = logged_in(operator)
+    data = {"pattern": "*", "action": "ALLOW", "widest_scope": "AGENT", "note": ""}
+    refused = client.post("/approvals/rules/new/", data)
+    assert refused.status_code == 200
+    assert ALLOW_EVERYTHING_MESSAGE.format(where=" of every runtime") in refused.content.decode()
+    assert CONFIRM_EVERYTHING_LABEL in refused.content.decode()
+    assert not SkillRule.objects.exists()
+    saved = client.post("/approvals/rules/new/", {**data, "confirm_everything": "on"})
+    assert saved.status_code == 302
+    assert SkillRule.objects.get().pattern == "*"
+    assert AuditEvent.objects.filter(action=AuditAction.RULE_CREATED).count() == 1
+
+
+@pytest.mark.django_db
+def test_the_preview_counts_known_skills_before_saving(runtime: AgentRuntime, operator: User) -> None:
+    request_create(
+        RequestInput(runtime=runtime, skills=["deploy-prod", "deploy-dev", "notify"], session_id="s-1")
+    )
+    client = logged_in(operator)
+    fragment = client.get(
+        "/approvals/rules/preview/", {"pattern": "deploy-*"}, headers={"HX-Request": "true"}
+    )
+    assert fragment.status_code == 200
+    html = fragment.content.decode()
+    assert 'id="pattern-preview"' in html
+    assert "<strong>2</strong> of the 3 skills seen so far" in html
+    assert "deploy-prod, deploy-dev" in html or "deploy-dev, deploy-prod" in html
+    assert "<html" not in html
+    everything = client.get("/approvals/rules/preview/", {"pattern": "*"}, headers={"HX-Request": "true"})
+    assert "<strong>3</strong> of the 3 skills" in everything.content.decode()
+    assert "every skill</strong>, including those not seen yet" in everything.content.decode()
+    bad = client.get("/approvals/rules/preview/", {"pattern": "***"}, headers={"HX-Request": "true"})
+    assert PATTERN_STARS_MESSAGE.format(position=1) in bad.content.decode()
+    empty = client.get("/approvals/rules/preview/", {"pattern": ""}, headers={"HX-Request": "true"})
+    assert PREVIEW_EMPTY_MESSAGE in empty.content.decode()
+    assert not SkillRule.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_preview_without_script_is_the_rules_page_with_the_form_as_typed(
+    runtime: AgentRuntime, operator: User
+) -> None:
+    request_create(RequestInput(runtime=runtime, skills=["deploy-prod"], session_id="s-1"))
+    page = logged_in(operator).get(
+        "/approvals/rules/preview/", {"pattern": "deploy-*", "runtime": "agent-one", "action": "DENY"}
+    )
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "<html" in html
+    assert "<strong>1</strong> of the 1 skill seen so far for agent-one" in html
+    assert 'value="deploy-*"' in html
+    assert 'value="DENY" selected' in html
+    assert "Check pattern" in html
+
+
+@pytest.mark.django_db
+def test_the_pattern_field_updates_the_preview_as_you_type(operator: User) -> None:
+    html = logged_in(operator).get("/approvals/rules/").content.decode()
+    assert 'hx-get="/approvals/rules/preview/"' in html
+    assert 'hx-target="#pattern-preview"' in html
+    assert 'formaction="/approvals/rules/preview/"' in html  # the no-script path
+
+
+@pytest.mark.django_db
+def test_the_rule_list_flags_stored_bad_patterns_and_allow_everything(operator: User) -> None:
+    SkillRule.objects.create(pattern="[a-z", action=RuleAction.ALLOW)  # written before the grammar
+    SkillRule.objects.create(pattern="*", action=RuleAction.ALLOW)
+    SkillRule.objects.create(pattern="deploy-*", action=RuleAction.DENY)
+    html = logged_in(operator).get("/approvals/rules/").content.decode()
+    assert html.count("Invalid pattern:") == 1
+    assert PATTERN_BRACKET_MESSAGE.format(char="[", position=1) in html
+    assert "Allows every skill of every runtime without asking." in html
+
+
+@pytest.mark.django_db
+def test_a_get_on_the_rule_form_address_goes_to_the_rules_page(operator: User) -> None:
+    # Issue 13 item 6: reloading an invalid rule form's page was "405 Not possible this way".
+    response = logged_in(operator).get("/approvals/rules/new/")
+    assert response.status_code == 302
+    assert response["Location"] == "/approvals/rules/#new-rule"
