@@ -313,6 +313,21 @@ def resolve_declared(declared: Mapping[str, Any]) -> Resolution:
     )
 
 
+def definition_differences(served: tuple[str, Any, Any], relayed: tuple[Any, Any, Any]) -> list[str]:
+    """T15: which parts of a relayed (description, inputSchema, annotations) differ from the
+    served tool's (its stored description, input schema and claims), for operators."""
+    served_description, served_schema, served_claims = served
+    description, schema, annotations = relayed
+    differs = []
+    if description != served_description and not (description is None and served_description == ""):
+        differs.append("description")
+    if (schema if schema is not None else {}) != served_schema:
+        differs.append("inputSchema")
+    if annotations != served_claims:
+        differs.append("annotations")
+    return differs
+
+
 def definition_fingerprint(name: str, description: Any, input_schema: Any, annotations: Any) -> str:
     """T15: a SHA-256 of the whole definition (name, description, input schema, annotations)."""
     payload = json.dumps(

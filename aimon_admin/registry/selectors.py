@@ -8,8 +8,14 @@ from django.db import connection
 from django.db.models import Q, QuerySet
 
 from aimon_admin.registry import policy
-from aimon_admin.registry.choices import DestructiveBehavior, IdempotencyBehavior, SideEffectLevel, ToolSource
-from aimon_admin.registry.models import McpServer, Tool
+from aimon_admin.registry.choices import (
+    DestructiveBehavior,
+    IdempotencyBehavior,
+    RelayFindingStatus,
+    SideEffectLevel,
+    ToolSource,
+)
+from aimon_admin.registry.models import McpServer, RelayFinding, Tool
 from aimon_admin.runtimes.models import AgentRuntime
 
 
@@ -25,10 +31,8 @@ def tools_available_to(*, runtime: AgentRuntime) -> QuerySet[Tool]:
 
 def tools_for_model(*, runtime: AgentRuntime) -> QuerySet[Tool]:
     """T6: the tool definitions the runtime may give its model: those its ceiling permits."""
-    tools = tools_available_to(runtime=runtime)
-    if runtime.ceiling == SideEffectLevel.READ_ONLY:
-        tools = tools.filter(side_effect_level=SideEffectLevel.READ_ONLY)
-    return tools
+    permitted = [level for level in SideEffectLevel if policy.permits(runtime.ceiling, level)]  # T1
+    return tools_available_to(runtime=runtime).filter(side_effect_level__in=permitted)
 
 
 def tool_lookup(*, runtime: AgentRuntime, name: str, server: str | None) -> Tool | None:
@@ -113,3 +117,21 @@ def tool_gate(*, runtime: AgentRuntime, name: str, server: str | None, attended:
 
 def mcp_servers_enabled() -> QuerySet[McpServer]:
     return McpServer.objects.filter(enabled=True).order_by("name")
+
+
+def relay_findings_open() -> QuerySet[RelayFinding]:
+    """T15: relayed definitions that differ from the served ones, waiting for an operator."""
+    return (
+        RelayFinding.objects.filter(status=RelayFindingStatus.OPEN)
+        .select_related("tool__server", "runtime")
+        .order_by("-last_seen_at", "-id")
+    )
+
+
+def relay_findings_for_tool(*, tool: Tool) -> QuerySet[RelayFinding]:
+    """Every relay finding on one tool, open ones first, newest first."""
+    return (
+        RelayFinding.objects.filter(tool=tool)
+        .select_related("tool__server", "runtime", "closed_by")
+        .order_by("-last_seen_at", "-id")
+    )

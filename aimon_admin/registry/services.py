@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from django.db import transaction
+from django.db import models, transaction
 from django.utils import timezone
 
 from aimon_admin.audit.choices import AuditAction, AuditLevel
@@ -22,15 +22,18 @@ from aimon_admin.core.actors import Actor
 from aimon_admin.registry import policy
 from aimon_admin.registry.choices import (
     AnnotationTrust,
+    RelayFindingStatus,
     ReviewFinding,
     SideEffectLevel,
     SyncStatus,
     ToolSource,
 )
-from aimon_admin.registry.models import McpServer, McpSyncRun, Tool
+from aimon_admin.registry.models import McpServer, McpSyncRun, RelayFinding, Tool
 from aimon_admin.runtimes.models import AgentRuntime
 
 DEFINITION_NOT_AWAITING_REVIEW = "This tool's definition is not waiting for review."
+FINDING_NOT_OPEN = "This relay finding is no longer open: it was already accepted or dismissed."
+RELAY_NEEDS_RUNTIME = "A relayed listing is recorded only with the runtime that relayed it."
 
 
 class RegistryError(ValueError):
@@ -173,6 +176,8 @@ class ListingResult:
     changed: list[str] = field(default_factory=list)
     absent: list[str] = field(default_factory=list)
     held_for_review: list[str] = field(default_factory=list)
+    # T15: relayed tools whose definition differs from the served one, kept as findings.
+    findings: list[RelayFinding] = field(default_factory=list)
 
 
 def _listing_item(item: Mapping[str, Any]) -> tuple[str, Any, Any, Any]:
@@ -190,11 +195,19 @@ def mcp_tools_record(
     """Store a server's `tools/list` result and resolve each tool once (T10-T12, T15).
 
     `complete` is true for the project's own sync, which saw every page: tools it did
-    not see are marked absent (never deleted). A runtime's relayed listing adds and
-    updates only. A changed definition is audited with its old and new claims; one that
-    claims less risk than the accepted definition is held as IGNORE until an operator
-    accepts it, whoever relayed it (T15); one that claims more takes effect at once.
+    not see are marked absent (never deleted). A changed definition from the sync is
+    audited with its old and new claims; one whose resolved axes are less risky than the
+    accepted definition's is held as IGNORE until an operator accepts it; one that claims
+    more takes effect at once (T15).
+
+    `complete` is false for a runtime's relayed listing (`actor` names the runtime): it is
+    that runtime's word only. A tool nobody listed before is added, held as IGNORE; a
+    known tool is never changed by it (description, input schema, claims, axes, hold):
+    a definition that differs from the served one is kept as a relay finding for
+    operators, attributed to the runtime (T15).
     """
+    if not complete and actor.runtime is None:
+        raise ValueError(RELAY_NEEDS_RUNTIME)
     names = [item["name"] for item in listing]
     if len(set(names)) != len(names):
         duplicates = sorted({name for name in names if names.count(name) > 1})
@@ -243,6 +256,12 @@ def mcp_tools_record(
             # The project's own sync is the first to vouch for a tool a runtime relayed.
             _confirm_relayed(tool, description, schema, annotations, fingerprint, now, trust, actor)
             result.changed.append(name)
+            result.tools.append(tool)
+            continue
+        if not complete and tool.fingerprint != fingerprint:
+            result.findings.append(
+                _keep_relay_finding(tool, item, fingerprint, now, actor.runtime, trust, actor)
+            )
             result.tools.append(tool)
             continue
         if tool.fingerprint == fingerprint:
@@ -344,6 +363,68 @@ def _confirm_relayed(
     )
 
 
+def _keep_relay_finding(
+    tool: Tool,
+    item: Mapping[str, Any],
+    fingerprint: str,
+    now: dt.datetime,
+    runtime: AgentRuntime,
+    trust: str,
+    actor: Actor,
+) -> RelayFinding:
+    """T15: a runtime relayed `tool` differently from the definition everyone is served.
+    Kept verbatim as that runtime's open finding (one per definition), audited when first
+    seen; the tool itself is left exactly as it is."""
+    _, description, schema, annotations = _listing_item(item)
+    finding = (
+        RelayFinding.objects.select_for_update()
+        .filter(tool=tool, runtime=runtime, fingerprint=fingerprint, status=RelayFindingStatus.OPEN)
+        .first()
+    )
+    if finding is not None:
+        RelayFinding.objects.filter(pk=finding.pk).update(
+            last_seen_at=now, times_seen=models.F("times_seen") + 1
+        )
+        finding.refresh_from_db()
+        return finding
+    finding = RelayFinding.objects.create(
+        tool=tool,
+        runtime=runtime,
+        description=description,
+        input_schema=schema,
+        annotations=annotations,
+        fingerprint=fingerprint,
+        first_seen_at=now,
+        last_seen_at=now,
+    )
+    lowered = policy.claims_lowered_risk(tool.claims, annotations)
+    audit_record(
+        action=AuditAction.RELAY_FINDING_RECORDED,
+        actor=actor,
+        level=AuditLevel.WARNING,
+        runtime=runtime,
+        subject_type="tool",
+        subject=f"{tool.server.name}/{tool.name}",
+        details={
+            "finding_id": finding.pk,
+            "server": tool.server.name,
+            "tool": tool.name,
+            "relayed_by": runtime.name,
+            "fingerprint": fingerprint,
+            "served_fingerprint": tool.fingerprint,
+            "differs": policy.definition_differences(
+                (tool.description, tool.input_schema, tool.claims), (description, schema, annotations)
+            ),
+            "description": _audit_claims(description),
+            "input_schema": _audit_claims(schema),
+            "annotations": _audit_claims(annotations),
+            "claims_less_risk": lowered,
+            "trust": trust,
+        },
+    )
+    return finding
+
+
 def _definition_changed(
     tool: Tool,
     description: Any,
@@ -393,7 +474,9 @@ def _definition_changed(
 def mcp_tools_relay(
     *, server: McpServer, runtime: AgentRuntime, listing: Sequence[Mapping[str, Any]]
 ) -> ListingResult:
-    """A runtime hands over a `tools/list` result it fetched itself (API.md)."""
+    """A runtime hands over a `tools/list` result it fetched itself (API.md). Its word
+    only: new tools are held as IGNORE, known ones never change; what differs from the
+    served definition is kept as a finding attributed to the runtime (T15)."""
     actor = Actor.for_runtime(runtime)
     result = mcp_tools_record(server=server, listing=listing, actor=actor, complete=False)
     audit_record(
@@ -407,6 +490,10 @@ def mcp_tools_relay(
             "added": sorted(result.added),
             "changed": sorted(result.changed),
             "held_for_review": sorted(result.held_for_review),
+            "kept_as_findings": [
+                {"tool": finding.tool.name, "finding_id": finding.pk}
+                for finding in sorted(result.findings, key=lambda finding: finding.tool.name)
+            ],
         },
     )
     return result
@@ -659,3 +746,103 @@ def tool_record_review(*, tool: Tool, finding: str, note: str, actor: Actor) -> 
         details={"before": before, "after": {"finding": finding, "note": note}},
     )
     return tool
+
+
+# --- Relay findings (T15) ----------------------------------------------------------------------
+
+
+def _close_finding(finding: RelayFinding, status: RelayFindingStatus, actor: Actor) -> RelayFinding:
+    """Close an open finding exactly once: a conditional UPDATE (SQLite has no row locks)."""
+    now = timezone.now()
+    closed = RelayFinding.objects.filter(pk=finding.pk, status=RelayFindingStatus.OPEN).update(
+        status=status, closed_by=actor.user, closed_at=now
+    )
+    if closed != 1:
+        raise RegistryError(FINDING_NOT_OPEN)
+    return RelayFinding.objects.select_related("tool__server", "runtime").get(pk=finding.pk)
+
+
+@transaction.atomic
+def relay_finding_accept(*, finding: RelayFinding, actor: Actor) -> RelayFinding:
+    """T15: an operator makes a relayed definition the one every runtime is served.
+
+    Resolved through the same `resolve()` under the server's current trust, with the
+    usual drift rule: if its resolved axes are less risky than the accepted definition's,
+    it is held as IGNORE until an operator also accepts that (tool_accept_definition).
+    """
+    finding = _close_finding(finding, RelayFindingStatus.ACCEPTED, actor)
+    tool = Tool.objects.select_for_update(of=("self",)).select_related("server").get(pk=finding.tool_id)
+    server = McpServer.objects.get(pk=tool.server_id)
+    before = {
+        "description": tool.description,
+        "input_schema": _audit_claims(tool.input_schema),
+        "claims": _audit_claims(tool.claims),
+        "fingerprint": tool.fingerprint,
+    }
+    before_axes = _axes_dict(tool)
+    differs = policy.definition_differences(
+        (tool.description, tool.input_schema, tool.claims),
+        (finding.description, finding.input_schema, finding.annotations),
+    )
+    lowered = policy.claims_lowered_risk(tool.accepted_claims, finding.annotations)
+    tool.description = finding.description if isinstance(finding.description, str) else ""
+    tool.input_schema = finding.input_schema if finding.input_schema is not None else {}
+    tool.claims = finding.annotations
+    tool.fingerprint = finding.fingerprint
+    if lowered:
+        tool.awaiting_review = True  # the accepted claims stay the baseline
+    else:
+        tool.awaiting_review = False
+        tool.accepted_claims, tool.accepted_fingerprint = finding.annotations, finding.fingerprint
+    _resolve_mcp(tool, server.annotation_trust, timezone.now())
+    tool.save()
+    audit_record(
+        action=AuditAction.RELAY_FINDING_ACCEPTED,
+        actor=actor,
+        level=AuditLevel.WARNING,
+        runtime=finding.runtime,
+        subject_type="tool",
+        subject=f"{server.name}/{tool.name}",
+        details={
+            "finding_id": finding.pk,
+            "server": server.name,
+            "tool": tool.name,
+            "relayed_by": finding.runtime.name,
+            "differs": differs,
+            "before": before,
+            "after": {
+                "description": tool.description,
+                "input_schema": _audit_claims(tool.input_schema),
+                "claims": _audit_claims(tool.claims),
+                "fingerprint": tool.fingerprint,
+            },
+            "claims_less_risk": lowered,
+            "held_for_review": tool.awaiting_review,
+            "axes_before": before_axes,
+            "axes_after": _axes_dict(tool),
+            "trust": server.annotation_trust,
+        },
+    )
+    return finding
+
+
+@transaction.atomic
+def relay_finding_dismiss(*, finding: RelayFinding, actor: Actor) -> RelayFinding:
+    """T15: an operator dismisses a relayed definition; the served one stays as it is."""
+    finding = _close_finding(finding, RelayFindingStatus.DISMISSED, actor)
+    tool = finding.tool
+    audit_record(
+        action=AuditAction.RELAY_FINDING_DISMISSED,
+        actor=actor,
+        runtime=finding.runtime,
+        subject_type="tool",
+        subject=f"{tool.server.name}/{tool.name}",
+        details={
+            "finding_id": finding.pk,
+            "server": tool.server.name,
+            "tool": tool.name,
+            "relayed_by": finding.runtime.name,
+            "fingerprint": finding.fingerprint,
+        },
+    )
+    return finding

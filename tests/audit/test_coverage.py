@@ -314,6 +314,14 @@ def _serve_catalog(w: World) -> str:
     return url
 
 
+def _relay_finding(w: World) -> None:
+    """An open relay finding: a runtime relayed a known tool with another description (T15)."""
+    result = registry.mcp_tools_relay(
+        server=w.server, runtime=w.runtime, listing=[{"name": "lookup_record", "description": "relayed"}]
+    )
+    w.prepared = result.findings[0]
+
+
 def _queued_run(w: World) -> None:
     _serve_catalog(w)
     w.prepared = McpSyncRun.objects.create(server=w.prepared, progress="Queued")
@@ -522,7 +530,7 @@ CASES: dict[str, list[Case]] = {
             expect=(
                 AuditAction.MCP_TOOLS_RELAYED,
                 AuditAction.MCP_TOOLS_REGISTERED,
-                AuditAction.TOOL_DEFINITION_CHANGED,
+                AuditAction.RELAY_FINDING_RECORDED,  # T15: a relay changes no known tool
             ),
             actor=_rt,
             channel=Channel.API,
@@ -579,6 +587,22 @@ CASES: dict[str, list[Case]] = {
         Case(
             run=lambda w: registry.tool_accept_definition(tool=w.drifted_tool, actor=w.op),
             expect=(AuditAction.TOOL_DEFINITION_ACCEPTED,),
+            actor=_op,
+        )
+    ],
+    "aimon_admin.registry.services.relay_finding_accept": [
+        Case(
+            prepare=_relay_finding,
+            run=lambda w: registry.relay_finding_accept(finding=w.prepared, actor=w.op),
+            expect=(AuditAction.RELAY_FINDING_ACCEPTED,),
+            actor=_op,
+        )
+    ],
+    "aimon_admin.registry.services.relay_finding_dismiss": [
+        Case(
+            prepare=_relay_finding,
+            run=lambda w: registry.relay_finding_dismiss(finding=w.prepared, actor=w.op),
+            expect=(AuditAction.RELAY_FINDING_DISMISSED,),
             actor=_op,
         )
     ],

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from aimon_admin.audit.services import audit_verify_chain
+from aimon_admin.core.actors import Actor
 from aimon_admin.registry import policy
 from aimon_admin.registry.choices import (
     AnnotationTrust,
@@ -154,14 +155,22 @@ def trusted_server(db: None) -> Any:
 )
 @given(first=listings(), second=listings(), complete=st.booleans())
 def test_any_listing_is_stored_verbatim_resolved_once_and_audited(
-    trusted_server: Any, first: list[dict[str, Any]], second: list[dict[str, Any]], complete: bool
+    trusted_server: Any,
+    runtime: Any,
+    first: list[dict[str, Any]],
+    second: list[dict[str, Any]],
+    complete: bool,
 ) -> None:
+    actor = TEST_ACTOR if complete else Actor.for_runtime(runtime)  # a relay is a runtime's word
     for listing in (first, second):
-        mcp_tools_record(server=trusted_server, listing=listing, actor=TEST_ACTOR, complete=complete)
+        result = mcp_tools_record(server=trusted_server, listing=listing, actor=actor, complete=complete)
+        kept = {finding.tool.name: finding for finding in result.findings}
         stored = {tool.name: tool for tool in Tool.objects.filter(server=trusted_server)}
         for item in listing:
             tool = stored[item["name"]]
-            assert same_json(tool.claims, item.get("annotations"))  # T10: verbatim
+            # T10: verbatim; T15: a relay never changes a known tool, its finding keeps the claims.
+            claims = kept[item["name"]].annotations if item["name"] in kept else tool.claims
+            assert same_json(claims, item.get("annotations"))
             held = tool.awaiting_review
             resolution = policy.resolve(tool.claims, AnnotationTrust.TRUST, held_for_review=held)
             assert (tool.side_effect_level, tool.destructive_behavior, tool.idempotency_behavior) == (

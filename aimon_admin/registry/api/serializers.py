@@ -343,3 +343,11 @@ class ResolvedToolOut(serializers.Serializer):
         "accepts it (T15)."
     )
     warnings = serializers.ListField(child=serializers.CharField())
+    kept_as_finding = serializers.BooleanField(
+        help_text="The relayed definition differs from the one every runtime is served: it was kept "
+        "as a relay finding for operators, attributed to this runtime, and is not served. The axes "
+        "above are the served tool's (T15)."
+    )
+    finding_id = serializers.IntegerField(
+        allow_null=True, help_text="The relay finding that holds this relayed definition, or null."
+    )

@@ -32,7 +32,7 @@ from aimon_admin.registry.api.serializers import (
     tool_decision_input,
 )
 from aimon_admin.registry.choices import SideEffectLevel
-from aimon_admin.registry.models import Tool
+from aimon_admin.registry.models import RelayFinding, Tool
 from aimon_admin.runtimes.api.plain import plain_api_view
 from aimon_admin.runtimes.authentication import RuntimeCaller
 
@@ -191,9 +191,13 @@ def mcp_servers(request: Request) -> Response:
     description=(
         "A runtime that listed a server's tools itself hands over the result verbatim. Each "
         "tool's claims are stored as sent and resolved once under the server's trust "
-        "(T10-T12); the runtime is recorded as their source. A changed definition that claims "
-        "less risk than the accepted one is held as IGNORE until an operator accepts it (T15). "
-        "Tools not in the listing are left as they are. Unknown or disabled server: 404."
+        "(T10-T12); the runtime is recorded as their source. A relay is this runtime's word "
+        "only (T15): a tool nobody listed before is added but held as IGNORE until the server's "
+        "own sync or an operator confirms it; a known tool is never changed by a relay (not its "
+        "description, input schema, claims, axes or hold). A relayed definition that differs "
+        "from the served one is kept as a relay finding for operators (`kept_as_finding`, "
+        "`finding_id`) and is not served. Tools not in the listing are left as they are. "
+        "Unknown or disabled server: 404."
     ),
     request=McpListingIn,
     responses={
@@ -213,10 +217,12 @@ def mcp_server_tools(request: Request, name: str) -> Response:
     except services.RegistryError as exc:
         raise ValidationError({"tools": [str(exc)]}) from exc
     by_name = {tool.name: tool for tool in result.tools}
-    return Response([_resolved_out(by_name[item["name"]]) for item in data["tools"]])
+    findings = {finding.tool_id: finding for finding in result.findings}
+    return Response([_resolved_out(by_name[item["name"]], findings) for item in data["tools"]])
 
 
-def _resolved_out(tool: Tool) -> dict[str, Any]:
+def _resolved_out(tool: Tool, findings: dict[int, RelayFinding]) -> dict[str, Any]:
+    finding = findings.get(tool.pk)
     return {
         "name": tool.name,
         "side_effect_level": tool.side_effect_level,
@@ -225,4 +231,6 @@ def _resolved_out(tool: Tool) -> dict[str, Any]:
         "read_only": tool.read_only,
         "held_for_review": tool.awaiting_review,
         "warnings": list(tool.claim_warnings or []),
+        "kept_as_finding": finding is not None,
+        "finding_id": finding.pk if finding is not None else None,
     }
