@@ -11,18 +11,20 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
 from aimon_admin.accounts.models import User
 from aimon_admin.accounts.roles import Role
 from aimon_admin.approvals.choices import Answer, GrantScope, RequestStatus
 from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant
 from aimon_admin.approvals.services import (
+    SETTLED_SAME_MESSAGE,
     AnswerOutcome,
     RequestClosedError,
     RequestInput,
@@ -231,3 +233,146 @@ def test_two_people_answering_different_skills_at_once_close_the_request(
         assert all(isinstance(r, AnswerOutcome) and len(r.written) == 1 for r in results.values()), results
         assert ApprovalRequest.objects.get(pk=request.pk).status == RequestStatus.ANSWERED
         assert sum(r.request_answered for r in results.values()) == 1  # type: ignore[union-attr]
+
+
+# --- Two requests for the same session and skill, answered at once (S2; issue 13, item 10) -----
+
+SAME_KEY_ROUNDS = 20
+
+
+def answer_in_thread(
+    request: ApprovalRequest, username: str, button: Answer, start: threading.Barrier | None, results: dict
+) -> threading.Thread:
+    def run() -> None:
+        try:
+            user = User.objects.get(username=username)
+            if start is not None:
+                start.wait(timeout=30)
+            results[username] = request_answer(request=request, user=user, answer=button)
+        except Exception as exc:  # reported by the caller, never swallowed
+            results[username] = exc
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def settled_events() -> int:
+    return AuditEvent.objects.filter(action=AuditAction.SKILL_ANSWER_SETTLED).count()
+
+
+def check_same_key_round(
+    first: ApprovalRequest, second: ApprovalRequest, results: dict, *, deny: bool, settled_before: int
+) -> None:
+    """Both requests settled, never an SQL message, one grant in force for the key (a DENY if
+    either answer was one: S2); with two ALLOWs, one wrote the grant and the other is
+    answered by it."""
+    for name, result in results.items():
+        assert isinstance(result, AnswerOutcome), (name, result)
+        assert not result.failed, (name, result.failed)
+        assert [i.skill for i in result.written] == ["deploy"]
+    for request in (first, second):
+        assert ApprovalRequest.objects.get(pk=request.pk).status == RequestStatus.ANSWERED
+    [grant] = Grant.objects.filter(session=first.session, skill="deploy", revoked_at=None)
+    assert grant.decision == ("DENY" if deny else "ALLOW")
+    items = {i.request_id: i for i in ApprovalItem.objects.filter(request__in=[first, second])}
+    if deny:  # alice denied the second: it reads DENY, whichever committed first
+        assert items[second.pk].decision == "DENY"
+    else:
+        assert {items[first.pk].grant_id, items[second.pk].grant_id} == {grant.pk}
+        assert settled_events() == settled_before + 1
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("deny", [False, True], ids=["both-allow", "allow-and-deny"])
+def test_two_requests_for_the_same_key_answered_at_once_both_settle_on_postgresql(
+    runtime: AgentRuntime, contenders: None, deny: bool
+) -> None:  # S2, S7: never "duplicate key value violates unique constraint", never stuck
+    for number in range(SAME_KEY_ROUNDS):
+        data = RequestInput(runtime=runtime, skills=["deploy"], session_id=f"k-{number}", principal="alice")
+        first, _ = request_create(data)
+        second, _ = request_create(data)
+        settled_before = settled_events()
+        start = threading.Barrier(2)
+        results: dict = {}
+        second_button = Answer.DENY if deny else Answer.ALLOW_SESSION
+        threads = [
+            answer_in_thread(first, "olivia", Answer.ALLOW_SESSION, start, results),
+            answer_in_thread(second, "alice", second_button, start, results),
+        ]
+        for thread in threads:
+            thread.join(timeout=60)
+        assert not any(thread.is_alive() for thread in threads), "an answer hung"
+        check_same_key_round(first, second, results, deny=deny, settled_before=settled_before)
+    assert audit_verify_chain()[1] is None
+
+
+def _waiting_on_a_lock() -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE wait_event_type = 'Lock' AND datname = current_database()"
+        )
+        return cursor.fetchone()[0] > 0
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_an_answer_whose_grant_insert_meets_a_concurrent_one_settles_on_it_deterministically(
+    runtime: AgentRuntime, contenders: None
+) -> None:  # S2, S7: the exact interleaving of the fault run, forced
+    data = RequestInput(runtime=runtime, skills=["deploy"], session_id="s-1", principal="alice")
+    first, _ = request_create(data)
+    second, _ = request_create(data)
+    inserted, commit = threading.Event(), threading.Event()
+
+    def first_answer_in_flight() -> None:
+        # The first answer's transaction: its grant inserted, not yet committed.
+        try:
+            with transaction.atomic():
+                Grant.objects.create(
+                    runtime=runtime,
+                    scope="SESSION",
+                    decision="ALLOW",
+                    skill="deploy",
+                    session=first.session,
+                    origin="ANSWER",
+                    granted_by=User.objects.get(username="olivia"),
+                    request=first,
+                )
+                inserted.set()
+                assert commit.wait(timeout=30)
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=first_answer_in_flight)
+    holder.start()
+    assert inserted.wait(timeout=30)
+    results: dict = {}
+    # The second answer reads the key free (the first is uncommitted), inserts, and waits on
+    # the unique index until the first commits; then its insert is refused.
+    answering = answer_in_thread(second, "alice", Answer.ALLOW_SESSION, None, results)
+    for _ in range(300):
+        if _waiting_on_a_lock():
+            break
+        time.sleep(0.02)
+    else:
+        pytest.fail("the second answer never waited on the first's grant")
+    commit.set()
+    holder.join(timeout=30)
+    answering.join(timeout=30)
+
+    outcome = results["alice"]
+    assert isinstance(outcome, AnswerOutcome), outcome
+    assert not outcome.failed
+    assert outcome.notes == [
+        SETTLED_SAME_MESSAGE.format(skill="deploy", who="olivia", how="Allow for this session")
+    ]
+    [grant] = Grant.objects.filter(skill="deploy", revoked_at=None)
+    assert grant.request_id == first.pk
+    item = ApprovalItem.objects.get(request=second)
+    assert (item.decision, item.grant_id) == ("ALLOW", grant.pk)
+    assert ApprovalRequest.objects.get(pk=second.pk).status == RequestStatus.ANSWERED
