@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from django.conf import settings
 from django.test import Client
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from aimon_admin.accounts.models import User
@@ -816,3 +817,52 @@ def test_a_bad_revoke_body_is_400_and_revokes_nothing(
 def test_clear_takes_no_fields(api: APIClient, granted: dict) -> None:
     response = api.post("/api/v1/sessions/s-1/clear", {"agent": True}, format="json")
     assert (response.status_code, response.json()) == (400, unknown(["agent"], "none"))
+
+
+def test_an_answer_after_a_wait_past_the_idle_ttl_is_what_skill_decisions_say(
+    api: APIClient, approver: User, runtime: AgentRuntime, settings: Any
+) -> None:  # S7, S12 (issue 13 item 4: the request said ALLOW/SESSION, the chain said ASK)
+    settings.AIMON_SESSION_IDLE_TTL_SECONDS = 600
+    body = opened(api, ["deploy"], session_id="s-1", principal="alice")
+    Session.objects.filter(runtime=runtime, session_id="s-1").update(
+        last_seen_at=timezone.now() - dt.timedelta(seconds=900)
+    )  # the request waited longer than the idle TTL
+
+    answer(body, approver)
+
+    polled = api.get(f"/api/v1/approval-requests/{body['id']}").json()
+    assert polled["items"] == [{"skill": "deploy", "decision": "ALLOW", "scope": "SESSION"}]
+    assert decisions(api, ["deploy"], session_id="s-1") == [("deploy", "ALLOW", "SESSION")]
+    assert decisions(api, ["deploy"], session_id="s-1") == [("deploy", "ALLOW", "SESSION")]  # the next touch
+    assert Grant.objects.get().revoked_at is None
+
+
+def test_deny_this_request_reads_deny_with_scope_request_and_stores_nothing(
+    api: APIClient, approver: User, runtime: AgentRuntime
+) -> None:  # S13 (issue 13 item 3)
+    body = opened(api, ["deploy", "notify"], principal="alice")  # no session at all
+
+    answer(body, approver, Answer.DENY_REQUEST)
+
+    polled = api.get(f"/api/v1/approval-requests/{body['id']}?wait=1")
+    assert polled.status_code == 200
+    got = polled.json()
+    assert got["status"] == "ANSWERED"
+    assert got["answered_by"] == "alice"
+    assert got["items"] == [
+        {"skill": "deploy", "decision": "DENY", "scope": "REQUEST"},
+        {"skill": "notify", "decision": "DENY", "scope": "REQUEST"},
+    ]
+    assert not Grant.objects.exists()  # nothing stored in any grant store
+    assert decisions(api, ["deploy"]) == [("deploy", "ASK", "DEFAULT")]
+    assert decisions(api, ["deploy"], session_id="s-9") == [("deploy", "ASK", "DEFAULT")]
+
+
+def test_the_openapi_schema_documents_the_request_scope(api: APIClient) -> None:  # S13
+    schema = api.get("/api/schema/", HTTP_ACCEPT="application/json").json()
+    assert schema["components"]["schemas"]["ApprovalItemScopeEnum"]["enum"] == [
+        "TURN",
+        "SESSION",
+        "AGENT",
+        "REQUEST",
+    ]
