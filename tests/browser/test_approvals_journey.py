@@ -127,3 +127,51 @@ def test_runtime_asks_person_allows_for_the_session_fork_inherits_then_revoke(
     assert decide(live_server, runtime_token, skills=["deploy"], invoking_session_id="s-journey") == [
         ("ASK", "DEFAULT")
     ]
+
+
+@at_both_widths
+def test_an_approver_may_only_deny_a_sessionless_request_for_that_request(
+    live_server: LiveServer,
+    page: Page,
+    shot: Shot,
+    log_in: LogIn,
+    approver: User,
+    runtime: AgentRuntime,
+    runtime_token: str,
+) -> None:
+    # S13 (issue 13, item 3): alice is not the runtime's owner nor an operator, so an answer
+    # that would hold for every session is not hers; she may refuse this one request only.
+    status, created = call(
+        live_server,
+        runtime_token,
+        "POST",
+        "/api/v1/approval-requests",
+        {"skills": ["backup"], "principal": "alice", "reason": "Nightly run"},
+    )
+    assert status == 201, created
+    log_in(page, approver)
+    page.goto(f"{live_server.url}/approvals/")
+    card = page.locator(f"#request-{created['id']}")
+    expect(card).to_be_visible()
+    expect(card).to_contain_text(
+        "You may refuse it with Deny this request: the runtime is told DENY for this request, "
+        "and nothing is stored."
+    )
+    expect(page.locator("#deny-this-request-help")).to_contain_text("Deny this request")
+    # Only the one button: no Deny, no Allow for this session, no Always allow.
+    expect(card.get_by_role("button")).to_have_count(1)
+    deny = card.get_by_role("button", name="Deny this request: backup")
+    assert_tappable(page, deny)
+    main_page(page, shot, "inbox-deny-this-request")
+
+    deny.click()
+    expect(card).to_contain_text("Answered: backup.")
+    expect(card).to_contain_text("Deny this request")
+
+    status, body = call(live_server, runtime_token, "GET", f"/api/v1/approval-requests/{created['id']}")
+    assert status == 200
+    assert body["status"] == "ANSWERED"
+    assert body["items"] == [{"skill": "backup", "decision": "DENY", "scope": "REQUEST"}]
+    # Nothing stored: the next run, and every session, are asked again.
+    assert decide(live_server, runtime_token, skills=["backup"]) == [("ASK", "DEFAULT")]
+    assert decide(live_server, runtime_token, skills=["backup"], session_id="s-other") == [("ASK", "DEFAULT")]
