@@ -22,7 +22,7 @@ from aimon_admin.registry.choices import (
     SideEffectLevel,
     ToolSource,
 )
-from aimon_admin.registry.models import SERVER_NAME_VALIDATOR, McpServer
+from aimon_admin.registry.models import MCP_URL_VALIDATOR, SERVER_NAME_VALIDATOR, McpServer
 from aimon_admin.runtimes.models import AgentRuntime
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -101,7 +101,8 @@ class McpServerForm(forms.Form):
         max_length=500,
         required=False,
         assume_scheme="https",
-        help_text="Streamable HTTP: the endpoint, e.g. https://mcp.example.com/mcp.",
+        validators=[MCP_URL_VALIDATOR],
+        help_text="Streamable HTTP: the endpoint, an http:// or https:// URL, e.g. https://mcp.example.com/mcp.",
     )
     headers = forms.CharField(
         label="Headers",

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator, URLValidator
 from django.db import models
 from django.db.models import Q
 
@@ -24,6 +25,11 @@ SERVER_NAME_VALIDATOR = RegexValidator(
     r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$",
     "Use 1-100 letters, digits, dots, dashes or underscores, starting with a letter or digit.",
 )
+
+# Item 9: a Streamable HTTP server is reached over HTTP: ftp://, file:// and host-less URLs are
+# refused when saved, not at the first sync.
+MCP_URL_MESSAGE = "Use an http:// or https:// URL with a host, e.g. https://mcp.example.com/mcp."
+MCP_URL_VALIDATOR = URLValidator(schemes=["http", "https"], message=MCP_URL_MESSAGE, code="http_url")
 
 
 def _in(field: str, choices: type[models.TextChoices], name: str, label: str) -> models.CheckConstraint:
@@ -76,6 +82,14 @@ class McpServer(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        """Item 9: a Streamable HTTP URL is http(s) with a host, refused at save (full_clean)."""
+        if self.transport == McpTransport.STREAMABLE_HTTP and self.url:
+            try:
+                MCP_URL_VALIDATOR(self.url)
+            except ValidationError as exc:
+                raise ValidationError({"url": MCP_URL_MESSAGE}) from exc
 
 
 class McpSyncRun(models.Model):

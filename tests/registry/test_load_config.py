@@ -272,6 +272,14 @@ ERRORS = [
         "mcpServers:\n  web:\n    url: ftp://files.example\n",
         "3: url must be an http or https URL, not 'ftp://files.example'",
     ),
+    (  # issue 13 item 9: a URL with no host is refused at load, not at the first sync
+        "mcpServers:\n  web:\n    url: http:///mcp\n",
+        "3: url must be an http or https URL, not 'http:///mcp'",
+    ),
+    (
+        "mcpServers:\n  web:\n    url: file:///etc/passwd\n",
+        "3: url must be an http or https URL, not 'file:///etc/passwd'",
+    ),
     (
         "mcpServers:\n  'bad name':\n    command: uvx\n",
         "2: server name 'bad name': Use 1-100 letters, digits, dots, dashes or underscores, "

@@ -23,7 +23,7 @@ from aimon_admin.registry.choices import (
     ToolDecision,
     ToolSource,
 )
-from aimon_admin.registry.models import McpServer, RelayFinding, Tool
+from aimon_admin.registry.models import MCP_URL_MESSAGE, McpServer, RelayFinding, Tool
 from aimon_admin.registry.selectors import tool_decide, tools_for_model
 from aimon_admin.registry.services import (
     DEFINITION_NOT_AWAITING_REVIEW,
@@ -1376,3 +1376,25 @@ def test_server_credentials_in_the_url_never_reach_the_audit_log() -> None:  # A
     assert event.details["url"] == "https://***@mcp.example.com:8443/mcp?api_key=***&x=***"
     assert "hunter2" not in json.dumps(event.details)
     assert "s3cret" not in json.dumps(event.details)
+
+
+# --- Item 9: a Streamable HTTP URL is http(s) with a host, refused at save ---------------------
+
+
+@pytest.mark.parametrize(
+    "url", ["ftp://files.example/mcp", "file:///etc/passwd", "http:///mcp", "gopher://h/x"]
+)
+def test_a_streamable_http_server_refuses_a_url_that_is_not_http_with_a_host(url: str) -> None:
+    with pytest.raises(ValidationError) as refused:
+        mcp_server_create(name="web", actor=TEST_ACTOR, transport=McpTransport.STREAMABLE_HTTP, url=url)
+    assert MCP_URL_MESSAGE in refused.value.message_dict["url"]
+    assert not McpServer.objects.filter(name="web").exists()
+    assert not events(AuditAction.MCP_SERVER_CREATED)
+
+    server = mcp_server_create(
+        name="ok", actor=TEST_ACTOR, transport=McpTransport.STREAMABLE_HTTP, url="http://127.0.0.1:9/mcp"
+    )
+    with pytest.raises(ValidationError):
+        mcp_server_update(server=server, actor=TEST_ACTOR, url=url)
+    server.refresh_from_db()
+    assert server.url == "http://127.0.0.1:9/mcp"

@@ -38,12 +38,13 @@ from aimon_admin.registry.forms import (
     NAME_TAKEN,
     URL_REQUIRED,
 )
-from aimon_admin.registry.models import McpServer, McpSyncRun, Tool
+from aimon_admin.registry.models import MCP_URL_MESSAGE, McpServer, McpSyncRun, Tool
 from aimon_admin.registry.services import (
     local_tools_replace,
     mcp_server_create,
     mcp_server_set_trust,
     mcp_tools_record,
+    mcp_tools_relay,
 )
 from aimon_admin.runtimes.models import AgentRuntime
 from tests.conftest import TEST_ACTOR
@@ -339,6 +340,13 @@ def test_creating_by_htmx_redirects_the_whole_page(operator: User) -> None:
     [
         ({**STDIO_FORM, "command": ""}, "command", COMMAND_REQUIRED),
         ({**STDIO_FORM, "transport": "STREAMABLE_HTTP", "url": ""}, "url", URL_REQUIRED),
+        (
+            {**STDIO_FORM, "transport": "STREAMABLE_HTTP", "url": "ftp://files.example/mcp"},
+            "url",
+            MCP_URL_MESSAGE,
+        ),
+        ({**STDIO_FORM, "transport": "STREAMABLE_HTTP", "url": "file:///etc/passwd"}, "url", MCP_URL_MESSAGE),
+        ({**STDIO_FORM, "transport": "STREAMABLE_HTTP", "url": "http:///mcp"}, "url", MCP_URL_MESSAGE),
         ({**STDIO_FORM, "env": f"GITHUB_TOKEN={ENV_SECRET}\nnot a pair {ENV_SECRET}"}, "env", None),
         ({**STDIO_FORM, "transport": "CARRIER_PIGEON"}, "transport", "CARRIER_PIGEON is not one of"),
         ({**STDIO_FORM, "timeout_seconds": "601"}, "timeout_seconds", "less than or equal to 600"),
@@ -348,6 +356,9 @@ def test_creating_by_htmx_redirects_the_whole_page(operator: User) -> None:
     ids=[
         "stdio-without-command",
         "http-without-url",
+        "ftp-url",
+        "file-url",
+        "url-without-host",
         "bad-env-line",
         "bad-transport",
         "timeout",
@@ -369,6 +380,19 @@ def test_an_invalid_server_form_re_renders_with_200_naming_the_field_and_never_e
     if htmx:
         assert html.lstrip().startswith("<form")
     assert not McpServer.objects.filter(name="github").exists()
+
+
+def test_editing_an_http_server_to_an_ftp_url_is_refused_naming_the_url(
+    http_server: McpServer, operator: User
+) -> None:  # issue 13 item 9: refused at save, not at the first sync
+    data = {"transport": "STREAMABLE_HTTP", "url": "ftp://mcp.example.com/mcp", "timeout_seconds": "30"}
+    response = logged_in(operator).post("/registry/servers/remote/edit/", data)
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert field_invalid(html, "url")
+    assert MCP_URL_MESSAGE in html
+    http_server.refresh_from_db()
+    assert http_server.url == "https://mcp.example.com/mcp"
 
 
 def test_http_server_shows_header_names_never_values(http_server: McpServer, operator: User) -> None:
@@ -861,11 +885,9 @@ def test_awaiting_review_shows_old_and_new_claims_and_accept_asks_first(
 
 
 def test_a_relayed_tool_not_yet_listed_by_the_server_says_so_and_can_be_accepted(
-    server: McpServer, operator: User
+    server: McpServer, operator: User, runtime: AgentRuntime
 ) -> None:
-    mcp_tools_record(
-        server=server, listing=listing(relayed=READ_ONLY_CLAIMS), actor=TEST_ACTOR, complete=False
-    )
+    mcp_tools_relay(server=server, runtime=runtime, listing=listing(relayed=READ_ONLY_CLAIMS))
     tool = Tool.objects.get(name="relayed")
     client = logged_in(operator)
     page = text(client.get(f"/registry/tools/{tool.pk}/"))
