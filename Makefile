@@ -32,8 +32,10 @@ run: $(VENV)/.installed-runtime
 	AIMON_DEMO=1 $(BIN)/uvicorn aimon_admin.asgi:application --host $(HOST) --port $(PORT) --lifespan off
 
 ## Production on this machine: PostgreSQL (DATABASE_URL), Redis (REDIS_URL), DJANGO_SECRET_KEY
-## required; migrates, collects static files, then runs and watches uvicorn (AIMON_WEB_WORKERS,
-## AIMON_WEB_HOST, AIMON_WEB_PORT), a Celery worker and Celery beat until Ctrl-C or SIGTERM.
+## and nginx (Debian: apt-get install -y nginx) required; migrates, collects static files, then
+## runs and watches nginx on AIMON_WEB_HOST:AIMON_WEB_PORT in front of granian (WSGI,
+## AIMON_WEB_WORKERS) and uvicorn (ASGI, long-polls: AIMON_WAIT_WORKERS), a Celery worker and
+## Celery beat until Ctrl-C or SIGTERM (scripts/prod.py).
 prod: $(VENV)/.installed-runtime
 	$(BIN)/python scripts/prod.py
 

@@ -2,20 +2,36 @@
 
     make prod            # or: .venv/bin/python scripts/prod.py
 
-Needs DATABASE_URL (PostgreSQL), REDIS_URL, DJANGO_SECRET_KEY and DJANGO_ALLOWED_HOSTS;
-refuses to start without them, naming what is missing. Then it runs `check --deploy`
-(warnings printed, errors fatal), migrates, collects static files into STATIC_ROOT
-(WhiteNoise serves them from there, compressed and with far-future names: no CDN), and
-starts and watches three processes, each in a process group of its own:
+Needs DATABASE_URL (PostgreSQL), REDIS_URL, DJANGO_SECRET_KEY and DJANGO_ALLOWED_HOSTS, and
+nginx installed (Debian: `apt-get install -y nginx`); refuses to start without them, naming
+what is missing. Then it runs `check --deploy` (warnings printed, errors fatal), migrates,
+collects static files into STATIC_ROOT (WhiteNoise serves them from there, compressed and
+with far-future names: no CDN), writes nginx's configuration and checks it (`nginx -t`), and
+starts and watches these processes, each in a process group of its own:
 
-* web: uvicorn, `AIMON_WEB_WORKERS` workers (default: one per CPU), on `AIMON_WEB_HOST`
-  (default 127.0.0.1) and `AIMON_WEB_PORT` (default 8000), `--lifespan off`;
+* proxy: nginx on `AIMON_WEB_HOST` (default 127.0.0.1) and `AIMON_WEB_PORT` (default 8000),
+  the one address clients use, with its own configuration, pid file and temporary paths
+  under `AIMON_RUN_DIR` (the system's nginx service is neither used nor touched);
+  `AIMON_PROXY_WORKERS` worker processes (default 1). It routes by path: the long-poll
+  (`GET /api/v1/approval-requests/{id}`, which may wait up to 60 s) and the streamed audit
+  exports to `wait`, everything else to `web`;
+* web: granian serving the WSGI application (aimon_admin/wsgi.py) on a Unix socket,
+  `AIMON_WEB_WORKERS` processes (default: one per CPU) of `AIMON_WEB_THREADS` threads each
+  (default 2): decisions and pages, request/response, no event loop or thread hop per request;
+* wait: uvicorn serving the ASGI application (aimon_admin/asgi.py) on a Unix socket,
+  `AIMON_WAIT_WORKERS` processes (default 1), `--lifespan off`: a waiting long-poll costs
+  it a coroutine, not a thread;
 * worker: a Celery worker (`AIMON_CELERY_CONCURRENCY` processes, default one per CPU);
 * beat: Celery beat, its schedule file at `AIMON_BEAT_SCHEDULE` (default
   <temp dir>/aimon-admin/celerybeat-schedule, somewhere writable even when the code is not).
   One beat for the whole installation: on every other machine set `AIMON_RUN_BEAT=0`.
 
-Ctrl-C or SIGTERM stops all three (SIGTERM to each, SIGKILL to whatever is left after
+Why two servers: measured side by side in one run (benchmarks/servers.py, README's
+performance table), sync Django under a WSGI server spends about half the CPU per decision
+that it spends under uvicorn, while only an ASGI server holds a waiting request without a
+thread.
+
+Ctrl-C or SIGTERM stops them all (SIGTERM to each, SIGKILL to whatever is left after
 `AIMON_STOP_TIMEOUT` seconds, default 20) and exits 0. If one of them dies on its own the
 others are stopped and this exits 1: a supervisor above it (systemd, a container
 runtime) then restarts the whole set. Celery's late acks mean a task whose worker is
@@ -24,7 +40,10 @@ killed is delivered again, and every task is safe to run twice.
 
 from __future__ import annotations
 
+import ast
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -40,6 +59,25 @@ POLL_SECONDS = 0.2
 # uvicorn's own grace for requests in flight (a long-poll may wait up to 60 s): past it, the
 # runtime's poll is cut and it polls again, on another node or after the restart.
 WEB_GRACE_SECONDS = 10
+# How long the servers behind nginx may take to open their sockets before nginx starts.
+SOCKETS_TIMEOUT_SECONDS = 60
+# nginx waits this long for an upstream's answer: past a long-poll's longest wait (60 s).
+PROXY_READ_TIMEOUT_SECONDS = 90
+# The largest request body (API.md: 1 MiB); nginx holds up to this much in memory, never on disk.
+MAX_BODY_BYTES = 1024 * 1024
+# Routed to the ASGI server (`wait`): what may take long without using CPU. The long-poll
+# (API.md: GET /api/v1/approval-requests/{id}[/]?wait=N; its POST siblings have other paths),
+# and the audit exports, which stream an async generator (served whole under WSGI).
+WAIT_LOCATIONS = (
+    r"^/api/v1/approval-requests/[^/]+/?$",
+    r"^/audit/events/export\.(csv|jsonl)$",
+)
+NGINX_MISSING = (
+    "nginx is not installed (or not on PATH): `make prod` runs it in front of the web servers, "
+    "with its own configuration. On Debian or Ubuntu: `sudo apt-get install -y nginx` "
+    "(the system's nginx service is not used; `sudo systemctl disable --now nginx` if you do "
+    "not want it), or set AIMON_NGINX to the nginx binary"
+)
 
 POSTGRES_SCHEMES = ("postgres://", "postgresql://", "pgsql://", "postgis://")
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
@@ -60,10 +98,28 @@ class Config:
     port: int
     run_beat: bool
     web_workers: int
+    web_threads: int
+    wait_workers: int
+    proxy_workers: int
     celery_concurrency: int
     beat_schedule: Path
     stop_timeout: float
+    run_dir: Path
+    nginx: str
+    behind_tls_proxy: bool
     env: dict[str, str] = field(repr=False)
+
+    @property
+    def web_socket(self) -> Path:
+        return self.run_dir / "web.sock"
+
+    @property
+    def wait_socket(self) -> Path:
+        return self.run_dir / "wait.sock"
+
+    @property
+    def nginx_conf(self) -> Path:
+        return self.run_dir / "nginx.conf"
 
 
 def _whole_number(env: dict[str, str], name: str, default: int, *, minimum: int = 1) -> int:
@@ -73,6 +129,14 @@ def _whole_number(env: dict[str, str], name: str, default: int, *, minimum: int 
     if not raw.isdigit() or int(raw) < minimum:
         raise ConfigError(f"{name} must be a whole number ≥ {minimum}, not {raw!r}")
     return int(raw)
+
+
+def _closed_to_others(path: Path) -> Path | None:
+    """The first existing folder above `path` (or itself) that other users cannot enter."""
+    for folder in reversed([path, *path.parents]):
+        if folder.exists() and not folder.stat().st_mode & 0o001:
+            return folder
+    return None
 
 
 def config_from(env: dict[str, str]) -> Config:
@@ -121,16 +185,37 @@ def config_from(env: dict[str, str]) -> Config:
     if run_beat not in TRUE | FALSE:
         problems.append(f"AIMON_RUN_BEAT must be 1 or 0, not {run_beat!r}")
     cpus = os.cpu_count() or 1
-    try:
-        web_workers = _whole_number(env, "AIMON_WEB_WORKERS", cpus)
-        concurrency = _whole_number(env, "AIMON_CELERY_CONCURRENCY", cpus)
-        port = _whole_number(env, "AIMON_WEB_PORT", 8000)
-        stop_timeout = _whole_number(env, "AIMON_STOP_TIMEOUT", 20)
-    except ConfigError as exc:
-        problems.append(str(exc))
-        web_workers = concurrency = port = stop_timeout = 0
+    numbers = {
+        "AIMON_WEB_WORKERS": cpus,
+        "AIMON_WEB_THREADS": 2,
+        "AIMON_WAIT_WORKERS": 1,
+        "AIMON_PROXY_WORKERS": 1,
+        "AIMON_CELERY_CONCURRENCY": cpus,
+        "AIMON_WEB_PORT": 8000,
+        "AIMON_STOP_TIMEOUT": 20,
+    }
+    for name, default in numbers.items():
+        try:
+            numbers[name] = _whole_number(env, name, default)
+        except ConfigError as exc:
+            problems.append(str(exc))
+    port = numbers["AIMON_WEB_PORT"]
+    nginx = env.get("AIMON_NGINX", "").strip() or shutil.which("nginx") or shutil.which("/usr/sbin/nginx")
+    if not nginx or not shutil.which(nginx):
+        problems.append(NGINX_MISSING)
     if port > 65535:
         problems.append(f"AIMON_WEB_PORT must be at most 65535, not {port}")
+    run_dir = env.get("AIMON_RUN_DIR", "").strip()
+    run_path = (
+        Path(run_dir).resolve() if run_dir else Path(tempfile.gettempdir()) / "aimon-admin" / f"run-{port}"
+    )
+    closed = _closed_to_others(run_path)
+    if closed is not None and os.geteuid() == 0:
+        problems.append(
+            f"AIMON_RUN_DIR ({run_path}) is inside {closed}, which other users cannot enter: started "
+            "as root, nginx's workers run as another user (nobody) and must reach the servers' "
+            "sockets there; name a folder whose parents all allow others in (o+x), or leave it unset"
+        )
     if problems:
         raise ConfigError("\n".join(f"  - {problem}" for problem in problems))
     schedule = env.get("AIMON_BEAT_SCHEDULE", "").strip()
@@ -138,34 +223,65 @@ def config_from(env: dict[str, str]) -> Config:
         host=env.get("AIMON_WEB_HOST", "").strip() or "127.0.0.1",
         port=port,
         run_beat=run_beat in TRUE,
-        web_workers=web_workers,
-        celery_concurrency=concurrency,
+        web_workers=numbers["AIMON_WEB_WORKERS"],
+        web_threads=numbers["AIMON_WEB_THREADS"],
+        wait_workers=numbers["AIMON_WAIT_WORKERS"],
+        proxy_workers=numbers["AIMON_PROXY_WORKERS"],
+        celery_concurrency=numbers["AIMON_CELERY_CONCURRENCY"],
         beat_schedule=Path(schedule)
         if schedule
         else Path(tempfile.gettempdir()) / "aimon-admin" / "celerybeat-schedule",
-        stop_timeout=float(stop_timeout),
+        stop_timeout=float(numbers["AIMON_STOP_TIMEOUT"]),
+        run_dir=run_path,
+        nginx=str(nginx),
+        behind_tls_proxy=env.get("DJANGO_BEHIND_TLS_PROXY", "").strip().lower() in TRUE,
         env=dict(
-            env, DJANGO_SETTINGS_MODULE=env.get("DJANGO_SETTINGS_MODULE") or "aimon_admin.settings.base"
+            env,
+            DJANGO_SETTINGS_MODULE=env.get("DJANGO_SETTINGS_MODULE") or "aimon_admin.settings.base",
+            # nginx (ours) names the client in X-Forwarded-For: sign-in lockouts count by it.
+            AIMON_BEHIND_PROXY="1",
         ),
     )
 
 
 def commands(config: Config) -> dict[str, list[str]]:
-    """What runs, by name: the web server, the Celery worker and (unless turned off) Celery beat."""
+    """What runs, by name, in the order it starts: the servers behind nginx, the Celery
+    worker and (unless turned off) Celery beat, and nginx last, once the sockets are open."""
+    bin_dir = Path(PYTHON).parent
+    granian = shutil.which("granian", path=str(bin_dir)) or "granian"
     argv = {
         "web": [
+            granian,
+            "--interface",
+            "wsgi",
+            "--uds",
+            str(config.web_socket),
+            "--uds-permissions",
+            "438",  # 0o666: nginx's workers (another user when started as root) connect
+            "--workers",
+            str(config.web_workers),
+            "--blocking-threads",
+            str(config.web_threads),
+            "--no-ws",
+            "--respawn-failed-workers",
+            "--workers-kill-timeout",
+            str(WEB_GRACE_SECONDS),
+            "--log-level",
+            "warning",
+            "aimon_admin.wsgi:application",
+        ],
+        "wait": [
             PYTHON,
             "-m",
             "uvicorn",
             "aimon_admin.asgi:application",
-            "--host",
-            config.host,
-            "--port",
-            str(config.port),
+            "--uds",
+            str(config.wait_socket),
             "--workers",
-            str(config.web_workers),
+            str(config.wait_workers),
             "--lifespan",
             "off",
+            "--no-access-log",
             "--timeout-graceful-shutdown",
             str(WEB_GRACE_SECONDS),
         ],
@@ -195,10 +311,140 @@ def commands(config: Config) -> dict[str, list[str]]:
             "--schedule",
             str(config.beat_schedule),
         ],
+        "proxy": nginx_argv(config),
     }
     if not config.run_beat:
         del argv["beat"]
     return argv
+
+
+def nginx_argv(config: Config, *, test: bool = False) -> list[str]:
+    return [
+        config.nginx,
+        *(["-t", "-q"] if test else []),
+        "-p",
+        f"{config.run_dir}/",
+        "-c",
+        str(config.nginx_conf),
+        "-e",
+        "stderr",
+    ]
+
+
+def _listen_address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _nginx_json(value: dict[str, str]) -> str:
+    """A JSON body as an nginx string: single-quoted, its own quotes escaped the JSON way."""
+    return "'" + json.dumps(value).replace("'", "\\u0027").replace("\\\\", "\\u005c") + "'"
+
+
+def product_constant(module: str, name: str) -> str:
+    """A message constant of the product's, read from its source: this supervisor does not
+    load Django (its settings refuse to load without the environment the children get)."""
+    tree = ast.parse((ROOT / module).read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
+            return str(ast.literal_eval(node.value))
+    raise LookupError(f"{name} is not defined in {module}")
+
+
+def nginx_conf(config: Config) -> str:
+    """nginx's whole configuration: one address in front, routing by path to the two servers.
+    Its own answers (a body over the limit, a server behind it down) are the API's JSON bodies."""
+    body_too_large = product_constant("aimon_admin/core/middleware.py", "BODY_TOO_LARGE_MESSAGE")
+    unavailable_message = product_constant("aimon_admin/core/api.py", "UNAVAILABLE_MESSAGE")
+    from_client = "$http_x_forwarded_for" if config.behind_tls_proxy else "$remote_addr"
+    proto = "$http_x_forwarded_proto" if config.behind_tls_proxy else "$scheme"
+    too_large = _nginx_json({"error": "payload_too_large", "detail": body_too_large})
+    unavailable = _nginx_json({"error": "unavailable", "detail": unavailable_message})
+    run = config.run_dir
+    wait_locations = "".join(
+        f"""
+        location ~ {pattern} {{
+            proxy_pass http://aimon_wait;
+            proxy_buffering off;
+        }}
+"""
+        for pattern in WAIT_LOCATIONS
+    )
+    return f"""# Written by scripts/prod.py at every start; edits here are lost.
+daemon off;
+worker_processes {config.proxy_workers};
+pid {run}/nginx.pid;
+error_log stderr warn;
+
+events {{
+    worker_connections 8192;
+}}
+
+http {{
+    access_log off;
+    server_tokens off;
+    client_body_temp_path {run}/nginx-client-body;
+    proxy_temp_path {run}/nginx-proxy;
+    fastcgi_temp_path {run}/nginx-fastcgi;
+    uwsgi_temp_path {run}/nginx-uwsgi;
+    scgi_temp_path {run}/nginx-scgi;
+    # Bodies (at most 1 MiB) are read into memory, whole, before the request is passed on.
+    client_max_body_size {MAX_BODY_BYTES};
+    client_body_buffer_size {MAX_BODY_BYTES};
+    proxy_max_temp_file_size 0;
+    keepalive_timeout 75s;
+    keepalive_requests 100000;
+
+    upstream aimon_web {{
+        server unix:{config.web_socket};
+        keepalive 32;
+    }}
+    upstream aimon_wait {{
+        server unix:{config.wait_socket};
+        keepalive 32;
+    }}
+
+    server {{
+        listen {_listen_address(config.host, config.port)} backlog=4096;
+
+        proxy_http_version 1.1;
+        proxy_set_header Connection "";
+        proxy_set_header Host $http_host;
+        proxy_set_header X-Forwarded-For {from_client};
+        proxy_set_header X-Forwarded-Proto {proto};
+        proxy_redirect off;
+        proxy_read_timeout {PROXY_READ_TIMEOUT_SECONDS}s;
+        proxy_intercept_errors off;
+        error_page 413 = @too_large;
+        error_page 502 504 = @unavailable;
+
+        location / {{
+            proxy_pass http://aimon_web;
+        }}
+{wait_locations}
+        location @too_large {{
+            default_type application/json;
+            return 413 {too_large};
+        }}
+        location @unavailable {{
+            # Fail closed: a server behind nginx is down or restarting; no decision at all.
+            add_header Retry-After 5 always;
+            default_type application/json;
+            return 503 {unavailable};
+        }}
+    }}
+}}
+"""
+
+
+def write_nginx_conf(config: Config) -> None:
+    # nginx's workers (another user when started as root) must reach the sockets in it.
+    for folder in reversed([config.run_dir, *config.run_dir.parents]):
+        if not folder.exists():
+            folder.mkdir(mode=0o755)
+            folder.chmod(0o755)
+    for stale in (config.web_socket, config.wait_socket):
+        stale.unlink(missing_ok=True)
+    config.nginx_conf.write_text(nginx_conf(config))
 
 
 def log(message: str) -> None:
@@ -209,6 +455,11 @@ def prepare(config: Config, stopped: Callable[[], bool]) -> None:
     """Check, migrate (the audit log's append-only triggers too), collect static files into STATIC_ROOT."""
     config.beat_schedule.parent.mkdir(parents=True, exist_ok=True)
     # `check --deploy` fails only on errors; its warnings are printed (README explains each).
+    write_nginx_conf(config)
+    log(f"nginx -t ({config.nginx_conf})")
+    checked = subprocess.run(nginx_argv(config, test=True), capture_output=True, text=True)
+    if checked.returncode != 0:
+        raise SystemExit(f"prod: nginx refused its configuration; nothing started\n{checked.stderr}")
     for step in (
         ["check", "--deploy"],
         ["migrate", "--noinput"],
@@ -256,12 +507,25 @@ class Supervisor:
 
     def _start_each(self) -> None:
         for name, argv in commands(self.config).items():
+            if name == "proxy":
+                self._wait_for_sockets()
             # A process group of its own: a terminal's Ctrl-C reaches only this supervisor,
             # which stops the children in order, and a child's own children (uvicorn's
             # workers, Celery's pool) can be found and stopped with it.
             child = subprocess.Popen(argv, cwd=ROOT, env=self.config.env, process_group=0)
             self.children[name] = child
             log(f"started {name} (pid {child.pid}): {' '.join(argv[1:])}")
+
+    def _wait_for_sockets(self) -> None:
+        """Until both servers behind nginx listen, so its first requests find them."""
+        deadline = time.monotonic() + SOCKETS_TIMEOUT_SECONDS
+        sockets = (self.config.web_socket, self.config.wait_socket)
+        while not all(path.is_socket() for path in sockets):
+            if self.stop_requested is not None or any(c.poll() is not None for c in self.children.values()):
+                return  # watch() notices and stops the rest
+            if time.monotonic() > deadline:
+                raise OSError(f"the web servers did not open {sockets} within {SOCKETS_TIMEOUT_SECONDS} s")
+            time.sleep(POLL_SECONDS)
 
     def _any_alive(self) -> bool:
         return any(_group_alive(child.pid) for child in self.children.values())

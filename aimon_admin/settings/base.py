@@ -301,8 +301,12 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "aimon_admin.accounts.views.lockout"
 AXES_CLIENT_IP_CALLABLE = "aimon_admin.accounts.lockout.client_ip"
-# Behind a TLS proxy the client's address is the one the proxy appended to X-Forwarded-For.
-AIMON_LOGIN_TRUST_FORWARDED_FOR = env_bool("DJANGO_BEHIND_TLS_PROXY", default=False)
+# Behind a TLS proxy the client's address is the one the proxy appended to X-Forwarded-For;
+# behind make prod's own nginx (AIMON_BEHIND_PROXY, set by scripts/prod.py) too: it names
+# the client there (or passes on what the TLS proxy in front of it appended).
+AIMON_LOGIN_TRUST_FORWARDED_FOR = env_bool("DJANGO_BEHIND_TLS_PROXY", default=False) or env_bool(
+    "AIMON_BEHIND_PROXY", default=False
+)
 # Sign-ins and sign-outs are already in the audit log; axes keeps only the failure counts.
 AXES_DISABLE_ACCESS_LOG = True
 AXES_ENABLE_ACCESS_FAILURE_LOG = False

@@ -1,21 +1,30 @@
 """`make prod` for real: scripts/prod.py against the test PostgreSQL database and Redis.
 
 The script checks its environment, runs `check --deploy`, migrates, collects static files,
-then supervises uvicorn (several workers), a Celery worker and Celery beat. This test
-starts it as an operator would, decides over HTTP, sends a task through Redis to its
-worker, reads a static file WhiteNoise serves from STATIC_ROOT, then SIGTERMs it and
-checks that every process it started has gone. Bounded: 60 s in all.
+writes and checks nginx's configuration, then supervises the production topology: nginx on
+the one address, granian (WSGI, several workers) behind it for request/response paths,
+uvicorn (ASGI) for the long-polls and streamed exports, a Celery worker and Celery beat.
+This test starts it as an operator would, and through the one address decides, long-polls
+until an answer wakes it, reads a page and a static file WhiteNoise serves from
+STATIC_ROOT, sends a task through Redis to its worker, then SIGTERMs it and checks that
+every process it started has gone. Bounded: 60 s in all. The tests that start it run
+only where nginx is installed (CI installs it: apt-get install -y nginx).
 """
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from celery import Celery
@@ -27,6 +36,7 @@ from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.audit.tasks import VERIFY_TASK_NAME
 from aimon_admin.core.context import Channel
+from aimon_admin.core.middleware import BODY_TOO_LARGE_MESSAGE
 from aimon_admin.runtimes.models import AgentRuntime
 from tests.audit.helpers import database_for_new_process
 from tests.production.helpers import (
@@ -43,6 +53,19 @@ from tests.production.helpers import (
 
 BUDGET_SECONDS = 60
 SCRIPT = ROOT / "scripts" / "prod.py"
+NGINX = shutil.which("nginx") or shutil.which("/usr/sbin/nginx")
+needs_nginx = pytest.mark.skipif(NGINX is None, reason="nginx is not installed: apt-get install -y nginx")
+
+
+def prod_module() -> ModuleType:
+    """scripts/prod.py as a module: its own code path, not a copy of it."""
+    spec = importlib.util.spec_from_file_location("aimon_prod_script", SCRIPT)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def production_env(database_url: str, redis_url: str, port: int, tmp_path: Path) -> dict[str, str]:
@@ -55,6 +78,7 @@ def production_env(database_url: str, redis_url: str, port: int, tmp_path: Path)
         AIMON_WEB_HOST="127.0.0.1",
         AIMON_WEB_PORT=str(port),
         AIMON_WEB_WORKERS="2",
+        AIMON_WAIT_WORKERS="1",
         AIMON_CELERY_CONCURRENCY="1",
         AIMON_BEAT_SCHEDULE=str(tmp_path / "beat" / "celerybeat-schedule"),
         AIMON_STOP_TIMEOUT="15",
@@ -140,6 +164,72 @@ def test_the_script_refuses_sqlite_debug_and_eager_tasks() -> None:
         assert problem in result.stderr
 
 
+def test_the_script_refuses_to_start_without_nginx_and_says_how_to_install_it() -> None:
+    prod = prod_module()
+    env = child_env(
+        DATABASE_URL="postgres://aimon@db.invalid:5432/aimon",
+        REDIS_URL="redis://redis.invalid:6379/0",
+        DJANGO_SECRET_KEY="x" * 50,
+        DJANGO_ALLOWED_HOSTS="aimon.example.com",
+        AIMON_NGINX="/nonexistent/nginx",
+    )
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=30
+    )
+    assert result.returncode == 2
+    assert prod.NGINX_MISSING in result.stderr
+    assert "apt-get install -y nginx" in prod.NGINX_MISSING
+    assert "started" not in result.stderr
+
+
+def test_the_script_refuses_a_run_dir_nginx_workers_cannot_reach_when_started_as_root(tmp_path: Path) -> None:
+    prod = prod_module()
+    closed = tmp_path / "closed"
+    closed.mkdir(mode=0o700)
+    closed.chmod(0o700)
+    env = production_env("postgres://aimon@db.invalid:5432/aimon", "redis://r.invalid:6379/0", 8123, tmp_path)
+    env = dict(env, AIMON_NGINX=sys.executable, AIMON_RUN_DIR=str(closed / "run"))
+    if os.geteuid() != 0:
+        assert prod.config_from(env).run_dir == closed / "run"  # nginx's workers run as this user
+        return
+    with pytest.raises(prod.ConfigError, match="which other users cannot enter"):
+        prod.config_from(env)
+
+
+def test_nginx_routes_waiting_paths_to_uvicorn_and_everything_else_to_granian(tmp_path: Path) -> None:
+    from aimon_admin.core.api import UNAVAILABLE_MESSAGE
+
+    prod = prod_module()
+    env = production_env("postgres://aimon@db.invalid:5432/aimon", "redis://r.invalid:6379/0", 8123, tmp_path)
+    config = prod.config_from(dict(env, AIMON_NGINX=sys.executable))  # any binary: nginx is not run here
+    conf = prod.nginx_conf(config)
+    assert "listen 127.0.0.1:8123 " in conf
+    assert f"server unix:{config.web_socket};" in conf
+    assert f"server unix:{config.wait_socket};" in conf
+    wait_patterns = [re.compile(p) for p in prod.WAIT_LOCATIONS]
+    for path, waits in [
+        ("/api/v1/approval-requests/0f9c0000-0000-4000-8000-000000000000", True),
+        ("/api/v1/approval-requests/0f9c0000-0000-4000-8000-000000000000/", True),
+        ("/audit/events/export.csv", True),
+        ("/audit/events/export.jsonl", True),
+        ("/api/v1/approval-requests", False),
+        ("/api/v1/approval-requests/0f9c0000-0000-4000-8000-000000000000/cancel", False),
+        ("/api/v1/skill-decisions", False),
+        ("/approvals/", False),
+    ]:
+        assert any(p.search(path) for p in wait_patterns) is waits, path
+    # nginx's own answers are the API's JSON bodies, with the product's wording.
+    bodies = {int(code): json.loads(body) for code, body in re.findall(r"return (\d+) '([^']*)';", conf)}
+    assert bodies == {
+        413: {"error": "payload_too_large", "detail": BODY_TOO_LARGE_MESSAGE},
+        503: {"error": "unavailable", "detail": UNAVAILABLE_MESSAGE},
+    }
+    # Sign-in lockouts count by the client nginx names, never by what the client claims.
+    assert "proxy_set_header X-Forwarded-For $remote_addr;" in conf
+    assert config.env["AIMON_BEHIND_PROXY"] == "1"
+
+
+@needs_nginx
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_prod_serves_decides_runs_tasks_and_stops_every_process_on_sigterm(
@@ -159,10 +249,12 @@ def test_prod_serves_decides_runs_tasks_and_stops_every_process_on_sigterm(
     try:
         wait_for_health(port, deadline, prod, log)
 
-        # Several uvicorn workers, a Celery worker and beat, all alive under the script.
+        # nginx, granian with two WSGI workers, uvicorn, a Celery worker and beat, all alive
+        # under the script.
         commands = [command for _, command in session_members(prod.pid)]
-        assert sum("uvicorn" in c and "--workers 2" in c for c in commands) == 1
-        assert sum("multiprocessing" in c or "spawn_main" in c for c in commands) >= 2, commands
+        assert sum("nginx: master process" in c for c in commands) == 1, commands
+        assert sum("granian" in c and "--interface wsgi" in c and "--workers 2" in c for c in commands) >= 1
+        assert sum("uvicorn" in c and "aimon_admin.asgi:application" in c for c in commands) == 1, commands
         assert sum("celery" in c and " worker " in c for c in commands) >= 1, commands
         assert sum("celery" in c and " beat " in c for c in commands) == 1, commands
 
@@ -173,6 +265,38 @@ def test_prod_serves_decides_runs_tasks_and_stops_every_process_on_sigterm(
         }
         status, body = request_json(port, "GET", "/api/v1/runtime")
         assert (status, body["error"]) == (401, "not_authenticated")
+
+        # S7: a long-poll through the one address (nginx routes it to uvicorn) waits, and an
+        # answer wakes it through Redis.
+        waiting, _ = request_create(
+            RequestInput(runtime=runtime, skills=["restart"], session_id="s-1", principal=operator.username)
+        )
+        polled: list[tuple[int, object]] = []
+        poll = threading.Thread(
+            target=lambda: polled.append(
+                request_json(
+                    port,
+                    "GET",
+                    f"/api/v1/approval-requests/{waiting.pk}?wait=20",
+                    token=runtime_token,
+                    timeout=30,
+                )
+            )
+        )
+        poll.start()
+        time.sleep(1.0)  # subscribed and waiting
+        assert poll.is_alive(), polled
+        request_answer(request=waiting, user=operator, answer=Answer.ALLOW_SESSION)
+        poll.join(15)
+        assert not poll.is_alive(), "the long-poll was not woken"
+        (poll_status, poll_body) = polled[0]
+        assert poll_status == 200
+        assert isinstance(poll_body, dict)
+        assert (poll_body["status"], poll_body["answered_by"]) == ("ANSWERED", operator.username)
+
+        # A body over the API's limit is refused by nginx itself, in the API's own words.
+        status, body = request_json(port, "POST", "/api/v1/skill-decisions", {"pad": "x" * (1 << 20)})
+        assert (status, body) == (413, {"error": "payload_too_large", "detail": BODY_TOO_LARGE_MESSAGE})
 
         # Static files: collected into STATIC_ROOT under hashed names, served by WhiteNoise.
         conn_status, page = _get(port, "/accounts/login/")
@@ -216,11 +340,14 @@ def test_prod_serves_decides_runs_tasks_and_stops_every_process_on_sigterm(
     assert status == 0, tail(log)
     assert session_members(prod.pid) == [], f"processes outlived the script:\n{tail(log)}"
     output = log.read_text()
-    for name in ("web", "worker", "beat"):
+    for name in ("proxy", "web", "worker", "beat"):
         assert re.search(rf"prod: {name} \(pid [0-9]+\) stopped, status 0", output), output[-2000:]
+    # uvicorn with one worker ends by re-raising the SIGTERM it handled, after its graceful stop.
+    assert re.search(r"prod: wait \(pid [0-9]+\) stopped, status (0|-15)", output), output[-2000:]
     deadline.check("stopping")
 
 
+@needs_nginx
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_prod_stops_everything_and_fails_when_one_process_dies(redis_url: str, tmp_path: Path) -> None:
