@@ -1,4 +1,6 @@
-"""ASGI entry point: the product is served by an ASGI server (uvicorn) in production.
+"""ASGI entry point: uvicorn serves it for everything in the embedded default (make run), and
+in production (make prod) for what waits: the long-poll and the streamed audit exports, which
+nginx routes here while granian serves the rest through wsgi.py (scripts/prod.py).
 
 Long-polls are async views, so a waiting runtime holds no worker thread.
 """

@@ -1,4 +1,6 @@
-"""WSGI entry point, for tools that want one; production serves ASGI (see asgi.py)."""
+"""WSGI entry point: in production (make prod) granian serves it behind nginx, for every
+request/response path (decisions, pages); the long-poll and the streamed exports go to the
+ASGI entry point (asgi.py). See scripts/prod.py."""
 
 from __future__ import annotations
 
