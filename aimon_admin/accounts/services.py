@@ -19,6 +19,9 @@ from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.services import audit_record
 from aimon_admin.core.actors import Actor
 
+# What the audit log keeps of a username typed at sign-in (Django allows 150 characters).
+TYPED_USERNAME_MAX = 64
+
 
 class UserExistsError(ValueError):
     pass
@@ -126,27 +129,40 @@ def login_record(*, user: User) -> None:
     )
 
 
+def _typed_username(username: str) -> tuple[str, dict[str, int]]:
+    """A username someone typed at sign-in, as the audit log keeps it: cut to
+    TYPED_USERNAME_MAX characters (anyone can type anything there, no account needed), with
+    the typed length in the details when it was cut."""
+    if len(username) <= TYPED_USERNAME_MAX:
+        return username, {}
+    return username[: TYPED_USERNAME_MAX - 1] + "…", {"username_length": len(username)}
+
+
 @transaction.atomic
 def login_failure_record(*, username: str) -> None:
+    subject, details = _typed_username(username)
     audit_record(
         action=AuditAction.LOGIN_FAILED,
         actor=Actor.system("anonymous"),
         level=AuditLevel.WARNING,
         subject_type="user",
-        subject=username,
+        subject=subject,
+        details=details,
     )
 
 
 @transaction.atomic
 def login_lockout_record(*, username: str, ip_address: str, failures: int | None) -> None:
     """A username+address pair locked out after repeated failed sign-ins (django-axes)."""
+    subject, typed = _typed_username(username)
     audit_record(
         action=AuditAction.LOGIN_LOCKED_OUT,
         actor=Actor.system("anonymous"),
         level=AuditLevel.WARNING,
         subject_type="user",
-        subject=username,
+        subject=subject,
         details={
+            **typed,
             "ip_address": ip_address,
             "failures": failures,
             "failure_limit": settings.AXES_FAILURE_LIMIT,

@@ -6,6 +6,7 @@ from django import forms
 from django.urls import reverse
 
 from aimon_admin.approvals.choices import Answer, GrantScope, RuleAction
+from aimon_admin.approvals.models import RULE_NOTE_MAX
 from aimon_admin.approvals.policy import (
     PATTERN_GRAMMAR,
     SKILL_PATTERN_MAX,
@@ -20,8 +21,6 @@ class AnswerForm(forms.Form):
     answer = forms.ChoiceField(choices=Answer.choices)
     skill = forms.CharField(max_length=200, required=False)
 
-
-RULE_NOTE_MAX = 1000
 
 PATTERN_HELP = (
     "A skill name, or a pattern where * stands for any run of characters: deploy-* matches "

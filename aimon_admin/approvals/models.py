@@ -11,6 +11,8 @@ import uuid
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Length
+from django.db.models.lookups import LessThanOrEqual
 
 from aimon_admin.approvals.choices import (
     DecisionSource,
@@ -157,6 +159,10 @@ class Grant(models.Model):
         return f"{self.scope} {self.decision} {self.skill}"
 
 
+REQUEST_REASON_MAX = 2000  # the API's limit (MAX_REASON)
+RULE_NOTE_MAX = 1000
+
+
 class ApprovalRequest(models.Model):
     """A runtime asking a person about one or more skills (S4-S9)."""
 
@@ -190,6 +196,11 @@ class ApprovalRequest(models.Model):
         permissions = [("answer_approvalrequest", "Can answer skill approval requests (S13 decides which)")]
         constraints = [
             _in("status", RequestStatus, "request_status_valid", "request status"),
+            models.CheckConstraint(
+                condition=LessThanOrEqual(Length("reason"), REQUEST_REASON_MAX),
+                name="request_reason_length",
+                violation_error_message=f"A reason is at most {REQUEST_REASON_MAX} characters.",
+            ),
             models.UniqueConstraint(
                 fields=["runtime", "idempotency_key"],
                 condition=~Q(idempotency_key=""),
@@ -287,6 +298,11 @@ class SkillRule(models.Model):
         constraints = [
             _in("action", RuleAction, "rule_action_valid", "rule action"),
             _in("widest_scope", GrantScope, "rule_widest_scope_valid", "scope"),
+            models.CheckConstraint(
+                condition=LessThanOrEqual(Length("note"), RULE_NOTE_MAX),
+                name="rule_note_length",
+                violation_error_message=f"A note is at most {RULE_NOTE_MAX} characters.",
+            ),
             models.UniqueConstraint(
                 fields=["runtime", "pattern"],
                 condition=Q(runtime__isnull=False),

@@ -7,6 +7,8 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator, URLValidator
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Length
+from django.db.models.lookups import LessThanOrEqual
 
 from aimon_admin.registry.choices import (
     AnnotationTrust,
@@ -25,6 +27,9 @@ SERVER_NAME_VALIDATOR = RegexValidator(
     r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$",
     "Use 1-100 letters, digits, dots, dashes or underscores, starting with a letter or digit.",
 )
+
+
+REVIEW_NOTE_MAX = 2000
 
 # Item 9: a Streamable HTTP server is reached over HTTP: ftp://, file:// and host-less URLs are
 # refused when saved, not at the first sync.
@@ -184,6 +189,11 @@ class Tool(models.Model):
         ordering = ["name", "id"]
         constraints = [
             _in("source", ToolSource, "tool_source_valid", "tool source"),
+            models.CheckConstraint(
+                condition=LessThanOrEqual(Length("review_note"), REVIEW_NOTE_MAX),
+                name="tool_review_note_length",
+                violation_error_message=f"A review note is at most {REVIEW_NOTE_MAX} characters.",
+            ),
             _in("side_effect_level", SideEffectLevel, "tool_level_valid", "side-effect level"),
             _in(
                 "destructive_behavior", DestructiveBehavior, "tool_destructive_valid", "destructive behavior"

@@ -6,7 +6,7 @@ from django import forms
 
 from aimon_admin.accounts.models import User
 from aimon_admin.registry.choices import SideEffectLevel
-from aimon_admin.runtimes.models import RUNTIME_NAME_VALIDATOR, AgentRuntime
+from aimon_admin.runtimes.models import RUNTIME_DESCRIPTION_MAX, RUNTIME_NAME_VALIDATOR, AgentRuntime
 
 CEILING_HELP = "READ_ONLY hides and refuses every tool that writes; MUTATING permits them (T6)."
 THRESHOLD_HELP = (
@@ -28,7 +28,12 @@ class _RuntimeSettingsFields(forms.Form):
         to_field_name="username",
         help_text="May grant agent-wide approvals for this runtime (S13).",
     )
-    description = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False)
+    description = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 2}),
+        required=False,
+        max_length=RUNTIME_DESCRIPTION_MAX,
+        help_text=f"At most {RUNTIME_DESCRIPTION_MAX} characters.",
+    )
 
 
 class RuntimeCreateForm(_RuntimeSettingsFields):

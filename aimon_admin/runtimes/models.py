@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
+from django.db.models.functions import Length
+from django.db.models.lookups import LessThanOrEqual
 
 from aimon_admin.registry.choices import SideEffectLevel
 
@@ -12,6 +14,9 @@ RUNTIME_NAME_VALIDATOR = RegexValidator(
     r"^[a-z0-9][a-z0-9._-]{0,99}$",
     "Use 1-100 lower-case letters, digits, dots, dashes or underscores, starting with a letter or digit.",
 )
+
+
+RUNTIME_DESCRIPTION_MAX = 2000
 
 
 class AgentRuntime(models.Model):
@@ -49,6 +54,11 @@ class AgentRuntime(models.Model):
     class Meta:
         ordering = ["name"]
         constraints = [
+            models.CheckConstraint(
+                condition=LessThanOrEqual(Length("description"), RUNTIME_DESCRIPTION_MAX),
+                name="runtime_description_length",
+                violation_error_message=f"A description is at most {RUNTIME_DESCRIPTION_MAX} characters.",
+            ),
             models.CheckConstraint(
                 condition=models.Q(ceiling__in=SideEffectLevel.values),
                 name="runtime_ceiling_valid",

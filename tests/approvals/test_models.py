@@ -312,6 +312,14 @@ CASES: list[tuple[str, type[models.Model], Builder, Builder]] = [
         lambda w: (saved(w.rule(runtime=None)), w.rule(runtime=None, action="ALLOW"))[1],
         lambda w: (saved(w.rule(runtime=None)), w.rule())[1],  # a runtime's own rule beside a global one
     ),
+    # Text a person or a runtime fills has a limit (issue 13 item 8).
+    ("rule_note_length", SkillRule, lambda w: w.rule(note="n" * 1001), lambda w: w.rule(note="n" * 1000)),
+    (
+        "request_reason_length",
+        ApprovalRequest,
+        lambda w: w.new_request(reason="r" * 2001),
+        lambda w: w.new_request(reason="r" * 2000),
+    ),
 ]
 CASE_IDS = [f"{name}-{n}" for n, (name, *_) in enumerate(CASES)]
 

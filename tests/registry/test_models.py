@@ -449,3 +449,24 @@ def test_active_syncs_of_different_servers_do_not_clash() -> None:
     with transaction.atomic():
         raw_insert(first, server_id=make_server("web").pk)
     assert McpSyncRun.objects.filter(status__in=[SyncStatus.QUEUED, SyncStatus.RUNNING]).count() == 3
+
+
+# --- Text limits (issue 13 item 8) ---------------------------------------------------------------
+
+
+def test_a_review_note_past_its_limit_is_refused_by_the_form_full_clean_and_the_database(
+    runtime: AgentRuntime,
+) -> None:
+    from aimon_admin.registry.forms import ReviewForm
+    from aimon_admin.registry.models import REVIEW_NOTE_MAX
+
+    tool = _saved("tool", runtime)
+    tool.review_note = "n" * REVIEW_NOTE_MAX
+    tool.full_clean()
+    tool.review_note += "n"
+    assert f"A review note is at most {REVIEW_NOTE_MAX} characters." in constraint_messages(tool)
+    assert_integrity_error(
+        lambda: raw_update(tool, review_note="n" * (REVIEW_NOTE_MAX + 1)), "tool_review_note_length"
+    )
+    form = ReviewForm({"finding": "", "note": "n" * (REVIEW_NOTE_MAX + 1)})
+    assert "note" in form.errors
