@@ -1098,7 +1098,7 @@ def _audit_grant(
         details["all_sessions"] = True
         details["expires"] = False
         details["survives_clear"] = True
-        details["removed_by"] = ["Revoke (this approval on its own)", "Revoke agent-wide"]
+        details["removed_by"] = "Revoke (this approval on its own), or Revoke agent-wide"
     session_key = (
         grant.session.session_id
         if grant.session

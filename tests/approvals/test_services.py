@@ -503,7 +503,7 @@ def test_a_session_answer_with_no_session_escalates_to_agent_wide_with_a_warning
         "all_sessions": True,
         "expires": False,
         "survives_clear": True,
-        "removed_by": ["Revoke (this approval on its own)", "Revoke agent-wide"],
+        "removed_by": "Revoke (this approval on its own), or Revoke agent-wide",
     }
     for phrase in ("all sessions", "no expiry", "survives clear", AGENT_WIDE_ENDS):
         assert phrase in ESCALATION_REACH

@@ -49,7 +49,7 @@ def test_each_escalated_grant_states_its_reach_who_when_and_from_which_request(
     plain = text(page)
     assert (
         "Reach: All sessions of runtime agent-one, no expiry, survives Clear, "
-        "removed only by Revoke agent-wide." in plain
+        "holds until it is revoked, on its own or with Revoke agent-wide." in plain  # issue 13 item 5c
     )
     assert "Granted by owen" in plain
     assert str(grant.request_id) in page

@@ -102,8 +102,8 @@ def test_an_escalation_event_shows_its_grant_reach_and_state(
     plain = text(page)
     assert "The grant" in plain
     assert (
-        "All sessions of runtime agent-one, no expiry, survives Clear, removed only by Revoke agent-wide"
-        in plain
+        "All sessions of runtime agent-one, no expiry, survives Clear, "
+        "holds until it is revoked, on its own or with Revoke agent-wide" in plain
     )
     assert '<span class="badge badge-warn">In force</span>' in page
     assert str(grant.request_id) in page

@@ -52,7 +52,7 @@ def test_auditor_finds_an_escalated_grant_opens_it_filters_and_exports(
     page.goto(f"{live_server.url}/approvals/")
     card = page.locator(f"#request-{created['id']}")
     expect(card.locator(f"#request-{created['id']}-escalation")).to_contain_text(
-        "A session answer here becomes agent-wide"
+        "A session answer here, Deny included, becomes agent-wide"
     )
     card.get_by_role("button", name="Allow for this session: deploy").click()
     expect(card).to_contain_text("Answered: deploy.")
@@ -70,7 +70,8 @@ def test_auditor_finds_an_escalated_grant_opens_it_filters_and_exports(
     row = page.locator(f'li[data-seq="{event.seq}"]')
     expect(row).to_contain_text("deploy")
     expect(row).to_contain_text(
-        "All sessions of runtime agent-one, no expiry, survives Clear, removed only by Revoke agent-wide"
+        "All sessions of runtime agent-one, no expiry, survives Clear, "
+        "holds until it is revoked, on its own or with Revoke agent-wide"
     )
     expect(row).to_contain_text(re.compile(r"Granted by\s*alice"))
     expect(row).to_contain_text("Nightly release")

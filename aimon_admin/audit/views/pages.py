@@ -42,7 +42,8 @@ REACH_WORDS = (
     "All sessions of runtime {runtime}",
     "no expiry",
     "survives Clear",
-    "removed only by Revoke agent-wide",
+    # Issue 13 item 5c: one agent-wide grant can also be revoked on its own.
+    "holds until it is revoked, on its own or with Revoke agent-wide",
 )
 HASH_OK = "Its hash matches its content."
 HASH_BAD = "Its hash does not match its content: this event was altered."

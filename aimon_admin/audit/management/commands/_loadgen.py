@@ -586,7 +586,7 @@ class Simulation:
                     all_sessions=True,
                     expires=False,
                     survives_clear=True,
-                    removed_only_by="Revoke agent-wide",
+                    removed_by="Revoke (this approval on its own), or Revoke agent-wide",
                 )
                 self.stats.escalated += 1
             session_key = holder.session_id if holder else ""
