@@ -103,7 +103,7 @@ def seed() -> dict[str, Any]:
 
 # (skills, session, invoking session, turn) -> [(decision, source)], from S2 (narrowest layer
 # first: turn, session, invoking session, agent, rules, default ASK) and S3 (a fork reads its
-# invoking session). Rules: read-* ALLOW; tool-NNNN, team-NNN-*, svcNNN-?-deploy*, *-job-NNN
+# invoking session). Rules: read-* ALLOW; tool-NNNN, team-NNN-*, svcNNN-*-deploy*, *-job-NNN
 # by NNN % 3 (ALLOW, DENY, ASK); rt-NNN* likewise, for the bench runtime only.
 SKILL_CASES: list[tuple[list[str], str | None, str | None, str | None, list[tuple[str, str]]]] = [
     (

@@ -81,7 +81,7 @@ def rule_specs() -> list[tuple[str, str, bool]]:
     specs = [("read-*", "ALLOW", False)]
     specs += [(f"tool-{i:04d}", actions[i % 3], False) for i in range(400)]
     specs += [(f"team-{i:03d}-*", actions[i % 3], False) for i in range(300)]
-    specs += [(f"svc{i:03d}-?-deploy*", actions[i % 3], False) for i in range(150)]
+    specs += [(f"svc{i:03d}-*-deploy*", actions[i % 3], False) for i in range(150)]
     specs += [(f"*-job-{i:03d}", actions[i % 3], False) for i in range(49)]
     specs += [(f"rt-{i:03d}*", actions[i % 3], True) for i in range(100)]
     assert len(specs) == RULES
