@@ -71,6 +71,11 @@ def _parse_lines(text: str, separator: str, name_re: re.Pattern[str], error: str
     return values
 
 
+# What an operator may type into the server form's free-text boxes (issue 13 item 8).
+SERVER_ARGS_MAX = 5000
+SERVER_SECRETS_MAX = 10_000
+
+
 class McpServerForm(forms.Form):
     """Create or edit an MCP server's connection settings (trust has its own confirmation)."""
 
@@ -84,12 +89,14 @@ class McpServerForm(forms.Form):
     args = forms.CharField(
         label="Arguments",
         required=False,
+        max_length=SERVER_ARGS_MAX,
         widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false"}),
         help_text="stdio: one argument per line.",
     )
     env = forms.CharField(
         label="Environment",
         required=False,
+        max_length=SERVER_SECRETS_MAX,
         widget=SecretTextarea(attrs={"rows": 3, "spellcheck": "false", "autocomplete": "off"}),
         help_text="stdio: KEY=VALUE, one per line. Values are secrets and are never shown again.",
     )
@@ -107,6 +114,7 @@ class McpServerForm(forms.Form):
     headers = forms.CharField(
         label="Headers",
         required=False,
+        max_length=SERVER_SECRETS_MAX,
         widget=SecretTextarea(attrs={"rows": 3, "spellcheck": "false", "autocomplete": "off"}),
         help_text="Streamable HTTP: Name: value, one per line. Values are secrets and are never shown again.",
     )
