@@ -115,6 +115,9 @@ class McpSyncRun(models.Model):
     tools_absent = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True, default="")
     attempts = models.PositiveIntegerField(default=0)
+    # While RUNNING: until when the worker's lease holds. The worker renews it every few
+    # seconds; once it lapses the worker is gone and the run is failed (sync/runs.py).
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]

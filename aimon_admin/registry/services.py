@@ -671,9 +671,13 @@ SYNC_ALREADY_ACTIVE = "A sync of this server is already queued or running."
 @transaction.atomic
 def mcp_sync_request(*, server: McpServer, actor: Actor) -> McpSyncRun:
     """Queue a sync of `server` (the Celery task starts once this transaction commits)."""
+    from aimon_admin.registry.sync.runs import sync_runs_fail_stale
     from aimon_admin.registry.tasks import sync_mcp_server
 
     server = McpServer.objects.select_for_update().get(pk=server.pk)
+    # A run whose worker is gone (its lease lapsed) is failed first, so it does not block
+    # this one: *Sync now* works without waiting for beat's sweep.
+    sync_runs_fail_stale(server_id=server.pk)
     if McpSyncRun.objects.filter(server=server, status__in=[SyncStatus.QUEUED, SyncStatus.RUNNING]).exists():
         raise RegistryError(SYNC_ALREADY_ACTIVE)
     run = McpSyncRun.objects.create(server=server, requested_by=actor.user, progress="Queued")

@@ -64,5 +64,6 @@ def sync_mcp_server(run_id: int) -> str | None:
 
 @shared_task(name=FAIL_STALE_TASK_NAME, ignore_result=True, acks_late=True)
 def fail_stale_mcp_syncs() -> int:
-    """Fail RUNNING syncs whose worker is gone for good (for a periodic schedule)."""
+    """Fail RUNNING syncs whose worker is gone: its lease lapsed (beat, every
+    LEASE_CHECK_SECONDS). *Sync now* makes the same check for its server."""
     return sync_runs_fail_stale(older_than=STALE_AFTER)

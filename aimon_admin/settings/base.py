@@ -205,8 +205,9 @@ CELERY_TIMEZONE = "UTC"
 CELERY_BEAT_SCHEDULE: dict[str, dict] = {
     # S9: close approval requests nobody answered in time (reads also expire them on sight).
     "approvals-expire-due-requests": {"task": "approvals.expire_due_requests", "schedule": 30.0},
-    # Fail MCP syncs whose worker died without finishing them, so the server can sync again.
-    "registry-fail-stale-mcp-syncs": {"task": "registry.fail_stale_mcp_syncs", "schedule": 300.0},
+    # Fail MCP syncs whose worker died without finishing them (its lease lapsed), so the
+    # server can sync again; as often as registry/sync/runs.py LEASE_CHECK_SECONDS.
+    "registry-fail-stale-mcp-syncs": {"task": "registry.fail_stale_mcp_syncs", "schedule": 15.0},
     # A2: verify the audit chain from the last checkpoint and write the outcome as an event.
     "audit-verify-chain": {
         "task": "audit.verify_chain",

@@ -86,7 +86,23 @@ def sync(*, name: str, operator: str) -> dict[str, Any]:
     return {"run_id": run.pk}
 
 
-COMMANDS = {"people": people, "chain": chain, "people_and_server": people_and_server, "sync": sync}
+def sync_or_refusal(*, name: str, operator: str) -> dict[str, Any]:
+    """*Sync now*, as `sync`, but a refusal is an answer too: {"refused": the message}."""
+    from aimon_admin.registry.services import RegistryError
+
+    try:
+        return sync(name=name, operator=operator)
+    except RegistryError as exc:
+        return {"refused": str(exc)}
+
+
+COMMANDS = {
+    "people": people,
+    "chain": chain,
+    "people_and_server": people_and_server,
+    "sync": sync,
+    "sync_or_refusal": sync_or_refusal,
+}
 
 
 def main() -> None:

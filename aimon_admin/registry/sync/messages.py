@@ -34,7 +34,10 @@ ERROR_DISABLED = "The server is disabled; nothing was fetched."
 ERROR_STORE = "The listing could not be stored: {detail}"
 ERROR_TIME_LIMIT = "Stopped: the sync ran past the task's time limit; nothing was stored."
 ERROR_GAVE_UP = "Gave up after {attempts} attempts: the worker stopped each time."
-ERROR_STALE = "The worker running this sync stopped without a result."
+ERROR_STALE = (
+    "The worker running this sync stopped without a result (it stopped checking in), so "
+    "nothing was stored. Sync again."
+)
 ERROR_UNEXPECTED = "Unexpected error {stage}: {detail}"
 DETAIL_STDERR = "; stderr: {tail}"
 DETAIL_NOT_JSON_RPC = "; it wrote output that is not JSON-RPC: {sample}"

@@ -11,11 +11,22 @@ RUNNING run again and finishes it; a duplicate delivery finds the run finished a
 nothing. On PostgreSQL a claim also holds a session advisory lock for the run, which dies
 with the worker's connection, so a duplicate of a sync still in progress steps aside
 instead of racing it.
+
+Leases (issue 13, item 13). A claim takes a lease on the run (`lease_expires_at`, LEASE
+from now) and a thread of the worker renews it every LEASE_RENEW_SECONDS until the run ends.
+A worker that is killed (its whole group: nothing acknowledges, nothing cleans up) stops
+renewing; once its lease lapses, `sync_runs_fail_stale` fails the run with its audit event,
+so *Sync now* works again within a minute instead of when the broker hands the message out
+again (its visibility timeout, ten minutes). It runs from beat and from `mcp_sync_request`,
+so it works without beat too. A worker that was only slow and finds its run failed
+writes nothing more: every write is fenced by the attempt and RUNNING.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -23,7 +34,7 @@ from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.db import DatabaseError, connection, transaction
-from django.db.models import F, QuerySet
+from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
 from aimon_admin.audit.choices import AuditAction, AuditLevel
@@ -55,7 +66,15 @@ MAX_ATTEMPTS = 3
 # settings' defaults (240 s soft) would cut a slow server's sync short.
 TASK_SOFT_TIME_LIMIT = 600 + 120
 TASK_TIME_LIMIT = TASK_SOFT_TIME_LIMIT + 60
-STALE_AFTER = timedelta(seconds=TASK_TIME_LIMIT + 120)  # no live task runs this long
+# A run that never took a lease (written before leases existed) is stale once it has run
+# longer than any task may.
+STALE_AFTER = timedelta(seconds=TASK_TIME_LIMIT + 120)
+# A running worker renews its run's lease every LEASE_RENEW_SECONDS; a lease not renewed for
+# LEASE (several renewals missed) means the worker is gone. With beat's check every
+# LEASE_CHECK_SECONDS, a dead worker's run is failed within LEASE + LEASE_CHECK_SECONDS.
+LEASE = timedelta(seconds=20)
+LEASE_RENEW_SECONDS = 5.0
+LEASE_CHECK_SECONDS = 15.0
 SYNC_ACTOR = Actor.system("task:mcp-sync")
 # pg_advisory_lock(namespace, run id): a key space apart from the audit chain's one-key lock.
 RUN_LOCK_NAMESPACE = 0x4D435053  # "MCPS"
@@ -114,6 +133,7 @@ def _claim(run_id: int) -> _Claim | None:
         finished_at=None,
         progress=PROGRESS_CONNECTING,
         error="",
+        lease_expires_at=timezone.now() + LEASE,
     )
     return _Claim(run_id, run["server_id"], run["attempts"] + 1) if claimed else None
 
@@ -124,6 +144,36 @@ def _fenced(claim: _Claim) -> Any:
 
 def _progress(claim: _Claim, text: str) -> None:
     _fenced(claim).update(progress=one_line(text, 300))
+
+
+def _renew(claim: _Claim) -> bool:
+    """Extend the lease; False once the run is no longer this attempt's to renew."""
+    return bool(_fenced(claim).update(lease_expires_at=timezone.now() + LEASE))
+
+
+@contextmanager
+def _lease_kept(claim: _Claim) -> Iterator[None]:
+    """Renew the run's lease from a thread of this worker while the body runs."""
+    stop = threading.Event()
+
+    def keep() -> None:
+        try:
+            while not stop.wait(LEASE_RENEW_SECONDS):
+                try:
+                    if not _renew(claim):
+                        return  # finished, or failed as lapsed: nothing left to hold
+                except DatabaseError:
+                    logger.warning("sync run %s: could not renew its lease", claim.run_id, exc_info=True)
+        finally:
+            connection.close()  # this thread's own connection (back to the pool)
+
+    keeper = threading.Thread(target=keep, name=f"sync-lease-{claim.run_id}", daemon=True)
+    keeper.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        keeper.join(timeout=LEASE_RENEW_SECONDS)
 
 
 def _fail(claim: _Claim, message: str) -> bool:
@@ -151,7 +201,8 @@ def _fail_run(runs: QuerySet[McpSyncRun], message: str, details: dict[str, Any])
         run.error = message
         run.progress = PROGRESS_FAILED
         run.finished_at = timezone.now()
-        run.save(update_fields=["status", "error", "progress", "finished_at"])
+        run.lease_expires_at = None
+        run.save(update_fields=["status", "error", "progress", "finished_at", "lease_expires_at"])
         audit_record(
             action=AuditAction.MCP_SYNC_FAILED,
             actor=SYNC_ACTOR,
@@ -182,6 +233,7 @@ def _store(claim: _Claim, listing: list[dict[str, Any]]) -> bool:
             seen=run.tools_seen, added=run.tools_added, changed=run.tools_changed, absent=run.tools_absent
         )
         run.finished_at = timezone.now()
+        run.lease_expires_at = None
         run.save()
         audit_record(
             action=AuditAction.MCP_SYNC_SUCCEEDED,
@@ -218,19 +270,8 @@ def run_sync(run_id: int) -> McpSyncRun | None:
             logger.info("sync run %s: nothing to do (finished, missing, or in progress elsewhere)", run_id)
             return None
         try:
-            server = McpServer.objects.get(pk=claim.server_id)
-            if not server.enabled:
-                _fail(claim, ERROR_DISABLED)
-            else:
-                listing = fetch_tool_listing(server, on_progress=lambda text: _progress(claim, text))
-                _progress(claim, PROGRESS_STORING.format(tools=len(listing)))
-                try:
-                    _store(claim, listing)
-                except SoftTimeLimitExceeded:
-                    raise
-                except Exception as exc:
-                    logger.exception("sync run %s: storing the listing failed", run_id)
-                    _fail(claim, ERROR_STORE.format(detail=one_line(f"{type(exc).__name__}: {exc}", 300)))
+            with _lease_kept(claim):
+                _run_claimed(claim)
         except SyncError as exc:
             _fail(claim, exc.message)
         except SoftTimeLimitExceeded:
@@ -247,18 +288,49 @@ def run_sync(run_id: int) -> McpSyncRun | None:
         return McpSyncRun.objects.get(pk=run_id)
 
 
-def sync_runs_fail_stale(*, older_than: timedelta = STALE_AFTER) -> int:
-    """Fail RUNNING runs whose worker is gone and that no redelivery will finish.
+def _run_claimed(claim: _Claim) -> None:
+    """Fetch the listing and store it, or fail the run; SyncError and the rest propagate."""
+    server = McpServer.objects.get(pk=claim.server_id)
+    if not server.enabled:
+        _fail(claim, ERROR_DISABLED)
+        return
+    listing = fetch_tool_listing(server, on_progress=lambda text: _progress(claim, text))
+    _progress(claim, PROGRESS_STORING.format(tools=len(listing)))
+    try:
+        _store(claim, listing)
+    except SoftTimeLimitExceeded:
+        raise
+    except Exception as exc:
+        logger.exception("sync run %s: storing the listing failed", claim.run_id)
+        _fail(claim, ERROR_STORE.format(detail=one_line(f"{type(exc).__name__}: {exc}", 300)))
 
-    Eager (embedded) tasks are never redelivered: a process that died mid-sync would
-    leave its run RUNNING, blocking every later sync of that server. A run counts as
-    stale once it has run longer than any task may; on PostgreSQL, only if nobody holds it.
+
+def sync_runs_fail_stale(*, older_than: timedelta = STALE_AFTER, server_id: int | None = None) -> int:
+    """Fail RUNNING runs whose worker is gone: its lease lapsed (or, for a run that never
+    took one, it has run longer than any task may). Returns how many were failed.
+
+    Each is failed with ERROR_STALE and its audit event (A3), so the server can sync again.
+    On PostgreSQL a run whose advisory lock is still held has a live worker (only its
+    renewals are late) and is left alone. `server_id` limits the sweep to one server (what
+    *Sync now* checks); beat sweeps them all.
     """
+    now = timezone.now()
+    stale = McpSyncRun.objects.filter(status=SyncStatus.RUNNING).filter(
+        Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True, started_at__lt=now - older_than)
+    )
+    if server_id is not None:
+        stale = stale.filter(server_id=server_id)
     failed = 0
-    cutoff = timezone.now() - older_than
-    stale = McpSyncRun.objects.filter(status=SyncStatus.RUNNING, started_at__lt=cutoff)
-    for run_id, server_id, attempts in stale.values_list("pk", "server_id", "attempts"):
+    for run_id, server, attempts, lease in stale.values_list(
+        "pk", "server_id", "attempts", "lease_expires_at"
+    ):
         with _run_lock(run_id) as locked:
-            if locked and _fail(_Claim(run_id, server_id, attempts), ERROR_STALE):
+            if not locked:
+                continue
+            # Still RUNNING under the same attempt with the same lapsed lease: not renewed,
+            # nor taken over by a redelivery, since it was read.
+            lapsed = _fenced(_Claim(run_id, server, attempts)).filter(lease_expires_at=lease)
+            details = {"attempt": attempts, "lease_expired_at": lease.isoformat() if lease else None}
+            if _fail_run(lapsed, ERROR_STALE, details):
                 failed += 1
     return failed

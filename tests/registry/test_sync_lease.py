@@ -1,0 +1,137 @@
+"""A sync run's worker lease (issue 13, item 13; DESIGN A1-A3).
+
+A killed worker group left its run RUNNING, and *Sync now* refused ("already queued or
+running") until the broker handed the message out again, ten minutes later. The running
+worker now renews a lease on its run; a run whose lease lapsed is failed, with its audit
+event, by beat's sweep and by *Sync now* itself. The end-to-end proof, a real worker really
+killed, is tests/faults/test_worker_killed.py.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+
+import pytest
+from django.conf import settings
+from django.utils import timezone
+
+from aimon_admin.audit.choices import AuditAction
+from aimon_admin.audit.models import AuditEvent
+from aimon_admin.core.actors import Actor
+from aimon_admin.registry.choices import AnnotationTrust, McpTransport, SyncStatus
+from aimon_admin.registry.models import McpServer, McpSyncRun
+from aimon_admin.registry.services import (
+    SYNC_ALREADY_ACTIVE,
+    RegistryError,
+    mcp_server_create,
+    mcp_sync_request,
+)
+from aimon_admin.registry.sync import runs
+from aimon_admin.registry.sync.messages import ERROR_STALE
+from aimon_admin.registry.tasks import FAIL_STALE_TASK_NAME, fail_stale_mcp_syncs
+from tests.conftest import TEST_ACTOR
+
+
+@pytest.fixture
+def server(db: None) -> McpServer:
+    return mcp_server_create(
+        name="leased",
+        transport=McpTransport.STREAMABLE_HTTP,
+        url="http://127.0.0.1:9/mcp",
+        timeout_seconds=10,
+        annotation_trust=AnnotationTrust.IGNORE,
+        actor=TEST_ACTOR,
+    )
+
+
+def running(server: McpServer, *, lease_in: dt.timedelta | None, started_ago: dt.timedelta) -> McpSyncRun:
+    """A run as a worker left it: RUNNING under attempt 1, its lease ending `lease_in` from now."""
+    run = mcp_sync_request(server=server, actor=TEST_ACTOR)
+    now = timezone.now()
+    McpSyncRun.objects.filter(pk=run.pk).update(
+        status=SyncStatus.RUNNING,
+        attempts=1,
+        started_at=now - started_ago,
+        lease_expires_at=None if lease_in is None else now + lease_in,
+    )
+    run.refresh_from_db()
+    return run
+
+
+def failures(server: McpServer) -> list[AuditEvent]:
+    return list(AuditEvent.objects.filter(subject=server.name, action=AuditAction.MCP_SYNC_FAILED))
+
+
+def test_a_run_whose_lease_lapsed_is_failed_with_its_audit_event(server: McpServer) -> None:
+    # A3 + item 13: seconds after its worker stopped renewing, not ten minutes.
+    run = running(server, lease_in=dt.timedelta(seconds=-1), started_ago=dt.timedelta(seconds=30))
+    assert fail_stale_mcp_syncs.apply().get() == 1
+    run.refresh_from_db()
+    assert (run.status, run.error, run.lease_expires_at) == (SyncStatus.FAILED, ERROR_STALE, None)
+    [event] = failures(server)
+    assert event.details["run_id"] == run.pk
+    assert event.details["error"] == ERROR_STALE
+    assert event.details["attempt"] == 1
+    assert event.details["lease_expired_at"] is not None
+    assert fail_stale_mcp_syncs.apply().get() == 0  # once
+
+
+def test_a_long_sync_whose_worker_still_renews_is_left_alone(server: McpServer) -> None:
+    # Running for two hours, but its lease is fresh: the worker is alive.
+    run = running(server, lease_in=runs.LEASE, started_ago=dt.timedelta(hours=2))
+    assert fail_stale_mcp_syncs.apply().get() == 0
+    run.refresh_from_db()
+    assert run.status == SyncStatus.RUNNING
+    assert failures(server) == []
+
+
+def test_sync_now_fails_a_lapsed_run_and_queues_a_new_one(server: McpServer) -> None:
+    # Item 13: without beat, the button itself finds the dead worker's run.
+    operator = Actor.system("test-operator")
+    stuck = running(server, lease_in=dt.timedelta(seconds=-1), started_ago=dt.timedelta(seconds=30))
+    fresh = mcp_sync_request(server=server, actor=operator)
+    stuck.refresh_from_db()
+    assert (stuck.status, stuck.error) == (SyncStatus.FAILED, ERROR_STALE)
+    assert fresh.status == SyncStatus.QUEUED
+    assert [e.details["run_id"] for e in failures(server)] == [stuck.pk]
+
+
+def test_sync_now_still_refuses_while_the_worker_holds_its_lease(server: McpServer) -> None:
+    running(server, lease_in=runs.LEASE, started_ago=dt.timedelta(seconds=30))
+    with pytest.raises(RegistryError, match=SYNC_ALREADY_ACTIVE):
+        mcp_sync_request(server=server, actor=TEST_ACTOR)
+    assert failures(server) == []
+
+
+def test_a_dead_worker_is_found_within_a_minute() -> None:
+    # The lease lapses LEASE after the last renewal; beat sweeps every LEASE_CHECK_SECONDS.
+    schedule = settings.CELERY_BEAT_SCHEDULE["registry-fail-stale-mcp-syncs"]
+    assert schedule["task"] == FAIL_STALE_TASK_NAME
+    assert schedule["schedule"] <= runs.LEASE_CHECK_SECONDS
+    assert runs.LEASE.total_seconds() + runs.LEASE_CHECK_SECONDS <= 60
+    assert runs.LEASE.total_seconds() >= 3 * runs.LEASE_RENEW_SECONDS  # a late renewal is not death
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_worker_renews_its_lease_while_it_runs_and_stops_once_the_run_is_not_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    server = mcp_server_create(
+        name="renewed",
+        transport=McpTransport.STREAMABLE_HTTP,
+        url="http://127.0.0.1:9/mcp",
+        timeout_seconds=10,
+        annotation_trust=AnnotationTrust.IGNORE,
+        actor=TEST_ACTOR,
+    )
+    run = running(server, lease_in=dt.timedelta(seconds=1), started_ago=dt.timedelta(seconds=1))
+    monkeypatch.setattr(runs, "LEASE_RENEW_SECONDS", 0.05)
+    claim = runs._Claim(run.pk, server.pk, 1)
+    with runs._lease_kept(claim):
+        time.sleep(0.5)
+        run.refresh_from_db()
+        assert run.lease_expires_at > timezone.now() + runs.LEASE - dt.timedelta(seconds=1)
+    # A run failed as lapsed (or taken over by a later attempt) is not renewed again.
+    McpSyncRun.objects.filter(pk=run.pk).update(status=SyncStatus.FAILED, lease_expires_at=None)
+    assert runs._renew(claim) is False
