@@ -15,6 +15,13 @@ from typing import Any
 import pytest
 
 from aimon_admin.core.api import UNAVAILABLE_MESSAGE
+from aimon_admin.core.views import (
+    CHECK_LABEL,
+    ERROR_MESSAGES,
+    ERROR_TITLES,
+    MESSAGE_HEADER,
+    RETRY_AFTER_SECONDS,
+)
 from tests.faults.checks import assert_nothing_lost, register_tools
 from tests.faults.clients import BackgroundPoll, Person, Recorder, Runtime
 from tests.faults.conftest import POOL_TIMEOUT_SECONDS, Node, PrivatePostgres, Product, wait_until
@@ -113,3 +120,61 @@ def test_postgres_down_answers_503_never_allow_and_the_node_recovers_by_itself(
             "SELECT count(*) FROM approvals_approvalrequest WHERE runtime_id = %s", [who["runtime_id"]]
         ).fetchone()[0]
     assert refused == 2  # the request refused during the outage was never half-made
+
+
+def test_postgres_down_pages_and_answers_are_a_styled_503_and_the_request_page_shows_what_holds(
+    product: Product, private_postgres: PrivatePostgres, start_node: Callable[..., Node]
+) -> None:
+    # Issue 13, item 11: the browser got HTTP 500 "Something went wrong" for its answers.
+    node: Node = start_node()
+    who = product.run("people", tag="pgweb")
+    node.wait_ready()
+    seen = Recorder()
+    runtime = Runtime(node.url, who["token"], seen)
+    alice = Person(node.url, seen)
+    alice.sign_in(who["approver"], PASSWORD)
+    register_tools(runtime)
+    answered = runtime.open_request(["deploy"], "s-1", who["approver"])
+    alice.answer(answered["id"], "ALLOW_SESSION")
+    pending = runtime.open_request(["restart"], "s-1", who["approver"])
+    pending_page = f"/approvals/requests/{pending['id']}/"
+
+    private_postgres.stop()
+
+    page = alice.request("GET", "/approvals/")
+    assert page.status_code == 503, page.text[:300]
+    assert page.headers["Retry-After"] == str(RETRY_AFTER_SECONDS)
+    assert f"<h1>{ERROR_TITLES[503]}</h1>" in page.text
+    assert ERROR_MESSAGES[503] in page.text
+
+    # The answer, as htmx posts it: the toast's words come in a header; the page says the
+    # answer may or may not have been saved and links the request's page.
+    click = alice.post(f"{pending_page}answer/", {"answer": "ALLOW_SESSION"})
+    assert click.status_code == 503, click.text[:300]
+    assert click.headers["Retry-After"] == str(RETRY_AFTER_SECONDS)
+    assert click.headers[MESSAGE_HEADER] == ERROR_MESSAGES["503-post"]
+    assert f'href="{pending_page}">{CHECK_LABEL}</a>' in click.text
+    for raw in ("Something went wrong", "Traceback", "OperationalError", "PoolTimeout"):
+        assert raw not in click.text
+
+    private_postgres.start()
+    wait_until(
+        lambda: alice.request("GET", "/healthz").status_code == 200, RECOVER_WITHIN_SECONDS, "the database"
+    )
+
+    # What holds: the answer sent during the outage was not saved (the request still offers
+    # its answers); the one before it was.
+    again = alice.request("GET", pending_page)
+    assert again.status_code == 200
+    assert 'data-answer="ALLOW_SESSION"' in again.text
+    assert 'data-decision="ALLOW"' not in again.text
+    before = alice.request("GET", f"/approvals/requests/{answered['id']}/")
+    assert 'data-decision="ALLOW"' in before.text
+    assert f"by {who['approver']}" in before.text
+    alice.answer(pending["id"], "ALLOW_SESSION")
+    assert runtime.skill_decisions(["deploy", "restart"], "s-1") == [
+        ("deploy", "ALLOW", "SESSION"),
+        ("restart", "ALLOW", "SESSION"),
+    ]
+    # Never a 500 for anyone: only the outage's 503s.
+    assert {s.status for s in seen.server_errors()} == {503}
