@@ -35,8 +35,13 @@ from aimon_admin.approvals.models import ApprovalRequest, Grant, Session, SkillR
 from aimon_admin.approvals.services import RequestInput, request_answer, request_create
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.registry.choices import McpTransport
-from aimon_admin.registry.models import McpServer, McpSyncRun, Tool
-from aimon_admin.registry.services import local_tools_replace, mcp_server_create, mcp_sync_request
+from aimon_admin.registry.models import McpServer, McpSyncRun, RelayFinding, Tool
+from aimon_admin.registry.services import (
+    local_tools_replace,
+    mcp_server_create,
+    mcp_sync_request,
+    mcp_tools_relay,
+)
 from aimon_admin.runtimes.models import AgentRuntime, RuntimeToken
 from aimon_admin.runtimes.services import runtime_create, token_issue, token_revoke
 from tests.conftest import PASSWORD, TEST_ACTOR
@@ -172,6 +177,8 @@ EXPECTED: dict[str, Expect] = {
     "registry:tool-detail": only_get(readers()),
     "registry:tool-accept": Expect(get=operators(OK), post=operators(MOVED)),
     "registry:tool-review": Expect(get=operators(OK), post=operators(OK)),
+    "registry:finding-accept": Expect(get=operators(OK), post=operators(MOVED)),  # T15 relay findings
+    "registry:finding-dismiss": only_post(operators(MOVED)),
     "registry:simulator": only_get(readers()),
     "registry:worklist": only_get(readers()),
     # Approvals (S13: a request belongs to its principal; operators see all)
@@ -326,6 +333,7 @@ class World:
     run: McpSyncRun
     tool: Tool
     token_row: RuntimeToken
+    finding: RelayFinding
 
 
 @pytest.fixture
@@ -367,6 +375,11 @@ def world(db: None) -> Iterator[World]:
     )
     run = mcp_sync_request(server=server, actor=TEST_ACTOR)  # queued; tests never commit
     local_tools_replace(runtime=runtime, tools=[{"name": "grep", "description": "search"}], actor=TEST_ACTOR)
+    # A relay finding (T15): agent-two relays agent-one's listing of a tool with other text.
+    mcp_tools_relay(server=server, runtime=runtime, listing=[{"name": "ls", "description": "list"}])
+    [finding] = mcp_tools_relay(
+        server=server, runtime=other_runtime, listing=[{"name": "ls", "description": "other"}]
+    ).findings
     yield World(
         users=users,
         runtime=runtime,
@@ -380,6 +393,7 @@ def world(db: None) -> Iterator[World]:
         run=run,
         tool=Tool.objects.get(runtime=runtime, name="grep"),
         token_row=token_row,
+        finding=finding,
     )
     rules._cached = None
 
@@ -418,6 +432,7 @@ def path_of(route: Route, world: World) -> str:
         "approvals:grant-revoke": world.grant.pk,
         "approvals:rule-delete": world.rule.pk,
         "registry:tool": world.tool.pk,
+        "registry:finding": world.finding.pk,
     }
     kwargs: dict[str, Any] = {}
     for parameter in route.parameters:
@@ -474,6 +489,7 @@ def fingerprint() -> dict[str, Any]:
         "rules": SkillRule.objects.count(),
         "servers": sorted(McpServer.objects.values_list("pk", "annotation_trust", "command")),
         "runs": McpSyncRun.objects.count(),
+        "findings": sorted(RelayFinding.objects.values_list("pk", "status")),
         "tools": sorted(Tool.objects.values_list("pk", "side_effect_level", "reviewed_at")),
         "runtimes": sorted(
             AgentRuntime.objects.values_list("pk", "ceiling", "exempt_at_or_below", "owner", "is_active")

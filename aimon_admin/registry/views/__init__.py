@@ -7,6 +7,14 @@ A page answers an htmx request with its named partial and a plain request with t
 
 from __future__ import annotations
 
+from aimon_admin.registry.views.findings import (
+    FINDING_ACCEPTED,
+    FINDING_ACCEPTED_HELD,
+    FINDING_DISMISSED,
+    RELAY_RULE,
+    finding_accept_view,
+    finding_dismiss_view,
+)
 from aimon_admin.registry.views.gate import (
     FORECAST,
     OUTCOME_ASKS,
@@ -48,6 +56,9 @@ from aimon_admin.registry.views.tools import (
 
 __all__ = [
     "DEFINITION_ACCEPTED",
+    "FINDING_ACCEPTED",
+    "FINDING_ACCEPTED_HELD",
+    "FINDING_DISMISSED",
     "FORECAST",
     "IGNORE_MEANS",
     "OUTCOMES",
@@ -55,6 +66,7 @@ __all__ = [
     "OUTCOME_DENIED_UNATTENDED",
     "OUTCOME_HIDDEN",
     "OUTCOME_NO_QUESTION",
+    "RELAY_RULE",
     "REVIEW_RECORDED",
     "SERVER_CREATED",
     "SERVER_SAVED",
@@ -65,6 +77,8 @@ __all__ = [
     "TRUST_MEANS",
     "TRUST_PREVIEW_STALE",
     "TRUST_UNCHANGED",
+    "finding_accept_view",
+    "finding_dismiss_view",
     "outcome_label",
     "server_create_view",
     "server_detail_view",

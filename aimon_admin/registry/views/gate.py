@@ -30,6 +30,7 @@ from aimon_admin.registry.forms import (
     SimulatorForm,
 )
 from aimon_admin.registry.views._common import render_page
+from aimon_admin.registry.views.findings import relay_findings_context
 from aimon_admin.runtimes.models import AgentRuntime
 
 # Messages users see (tests import these). The outcome labels name what GateResult decided.
@@ -136,6 +137,7 @@ def worklist_view(request: HttpRequest) -> HttpResponse:
     form = _gate_form(request, GateSettingsForm)
     can_review = request.user.has_perm("registry.change_tool")
     context: dict[str, Any] = {"form": form, "items": [], "tab": "worklist", "can_review": can_review}
+    context.update(relay_findings_context(request))
     if form is not None and form.is_valid():
         runtime, ceiling, exempt = form.settings()
         available = selectors.tools_available_to(runtime=runtime)

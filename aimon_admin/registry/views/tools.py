@@ -16,7 +16,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import push_url
 
-from aimon_admin.registry import policy, services
+from aimon_admin.registry import policy, selectors, services
 from aimon_admin.registry.choices import SideEffectLevel
 from aimon_admin.registry.forms import (
     ReviewForm,
@@ -31,6 +31,7 @@ from aimon_admin.registry.views._common import (
     redirect_after_write,
     render_page,
 )
+from aimon_admin.registry.views.findings import RELAY_RULE, finding_views, relay_findings_context
 
 # Messages users see (tests import these).
 DEFINITION_ACCEPTED = "New definition of {tool} accepted; its axes are resolved from it now."
@@ -120,6 +121,7 @@ def tool_list_view(request: HttpRequest) -> HttpResponse:
             else ""
         ),
     }
+    context.update(relay_findings_context(request))
     response = render_page(request, "registry/tool_list.html", context, "results")
     if is_htmx(request):
         # The address bar gets the canonical query (no blank filters), not the raw form.
@@ -149,6 +151,12 @@ def _tool_context(request: HttpRequest, tool: Tool) -> dict[str, Any]:
         "can_review": request.user.has_perm("registry.change_tool")
         and tool.side_effect_level == SideEffectLevel.MUTATING,
     }
+    if tool.server_id is not None:
+        context.update(
+            tool_findings=finding_views(selectors.relay_findings_for_tool(tool=tool)),
+            can_decide_findings=request.user.has_perm("registry.change_tool"),
+            relay_rule=RELAY_RULE,
+        )
     if tool.awaiting_review and tool.server is not None:
         # What accepting would resolve to, straight from the policy (T11, T15).
         resolution = policy.resolve(tool.claims, tool.server.annotation_trust)
