@@ -16,11 +16,12 @@ from aimon_admin.registry.choices import (
     DestructiveBehavior,
     IdempotencyBehavior,
     McpTransport,
+    RelayFindingStatus,
     SideEffectLevel,
     SyncStatus,
     ToolSource,
 )
-from aimon_admin.registry.models import McpServer, McpSyncRun, Tool
+from aimon_admin.registry.models import McpServer, McpSyncRun, RelayFinding, Tool
 from aimon_admin.runtimes.models import AgentRuntime
 
 pytestmark = pytest.mark.django_db
@@ -470,3 +471,61 @@ def test_a_review_note_past_its_limit_is_refused_by_the_form_full_clean_and_the_
     )
     form = ReviewForm({"finding": "", "note": "n" * (REVIEW_NOTE_MAX + 1)})
     assert "note" in form.errors
+
+
+# --- RelayFinding (T15): one open finding per (tool, runtime, definition) ---------------------
+
+
+def relay_finding(tool: Tool, runtime: AgentRuntime, **fields: Any) -> RelayFinding:
+    now = timezone.now()
+    values: dict[str, Any] = {
+        "description": "relayed",
+        "fingerprint": FINGERPRINT,
+        "first_seen_at": now,
+        "last_seen_at": now,
+        **fields,
+    }
+    return RelayFinding(tool=tool, runtime=runtime, **values)
+
+
+def test_one_open_relay_finding_per_tool_runtime_and_definition(
+    runtime: AgentRuntime, other_runtime: AgentRuntime
+) -> None:  # T15
+    tool = mcp_tool(make_server())
+    tool.save()
+    relay_finding(tool, runtime).save()
+    duplicate = relay_finding(tool, runtime)
+    with pytest.raises(ValidationError) as caught:
+        duplicate.full_clean()
+    assert caught.value.messages == ["This runtime's relayed definition is already an open finding."]
+    original = RelayFinding.objects.get()
+    assert_integrity_error(lambda: raw_insert(original), "relay_finding_one_open_per_definition")
+
+    # Another runtime, another definition, or a closed finding is another row.
+    relay_finding(tool, other_runtime).full_clean()
+    relay_finding(tool, runtime, fingerprint="e" * 64).full_clean()
+    closed = relay_finding(tool, runtime, status=RelayFindingStatus.DISMISSED, closed_at=timezone.now())
+    closed.full_clean()
+    with transaction.atomic():
+        raw_insert(original, status=RelayFindingStatus.ACCEPTED, closed_at=timezone.now())
+    assert RelayFinding.objects.count() == 2
+
+
+def test_a_relay_finding_is_closed_exactly_when_it_has_a_closing_time(runtime: AgentRuntime) -> None:
+    tool = mcp_tool(make_server())
+    tool.save()
+    finding = relay_finding(tool, runtime)
+    finding.save()
+    for status, closed_at in (
+        (RelayFindingStatus.OPEN, timezone.now()),
+        (RelayFindingStatus.DISMISSED, None),
+    ):
+        bad = relay_finding(tool, runtime, fingerprint="d" * 64, status=status, closed_at=closed_at)
+        assert constraint_messages(bad) == ["An open finding has no closing time; a closed one has one."]
+        assert_integrity_error(
+            lambda s=status, c=closed_at: raw_update(finding, status=s, closed_at=c),
+            "relay_finding_closed_at_iff_closed",
+        )
+    assert_integrity_error(
+        lambda: raw_update(finding, status="MAYBE", closed_at=timezone.now()), "relay_finding_status_valid"
+    )
