@@ -1133,11 +1133,20 @@ def test_relay_accepts_any_json_a_server_might_send(api: APIClient, item: dict) 
 def test_the_schema_documents_every_registry_endpoint() -> None:
     out = io.StringIO()
     call_command("spectacular", "--validate", "--fail-on-warn", stdout=out)
-    paths = yaml.safe_load(out.getvalue())["paths"]
+    schema = yaml.safe_load(out.getvalue())
+    paths = schema["paths"]
     assert {"get", "put"} <= set(paths["/api/v1/tools"])
     assert "post" in paths["/api/v1/tool-decisions"]
     assert "get" in paths["/api/v1/mcp-servers"]
     assert "post" in paths["/api/v1/mcp-servers/{name}/tools"]
+    relay_out = paths["/api/v1/mcp-servers/{name}/tools"]["post"]["responses"]["200"]
+    assert relay_out["content"]["application/json"]["schema"]["items"] == {
+        "$ref": "#/components/schemas/ResolvedToolOut"
+    }
+    resolved_out = schema["components"]["schemas"]["ResolvedToolOut"]  # T15: findings, additively
+    assert resolved_out["properties"]["kept_as_finding"]["type"] == "boolean"
+    assert resolved_out["properties"]["finding_id"]["nullable"] is True
+    assert {"kept_as_finding", "finding_id", "held_for_review"} <= set(resolved_out["required"])
     decision_out = paths["/api/v1/tool-decisions"]["post"]["responses"]["200"]
     assert decision_out["content"]["application/json"]["schema"] == {
         "$ref": "#/components/schemas/ToolDecisionOut"
