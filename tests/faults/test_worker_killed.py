@@ -252,6 +252,10 @@ def test_a_killed_worker_group_is_found_by_its_lapsed_lease_and_sync_now_works_a
     with contextlib.suppress(ProcessLookupError):
         os.kill(mcp_pid, signal.SIGKILL)
     assert_half_way_untouched(product, server, run_id)
+    # A new worker boots meanwhile: the killed one's message stays out for ten minutes, so
+    # the only work it can get is what *Sync now* queues.
+    server.variant.write_text("v2")
+    second_worker = start_worker()
 
     # The lease has not lapsed yet: *Sync now* still says a sync is running.
     assert product.run("sync_or_refusal", name=server.name, operator=who["operator"]) == {
@@ -283,9 +287,7 @@ def test_a_killed_worker_group_is_found_by_its_lapsed_lease_and_sync_now_works_a
     assert sync_events(product, run_id) == [("MCP_SYNC_REQUESTED", None), ("MCP_SYNC_FAILED", 1)]
     assert tool_rows(product, server.id) == server.synced_rows
 
-    # The new run is an ordinary sync: a new worker completes it.
-    server.variant.write_text("v2")
-    second_worker = start_worker()
+    # The new run is an ordinary sync: the new worker completes it.
     outcome = wait_for_outcome(product, accepted["run_id"], second_worker)
     assert (outcome["status"], outcome["attempts"]) == ("SUCCEEDED", 1)
     assert tool_names(product, server.id) == sorted({*V1_NAMES, *V2_NAMES})
