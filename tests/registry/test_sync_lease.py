@@ -12,8 +12,10 @@ from __future__ import annotations
 import datetime as dt
 import time
 
+import psycopg
 import pytest
 from django.conf import settings
+from django.db import connection
 from django.utils import timezone
 
 from aimon_admin.audit.choices import AuditAction
@@ -135,3 +137,23 @@ def test_the_worker_renews_its_lease_while_it_runs_and_stops_once_the_run_is_not
     # A run failed as lapsed (or taken over by a later attempt) is not renewed again.
     McpSyncRun.objects.filter(pk=run.pk).update(status=SyncStatus.FAILED, lease_expires_at=None)
     assert runs._renew(claim) is False
+
+
+@pytest.mark.postgres
+def test_a_lapsed_lease_is_failed_even_while_a_cut_off_worker_still_holds_its_lock(server: McpServer) -> None:
+    # A worker whose host vanished without a word keeps its advisory lock until PostgreSQL
+    # notices the dead connection (its TCP keepalive: hours by default); the lease decides.
+    run = running(server, lease_in=dt.timedelta(seconds=-1), started_ago=dt.timedelta(seconds=30))
+    settings_dict = connection.settings_dict
+    with psycopg.connect(
+        host=settings_dict["HOST"] or None,
+        port=settings_dict["PORT"] or None,
+        user=settings_dict["USER"],
+        password=settings_dict["PASSWORD"] or None,
+        dbname=settings_dict["NAME"],
+        autocommit=True,
+    ) as cut_off_worker:
+        cut_off_worker.execute("SELECT pg_advisory_lock(%s, %s)", [runs.RUN_LOCK_NAMESPACE, run.pk])
+        assert runs.sync_runs_fail_stale() == 1
+    run.refresh_from_db()
+    assert (run.status, run.error) == (SyncStatus.FAILED, ERROR_STALE)

@@ -310,8 +310,10 @@ def sync_runs_fail_stale(*, older_than: timedelta = STALE_AFTER, server_id: int 
     took one, it has run longer than any task may). Returns how many were failed.
 
     Each is failed with ERROR_STALE and its audit event (A3), so the server can sync again.
-    On PostgreSQL a run whose advisory lock is still held has a live worker (only its
-    renewals are late) and is left alone. `server_id` limits the sweep to one server (what
+    A lapsed lease decides by itself: a worker cut off without a word may keep its advisory
+    lock for as long as PostgreSQL takes to notice, and a worker that was only slow finds its
+    run failed and writes nothing more (its writes are fenced). A run without a lease is
+    failed only if nobody holds its lock. `server_id` limits the sweep to one server (what
     *Sync now* checks); beat sweeps them all.
     """
     now = timezone.now()
@@ -325,7 +327,7 @@ def sync_runs_fail_stale(*, older_than: timedelta = STALE_AFTER, server_id: int 
         "pk", "server_id", "attempts", "lease_expires_at"
     ):
         with _run_lock(run_id) as locked:
-            if not locked:
+            if lease is None and not locked:
                 continue
             # Still RUNNING under the same attempt with the same lapsed lease: not renewed,
             # nor taken over by a redelivery, since it was read.
