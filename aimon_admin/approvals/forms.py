@@ -67,13 +67,21 @@ class RuleForm(forms.Form):
             "hx-get": reverse("approvals:rule-preview"),
             "hx-target": "#pattern-preview",
             "hx-swap": "outerHTML",
-            "hx-include": "closest form",
             "data-what": "Counting the skills this pattern matches",
         }
+        # Each sends its own value and the other's; never the whole form, whose CSRF token
+        # does not belong in a URL.
         self.fields["pattern"].widget.attrs.update(
-            preview, **{"hx-trigger": "input changed delay:300ms, change", "autocomplete": "off"}
+            preview,
+            **{
+                "hx-trigger": "input changed delay:300ms, change",
+                "hx-include": "[name='runtime']",
+                "autocomplete": "off",
+            },
         )
-        self.fields["runtime"].widget.attrs.update(preview, **{"hx-trigger": "change"})
+        self.fields["runtime"].widget.attrs.update(
+            preview, **{"hx-trigger": "change", "hx-include": "[name='pattern']"}
+        )
 
     def clean_pattern(self) -> str:
         pattern = self.cleaned_data["pattern"]

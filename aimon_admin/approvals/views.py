@@ -499,7 +499,7 @@ def rule_list_view(request: HttpRequest) -> HttpResponse:
 @permission_required("approvals.add_skillrule", raise_exception=True)
 def rule_preview_view(request: HttpRequest) -> HttpResponse:
     """What the typed pattern matches: the preview fragment for htmx, else the rules page
-    with the form as typed (the no-script path: the form's "Check pattern" button)."""
+    with the form as given in the address."""
     pattern = request.GET.get("pattern", "")[: policy.SKILL_PATTERN_MAX + 1]
     preview = _pattern_preview(pattern, request.GET.get("runtime", ""))
     if request.htmx:
@@ -516,6 +516,14 @@ def rule_create_view(request: HttpRequest) -> HttpResponse:
     if request.method == "GET":
         # A reload of an invalid form's page, or a typed address: the form lives on the rules page.
         return redirect(reverse("approvals:rules") + "#new-rule")
+    pattern = request.POST.get("pattern", "")[: policy.SKILL_PATTERN_MAX + 1]
+    preview = _pattern_preview(pattern, request.POST.get("runtime", ""))
+    if request.POST.get("check"):
+        # "Check pattern" (the no-script preview): the form as typed, and what it would match.
+        fields = ("pattern", "runtime", "action", "widest_scope", "note")
+        return _rules_page(
+            request, RuleForm(initial={f: request.POST[f] for f in fields if f in request.POST}), preview
+        )
     form = RuleForm(request.POST)
     if form.is_valid():
         data = form.cleaned_data
@@ -536,8 +544,7 @@ def rule_create_view(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, RULE_SAVED_MESSAGE.format(pattern=data["pattern"]))
             return redirect("approvals:rules")
-    pattern = form.data.get("pattern", "")[: policy.SKILL_PATTERN_MAX + 1]
-    return _rules_page(request, form, _pattern_preview(pattern, form.data.get("runtime", "")))
+    return _rules_page(request, form, preview)
 
 
 @require_http_methods(["GET", "POST"])

@@ -187,28 +187,51 @@ def test_the_preview_counts_known_skills_before_saving(runtime: AgentRuntime, op
 
 
 @pytest.mark.django_db
-def test_the_preview_without_script_is_the_rules_page_with_the_form_as_typed(
+def test_check_pattern_without_script_shows_the_preview_and_saves_nothing(
     runtime: AgentRuntime, operator: User
 ) -> None:
     request_create(RequestInput(runtime=runtime, skills=["deploy-prod"], session_id="s-1"))
-    page = logged_in(operator).get(
-        "/approvals/rules/preview/", {"pattern": "deploy-*", "runtime": "agent-one", "action": "DENY"}
+    client = logged_in(operator)
+    before = AuditEvent.objects.count()
+    page = client.post(
+        "/approvals/rules/new/",
+        {
+            "pattern": "deploy-*",
+            "runtime": "agent-one",
+            "action": "DENY",
+            "widest_scope": "AGENT",
+            "check": "1",
+        },
     )
     assert page.status_code == 200
     html = page.content.decode()
-    assert "<html" in html
     assert "<strong>1</strong> of the 1 skill seen so far for agent-one" in html
     assert 'value="deploy-*"' in html
     assert 'value="DENY" selected' in html
-    assert "Check pattern" in html
+    assert not SkillRule.objects.exists()
+    assert AuditEvent.objects.count() == before
 
 
 @pytest.mark.django_db
-def test_the_pattern_field_updates_the_preview_as_you_type(operator: User) -> None:
+def test_the_preview_page_shows_the_form_as_given_in_the_address(
+    runtime: AgentRuntime, operator: User
+) -> None:
+    page = logged_in(operator).get("/approvals/rules/preview/", {"pattern": "deploy-*", "action": "DENY"})
+    assert page.status_code == 200
+    assert "<html" in page.content.decode()
+    assert 'value="DENY" selected' in page.content.decode()
+
+
+@pytest.mark.django_db
+def test_the_pattern_field_updates_the_preview_as_you_type_without_sending_the_csrf_token(
+    operator: User,
+) -> None:
     html = logged_in(operator).get("/approvals/rules/").content.decode()
     assert 'hx-get="/approvals/rules/preview/"' in html
     assert 'hx-target="#pattern-preview"' in html
-    assert 'formaction="/approvals/rules/preview/"' in html  # the no-script path
+    assert 'hx-include="[name=&#x27;runtime&#x27;]"' in html
+    assert "closest form" not in html
+    assert 'name="check"' in html  # the no-script path is a POST: no token goes into a URL
 
 
 @pytest.mark.django_db
