@@ -418,6 +418,7 @@ def _keep_relay_finding(
             "description": _audit_claims(description),
             "input_schema": _audit_claims(schema),
             "annotations": _audit_claims(annotations),
+            "served_claims": _audit_claims(tool.claims),
             "claims_less_risk": lowered,
             "trust": trust,
         },

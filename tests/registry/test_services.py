@@ -647,6 +647,7 @@ def test_a_relayed_lowering_is_kept_as_a_finding_and_the_event_names_the_runtime
         "description": "",
         "input_schema": {"type": "object"},
         "annotations": {"destructiveHint": False},
+        "served_claims": {"destructiveHint": True},
         "claims_less_risk": ["destructiveHint"],
         "trust": "TRUST",
     }
