@@ -188,7 +188,7 @@ def topology(env: dict[str, str], port: int, workers: int, threads: int, folder:
     prod.write_nginx_conf(config)
     with started([argv["web"], argv["wait"]], config.env) as servers:
         deadline = time.monotonic() + 60
-        while not (config.web_socket.is_socket() and config.wait_socket.is_socket()):
+        while not (prod._accepts(config.web_socket) and prod._accepts(config.wait_socket)):
             if time.monotonic() > deadline:
                 raise SystemExit("the servers behind nginx did not open their sockets")
             time.sleep(0.1)

@@ -45,6 +45,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -473,6 +474,19 @@ def prepare(config: Config, stopped: Callable[[], bool]) -> None:
             raise SystemExit(f"prod: manage.py {step[0]} failed (exit {status}); nothing started")
 
 
+def _accepts(path: Path) -> bool:
+    """Whether a server listens on this Unix socket yet (its file appears before it accepts)."""
+    if not path.is_socket():
+        return False
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(1)
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
 def _group_alive(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)
@@ -520,7 +534,7 @@ class Supervisor:
         """Until both servers behind nginx listen, so its first requests find them."""
         deadline = time.monotonic() + SOCKETS_TIMEOUT_SECONDS
         sockets = (self.config.web_socket, self.config.wait_socket)
-        while not all(path.is_socket() for path in sockets):
+        while not all(_accepts(path) for path in sockets):
             if self.stop_requested is not None or any(c.poll() is not None for c in self.children.values()):
                 return  # watch() notices and stops the rest
             if time.monotonic() > deadline:

@@ -39,6 +39,7 @@ from aimon_admin.core.context import Channel
 from aimon_admin.core.middleware import BODY_TOO_LARGE_MESSAGE
 from aimon_admin.runtimes.models import AgentRuntime
 from tests.audit.helpers import database_for_new_process
+from tests.conftest import skip_or_fail
 from tests.production.helpers import (
     ROOT,
     Deadline,
@@ -54,7 +55,15 @@ from tests.production.helpers import (
 BUDGET_SECONDS = 60
 SCRIPT = ROOT / "scripts" / "prod.py"
 NGINX = shutil.which("nginx") or shutil.which("/usr/sbin/nginx")
-needs_nginx = pytest.mark.skipif(NGINX is None, reason="nginx is not installed: apt-get install -y nginx")
+
+
+@pytest.fixture
+def nginx() -> str:
+    """The topology's proxy; CI installs it (AIMON_REQUIRE_SERVICES=1 turns its absence into a failure)."""
+    if NGINX is None:
+        skip_or_fail("nginx is not installed: apt-get install -y nginx")
+    assert NGINX is not None
+    return NGINX
 
 
 def prod_module() -> ModuleType:
@@ -229,7 +238,7 @@ def test_nginx_routes_waiting_paths_to_uvicorn_and_everything_else_to_granian(tm
     assert config.env["AIMON_BEHIND_PROXY"] == "1"
 
 
-@needs_nginx
+@pytest.mark.usefixtures("nginx")
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_prod_serves_decides_runs_tasks_and_stops_every_process_on_sigterm(
@@ -347,7 +356,7 @@ def test_prod_serves_decides_runs_tasks_and_stops_every_process_on_sigterm(
     deadline.check("stopping")
 
 
-@needs_nginx
+@pytest.mark.usefixtures("nginx")
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_prod_stops_everything_and_fails_when_one_process_dies(redis_url: str, tmp_path: Path) -> None:
