@@ -4,11 +4,14 @@ instead of widening a page at 1280 px."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from playwright.sync_api import Page, expect
 from pytest_django.live_server_helper import LiveServer
 
 from aimon_admin.accounts.models import User
+from aimon_admin.accounts.roles import Role
 from aimon_admin.accounts.services import TYPED_USERNAME_MAX
 from aimon_admin.approvals import rules
 from aimon_admin.approvals.choices import Answer, RuleAction
@@ -61,6 +64,7 @@ def test_long_values_do_not_widen_any_page_at_1280px(
     operator: User,
     auditor: User,
     runtime: AgentRuntime,
+    make_user: Callable[..., User],
 ) -> None:
     # Issue 13 item 8: a 100,000-character description, a 20,000-character note and a
     # 150-character username typed at sign-in widened pages to 1,840 px. Now the longest
@@ -109,7 +113,9 @@ def test_long_values_do_not_widen_any_page_at_1280px(
     assert len(failed.subject) == TYPED_USERNAME_MAX
     assert failed.details["username_length"] == 150
 
-    log_in(page, operator)
+    # An operator whose name is as long as a username can be (150): the top bar cuts it.
+    long_named = make_user("o" * 150, Role.OPERATOR)
+    log_in(page, long_named)
     tool_pk = runtime.tools.get().pk
     pages = [
         "/runtimes/",
