@@ -5,6 +5,7 @@ Run by hand (never by CI), from the project root, with PostgreSQL and Redis up:
 
     .venv/bin/python benchmarks/load.py                       # the figures (about 10 minutes)
     .venv/bin/python benchmarks/load.py --quick               # one short ladder, to try it
+    .venv/bin/python benchmarks/load.py --topology            # make prod's topology (nginx in front)
     .venv/bin/python benchmarks/load.py --workers 3 --http h11 --loop asyncio
     .venv/bin/python benchmarks/load.py --profile 150         # sampling profiler, one worker
     .venv/bin/python benchmarks/load.py --profile 60 --yappi  # yappi's CPU clock, one worker
@@ -326,10 +327,19 @@ def server_env(database_url: str, redis_url: str) -> dict[str, str]:
     return env
 
 
+def server_label(args: argparse.Namespace) -> str:
+    if args.topology:
+        return f"make prod's topology: nginx, granian {args.workers}x{args.threads} (WSGI), uvicorn (ASGI)"
+    return f"uvicorn {args.workers} worker(s) --loop {args.loop} --http {args.http}"
+
+
 def start_server(
     args: argparse.Namespace, env: dict[str, str], port: int, root: Path = ROOT
 ) -> subprocess.Popen:
-    if args.profile:
+    if args.topology:
+        command = [PYTHON, str(ROOT / "benchmarks" / "topology.py"), "--port", str(port)]
+        command += ["--workers", str(args.workers), "--threads", str(args.threads)]
+    elif args.profile:
         command = [PYTHON, str(ROOT / "benchmarks" / "load_profile.py"), "--port", str(port)]
         command += ["--loop", args.loop, "--http", args.http, "--out", args.profile_out]
         command += ["--yappi"] if args.yappi else []
@@ -489,7 +499,7 @@ def report(args: argparse.Namespace, figures: Figures) -> bool:
     half_p99, bad, costs = figures.half_p99, figures.bad, figures.costs
     d = statistics.median(best_decisions)
     print(
-        f"\nPostgreSQL + Redis, uvicorn {args.workers} worker(s) --loop {args.loop} --http {args.http}, "
+        f"\nPostgreSQL + Redis, {server_label(args)}, "
         f"{args.procs} generator process(es), {'even' if args.even else 'Poisson'} arrivals, "
         f"p99 limit {args.p99_limit} ms, median of {args.repeats}:"
     )
@@ -536,7 +546,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--workers", type=int, default=2, help="uvicorn workers")
+    parser.add_argument("--workers", type=int, default=2, help="uvicorn workers (granian's with --topology)")
+    parser.add_argument(
+        "--topology",
+        action="store_true",
+        help="make prod's: nginx, granian (WSGI) and uvicorn (benchmarks/topology.py)",
+    )
+    parser.add_argument("--threads", type=int, default=2, help="with --topology: threads per granian worker")
     parser.add_argument("--loop", choices=["uvloop", "asyncio", "auto"], default="uvloop")
     parser.add_argument("--http", choices=["httptools", "h11", "auto"], default="httptools")
     parser.add_argument("--procs", type=int, default=2, help="generator processes (at most)")
