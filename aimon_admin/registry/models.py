@@ -30,6 +30,9 @@ SERVER_NAME_VALIDATOR = RegexValidator(
 
 
 REVIEW_NOTE_MAX = 2000
+# A tool's description as stored and served: MCP servers and runtimes write it. The
+# fingerprint is of the definition as sent, so a longer one cut here still drifts as sent.
+TOOL_DESCRIPTION_MAX = 10_000
 
 # Item 9: a Streamable HTTP server is reached over HTTP: ftp://, file:// and host-less URLs are
 # refused when saved, not at the first sync.
@@ -192,6 +195,11 @@ class Tool(models.Model):
         ordering = ["name", "id"]
         constraints = [
             _in("source", ToolSource, "tool_source_valid", "tool source"),
+            models.CheckConstraint(
+                condition=LessThanOrEqual(Length("description"), TOOL_DESCRIPTION_MAX),
+                name="tool_description_length",
+                violation_error_message=f"A tool description is at most {TOOL_DESCRIPTION_MAX} characters.",
+            ),
             models.CheckConstraint(
                 condition=LessThanOrEqual(Length("review_note"), REVIEW_NOTE_MAX),
                 name="tool_review_note_length",

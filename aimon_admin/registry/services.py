@@ -28,7 +28,7 @@ from aimon_admin.registry.choices import (
     SyncStatus,
     ToolSource,
 )
-from aimon_admin.registry.models import McpServer, McpSyncRun, RelayFinding, Tool
+from aimon_admin.registry.models import TOOL_DESCRIPTION_MAX, McpServer, McpSyncRun, RelayFinding, Tool
 from aimon_admin.runtimes.models import AgentRuntime
 
 DEFINITION_NOT_AWAITING_REVIEW = "This tool's definition is not waiting for review."
@@ -130,7 +130,7 @@ def local_tools_replace(
                 result.changed.append(tool.name)
             else:
                 result.added.append(tool.name)  # was absent, back unchanged
-        tool.description = description
+        tool.description = _stored_description(description)
         tool.input_schema = schema
         tool.claims = declared
         tool.fingerprint = fingerprint
@@ -235,7 +235,7 @@ def mcp_tools_record(
                 source=ToolSource.MCP,
                 server=server,
                 name=name,
-                description=description if isinstance(description, str) else "",
+                description=_stored_description(description),
                 input_schema=schema if schema is not None else {},
                 claims=annotations,
                 fingerprint=fingerprint,
@@ -327,6 +327,16 @@ def _audit_registrations(
     )
 
 
+def _stored_description(description: Any) -> str:
+    """A description as the tool row keeps it: text only (T10: another type counts as
+    none), cut to TOOL_DESCRIPTION_MAX with an ellipsis."""
+    if not isinstance(description, str):
+        return ""
+    if len(description) <= TOOL_DESCRIPTION_MAX:
+        return description
+    return description[: TOOL_DESCRIPTION_MAX - 1] + "…"
+
+
 def _confirm_relayed(
     tool: Tool,
     description: Any,
@@ -338,7 +348,7 @@ def _confirm_relayed(
     actor: Actor,
 ) -> None:
     before_axes = _axes_dict(tool)
-    tool.description = description if isinstance(description, str) else ""
+    tool.description = _stored_description(description)
     tool.input_schema = schema if schema is not None else {}
     tool.claims = annotations
     tool.fingerprint = fingerprint
@@ -438,7 +448,7 @@ def _definition_changed(
 ) -> None:
     before_claims, before_axes = tool.claims, _axes_dict(tool)
     lowered = policy.claims_lowered_risk(tool.accepted_claims, annotations)
-    tool.description = description if isinstance(description, str) else ""
+    tool.description = _stored_description(description)
     tool.input_schema = schema if schema is not None else {}
     tool.claims = annotations
     tool.fingerprint = fingerprint
@@ -790,7 +800,7 @@ def relay_finding_accept(*, finding: RelayFinding, actor: Actor) -> RelayFinding
         (finding.description, finding.input_schema, finding.annotations),
     )
     lowered = policy.claims_lowered_risk(tool.accepted_claims, finding.annotations)
-    tool.description = finding.description if isinstance(finding.description, str) else ""
+    tool.description = _stored_description(finding.description)
     tool.input_schema = finding.input_schema if finding.input_schema is not None else {}
     tool.claims = finding.annotations
     tool.fingerprint = finding.fingerprint

@@ -298,6 +298,10 @@ def test_more_than_two_thousand_tools_are_400(api: APIClient) -> None:
             {"tools[0].input_schema": ["Must be a JSON object."]},
         ),
         ({"tools": [{"name": "a", "description": 3}]}, {"tools[0].description": ["Not a valid string."]}),
+        (  # issue 13 item 8: a description has a limit, as names do
+            {"tools": [{"name": "a", "description": "d" * 10_001}]},
+            {"tools[0].description": ["Ensure this field has no more than 10000 characters."]},
+        ),
         (
             {"tools": [{"name": "a", "description": "a\x00b"}]},
             {"tools[0].description": ["Must not contain NUL characters (\\u0000), which cannot be stored."]},

@@ -33,6 +33,7 @@ from aimon_admin.registry.choices import (
     ToolDecision,
     ToolSource,
 )
+from aimon_admin.registry.models import TOOL_DESCRIPTION_MAX
 
 MAX_TOOLS = 2000
 MAX_JSON_DEPTH = 64
@@ -214,7 +215,7 @@ class LocalToolIn(StrictSerializer):
     """One of the runtime's own tools. An omitted (or null) axis takes its worst default."""
 
     name = ToolNameField()
-    description = TextField(required=False, allow_blank=True, default="")
+    description = TextField(required=False, allow_blank=True, default="", max_length=TOOL_DESCRIPTION_MAX)
     input_schema = JSONObjectField(required=False, default=dict)
     side_effect_level = EnumField(SideEffectLevel.choices, required=False, allow_null=True)
     destructive_behavior = EnumField(DestructiveBehavior.choices, required=False, allow_null=True)
