@@ -74,6 +74,9 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
 
 def _error(request: HttpRequest, status: int, message: str | None = None) -> HttpResponse:
+    if status == 500 and isinstance(sys.exception(), DATABASE_ERRORS):
+        # Raised outside a view (a middleware's session read or save): the same 503.
+        return database_unavailable(request)
     message = message or ERROR_MESSAGES[status]
     if request.path.startswith(API_PREFIX):
         return JsonResponse(error_body(status, message), status=status)
@@ -83,9 +86,6 @@ def _error(request: HttpRequest, status: int, message: str | None = None) -> Htt
         "message": message,
         "request_id": getattr(request, "request_id", ""),
     }
-    if status == 500 and isinstance(sys.exception(), DATABASE_ERRORS):
-        # Raised outside a view (a middleware's session read or save): the same 503.
-        return database_unavailable(request)
     if status == 500:
         # A 500 page must not need the database (it may be why we are here): a standalone
         # template rendered without the request, so no context processor touches it.
