@@ -251,3 +251,28 @@ def test_a_get_on_the_rule_form_address_goes_to_the_rules_page(operator: User) -
     response = logged_in(operator).get("/approvals/rules/new/")
     assert response.status_code == 302
     assert response["Location"] == "/approvals/rules/#new-rule"
+
+
+@pytest.mark.django_db
+def test_a_long_note_is_cut_in_the_list_with_the_whole_note_on_hover(operator: User) -> None:
+    # Issue 13 item 8: a 20,000-character note broke the layout; now at most 1,000 are kept.
+    note = "word " * 200
+    rules.rule_create(pattern="deploy-*", action=RuleAction.ASK, note=note.strip(), actor=TEST_ACTOR)
+    html = logged_in(operator).get("/approvals/rules/").content.decode()
+    assert f'title="{note.strip()}"' in html
+    assert html.count(note.strip()) == 1  # in the title only; the cell shows 300 characters
+
+
+@pytest.mark.django_db
+def test_a_20000_character_note_is_refused_by_the_form_and_the_service(operator: User) -> None:
+    # Issue 13 item 8: such a note was saved.
+    response = logged_in(operator).post(
+        "/approvals/rules/new/",
+        {"pattern": "deploy-*", "action": "ASK", "widest_scope": "AGENT", "note": "n" * 20_000},
+    )
+    assert response.status_code == 200
+    assert "Ensure this value has at most 1000 characters (it has 20000)." in response.content.decode()
+    with pytest.raises(ValidationError) as refused:
+        rules.rule_create(pattern="deploy-*", action=RuleAction.ASK, note="n" * 20_000, actor=TEST_ACTOR)
+    assert "A note is at most 1000 characters." in refused.value.messages
+    assert not SkillRule.objects.exists()
