@@ -365,6 +365,15 @@ def rule_allows_everything(*, action: RuleAction | str, pattern: str) -> bool:
     return action == RuleAction.ALLOW and pattern_matches_everything(pattern)
 
 
+def stored_rule_action(action: RuleAction | str, pattern: str) -> RuleAction:
+    """The action the chain reads for a stored rule: an ALLOW whose pattern breaks the
+    grammar (stored before it existed: `***` allowed every skill) is read as ASK until an
+    operator deletes it, since nothing unsure answers ALLOW. A DENY or an ASK stays."""
+    if action == RuleAction.ALLOW and skill_pattern_problems(pattern):
+        return RuleAction.ASK
+    return RuleAction(action)
+
+
 def pattern_matching(pattern: str, skills: Iterable[str]) -> list[str]:
     """Those of `skills` the pattern matches, in their order, as the rule index would match."""
     spec = RuleSpec(

@@ -17,7 +17,13 @@ from django.db import connection, transaction
 
 from aimon_admin.approvals.choices import GrantScope, RuleAction
 from aimon_admin.approvals.models import RuleSetVersion, SkillRule
-from aimon_admin.approvals.policy import RuleIndex, RuleSpec, rule_allows_everything, skill_pattern_problems
+from aimon_admin.approvals.policy import (
+    RuleIndex,
+    RuleSpec,
+    rule_allows_everything,
+    skill_pattern_problems,
+    stored_rule_action,
+)
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.services import audit_record
 from aimon_admin.core.actors import Actor
@@ -61,7 +67,7 @@ def rule_index(version: int | None = None) -> RuleIndex:
                 id=rule.pk,
                 runtime_id=rule.runtime_id,
                 pattern=rule.pattern,
-                action=RuleAction(rule.action),
+                action=stored_rule_action(rule.action, rule.pattern),
                 widest_scope=GrantScope(rule.widest_scope),
             )
             for rule in SkillRule.objects.all()

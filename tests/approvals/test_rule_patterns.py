@@ -22,6 +22,7 @@ from aimon_admin.approvals.policy import (
     PATTERN_TOO_LONG_MESSAGE,
     pattern_matching,
     skill_pattern_problems,
+    stored_rule_action,
 )
 from aimon_admin.approvals.rules import ALLOW_EVERYTHING_MESSAGE, STORED_PATTERN_INVALID_MESSAGE
 from aimon_admin.approvals.services import RequestInput, request_create
@@ -63,6 +64,22 @@ def test_each_bad_pattern_is_refused_naming_its_problem(pattern: str, expected: 
 )
 def test_skill_names_and_single_star_wildcards_are_valid(pattern: str) -> None:
     assert skill_pattern_problems(pattern) == []
+
+
+@pytest.mark.parametrize(
+    ("action", "pattern", "read_as"),
+    [
+        (RuleAction.ALLOW, "***", RuleAction.ASK),
+        (RuleAction.ALLOW, "deploy prod", RuleAction.ASK),
+        (RuleAction.ALLOW, "deploy-*", RuleAction.ALLOW),
+        (RuleAction.DENY, "[a-z", RuleAction.DENY),
+        (RuleAction.ASK, "***", RuleAction.ASK),
+    ],
+)
+def test_a_stored_allow_with_a_bad_pattern_is_read_as_ask(
+    action: RuleAction, pattern: str, read_as: RuleAction
+) -> None:
+    assert stored_rule_action(action, pattern) == read_as
 
 
 def test_pattern_matching_counts_as_the_rule_index_matches() -> None:
@@ -241,6 +258,7 @@ def test_the_rule_list_flags_stored_bad_patterns_and_allow_everything(operator: 
     SkillRule.objects.create(pattern="deploy-*", action=RuleAction.DENY)
     html = logged_in(operator).get("/approvals/rules/").content.decode()
     assert html.count("Invalid pattern:") == 1
+    assert "Read as ASK until it is deleted." in html
     assert PATTERN_BRACKET_MESSAGE.format(char="[", position=1) in html
     assert "Allows every skill of every runtime without asking." in html
 

@@ -16,7 +16,7 @@ from django.core.cache import cache
 from aimon_admin.approvals import rules
 from aimon_admin.approvals.choices import GrantScope, RuleAction
 from aimon_admin.approvals.models import SkillRule
-from aimon_admin.approvals.policy import RuleSpec
+from aimon_admin.approvals.policy import RuleSpec, stored_rule_action
 from aimon_admin.runtimes.models import AgentRuntime
 from tests.approvals.test_policy import brute_force
 from tests.conftest import TEST_ACTOR
@@ -46,7 +46,7 @@ def specs_from_rows() -> list[RuleSpec]:
             id=row.pk,
             runtime_id=row.runtime_id,
             pattern=row.pattern,
-            action=RuleAction(row.action),
+            action=stored_rule_action(row.action, row.pattern),  # a bad pattern's ALLOW reads as ASK
             widest_scope=GrantScope(row.widest_scope),
         )
         for row in SkillRule.objects.all()
@@ -169,3 +169,13 @@ def test_a_thousand_rules_agree_with_brute_force(runtime: AgentRuntime, other_ru
             assert found == brute_force(specs, rt.pk, skill), (skill, rt.name)
             found_some += found is not None
     assert found_some > len(skills)  # the check is not vacuous
+
+
+def test_a_stored_allow_whose_pattern_breaks_the_grammar_is_read_as_ask(runtime: AgentRuntime) -> None:
+    # Issue 13 item 7: `***` (stored before the grammar) answered ALLOW for every skill of
+    # every runtime. Until an operator deletes it, the chain reads it as ASK; a bad DENY stays.
+    SkillRule.objects.create(pattern="***", action=RuleAction.ALLOW)
+    SkillRule.objects.create(pattern="wipe?", action=RuleAction.DENY)
+    create("zz", RuleAction.ASK)  # a change through the services: the index is rebuilt
+    assert winner(runtime, "deploy") == ("***", RuleAction.ASK)
+    assert winner(runtime, "wipe1") == ("wipe?", RuleAction.DENY)
