@@ -142,7 +142,7 @@ def test_the_inbox_stays_accessible_after_htmx_swaps_a_new_request_in_and_announ
     before = region.locator("article.request").count()
     assert before >= 3
     # A keyboard user is on an answer button when the new request arrives.
-    _tab_to(page, f'#request-{sweep_world.sessionless.pk} button[data-answer="DENY"]')
+    _tab_to(page, f'#request-{sweep_world.sessionless.pk} button[data-answer="DENY_REQUEST"]')
     focused = page.evaluate("() => document.activeElement.id")
     assert focused
     arrived, _ = request_create(
@@ -227,12 +227,13 @@ def test_answer_from_the_inbox_and_confirm_a_revoke_with_the_keyboard_only(
     )
     _assert_focus_visible(page)
     # In a card of two skills, answering one moves focus to the other's first answer.
-    first = f'#request-{sweep_world.sessionless.pk} button[data-answer="DENY"]'
+    first = f'#request-{sweep_world.sessionless.pk} button[data-answer="DENY_REQUEST"]'
     _tab_to(page, first)
     page.keyboard.press("Enter")
     expect(page.locator(f"#request-{sweep_world.sessionless.pk} .badge-decision")).to_have_count(1)
     card = page.locator(f"#request-{sweep_world.sessionless.pk}")
-    expect(card.get_by_role("button", name="Deny: notify")).to_be_focused()
+    # S13: alice may only deny a sessionless request for that request (nothing stored).
+    expect(card.get_by_role("button", name="Deny this request: notify")).to_be_focused()
 
     # A confirmation page: Tab to its danger button and press Enter.
     grant = world.grant
