@@ -14,6 +14,7 @@ from aimon_admin.approvals.choices import Answer, ItemScope
 from aimon_admin.approvals.models import ApprovalRequest, Grant, SkillRule
 from aimon_admin.approvals.services import (
     AGENT_WIDE_ENDS,
+    SETTLED_DENY_STANDS_MESSAGE,
     STANDING_ANSWER_REFUSED_MESSAGE,
     RequestInput,
     request_answer,
@@ -446,3 +447,28 @@ def test_the_inbox_explains_deny_this_request_in_plain_words(
         "Deny this request</strong>: the agent is told no for that one request, and nothing is stored."
         in html
     )
+
+
+# --- Two requests for the same key (S2; issue 13, item 10) ----------------------------------------
+
+
+def test_the_second_answer_for_a_held_key_is_told_plainly_never_an_sql_message(
+    runtime: AgentRuntime, approver: User, operator: User
+) -> None:  # S2, S7
+    first = ask(runtime, "deploy", session_id="s-1", principal="alice")
+    second = ask(runtime, "deploy", session_id="s-1", principal="alice")
+    request_answer(request=first, user=approver, answer=Answer.DENY)
+
+    response = logged_in(operator).post(
+        f"/approvals/requests/{second.pk}/answer/",
+        {"answer": "ALLOW_SESSION", "skill": "deploy"},
+        headers=HTMX,
+    )
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert escape(SETTLED_DENY_STANDS_MESSAGE.format(skill="deploy", who="alice")) in html
+    assert "could not be saved" not in html
+    assert "duplicate key" not in html
+    assert ApprovalRequest.objects.get(pk=second.pk).status == "ANSWERED"
+    assert Grant.objects.filter(revoked_at=None).count() == 1
