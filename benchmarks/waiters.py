@@ -51,6 +51,22 @@ def percentile(samples: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))] if ordered else float("nan")
 
 
+def session_memory(session: int) -> tuple[int, float]:
+    """(threads, resident MiB) of the live processes of one process session (Linux /proc)."""
+    threads, rss_kib = 0, 0
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            stat = (status.parent / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(stat[3]) != session:
+                continue
+            fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
+        except OSError:
+            continue
+        threads += int(fields["Threads"])
+        rss_kib += int(fields.get("VmRSS", "0 kB").split()[0])
+    return threads, rss_kib / 1024
+
+
 def transactions(database: str) -> int:
     rows = _http.pg_admin(
         _http.pg_base_url(),
@@ -179,6 +195,7 @@ def main() -> int:
             import redis
 
             client = redis.Redis.from_url(redis_url)
+            idle_threads, idle_rss = session_memory(sessions[1])
             waiters = Waiters(port, token, ids)
             opened = time.monotonic()
             waiters.start()
@@ -192,6 +209,12 @@ def main() -> int:
                     raise SystemExit(f"only {subscribed:,} of {len(ids):,} waiters subscribed")
                 time.sleep(0.2)
             print(f"  {len(ids):,} waiters subscribed in {time.monotonic() - opened:.1f} s", flush=True)
+            wait_threads, wait_rss = session_memory(sessions[1])  # uvicorn, which holds the waiters
+            print(
+                f"  uvicorn with {len(ids):,} waiters: {wait_threads:,} threads, {wait_rss:,.0f} MiB resident"
+                f" (before them: {idle_threads:,} threads, {idle_rss:,.0f} MiB)",
+                flush=True,
+            )
             xact, cpu = transactions(database), servers._cpu(sessions, database)
             time.sleep(args.idle_seconds)
             xact_rate = (transactions(database) - xact) / args.idle_seconds
