@@ -122,4 +122,4 @@ def known_skills(*, runtime: AgentRuntime | None = None) -> list[str]:
         items = items.filter(request__runtime=runtime)
         grants = grants.filter(runtime=runtime)
     names = items.values_list("skill", flat=True).union(grants.values_list("skill", flat=True))
-    return sorted(names)[:KNOWN_SKILLS_LIMIT]
+    return list(names.order_by("skill")[:KNOWN_SKILLS_LIMIT])

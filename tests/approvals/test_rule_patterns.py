@@ -294,3 +294,19 @@ def test_a_20000_character_note_is_refused_by_the_form_and_the_service(operator:
         rules.rule_create(pattern="deploy-*", action=RuleAction.ASK, note="n" * 20_000, actor=TEST_ACTOR)
     assert "A note is at most 1000 characters." in refused.value.messages
     assert not SkillRule.objects.exists()
+
+
+@pytest.mark.django_db
+def test_known_skills_are_those_of_requests_and_grants_of_the_runtime_chosen(
+    runtime: AgentRuntime, other_runtime: AgentRuntime, operator: User
+) -> None:
+    from aimon_admin.approvals.choices import Answer
+    from aimon_admin.approvals.selectors import known_skills
+    from aimon_admin.approvals.services import request_answer
+
+    mine, _ = request_create(RequestInput(runtime=runtime, skills=["deploy-prod"], session_id="s-1"))
+    request_answer(request=mine, user=operator, answer=Answer.ALLOW_SESSION)
+    request_create(RequestInput(runtime=other_runtime, skills=["deploy-dev", "notify"], session_id="s-2"))
+    assert known_skills() == ["deploy-dev", "deploy-prod", "notify"]
+    assert known_skills(runtime=runtime) == ["deploy-prod"]
+    assert known_skills(runtime=other_runtime) == ["deploy-dev", "notify"]
