@@ -1024,12 +1024,13 @@ def _deny_request_item(
     )
     if claimed != 1:
         return None
+    holder = request.session or request.invoking_session
     audit_record(
         action=AuditAction.SKILL_REQUEST_DENIED,
         actor=Actor.for_user(user),
         level=AuditLevel.INFO,
         runtime=request.runtime,
-        session_key=request.invoking_session.session_id if request.invoking_session else "",
+        session_key=holder.session_id if holder else "",
         subject_type="skill",
         subject=item.skill,
         details={

@@ -1556,3 +1556,20 @@ def test_a_deny_replaces_an_allow_made_a_moment_before_and_says_so(
 
     assert outcome.notes == [DENY_REPLACED_MESSAGE.format(skill="deploy", who="olivia")]
     assert decide(runtime, session_id="s-1") == {"deploy": (DENY, "SESSION")}
+
+
+def test_deny_this_request_under_a_turn_cap_names_the_session_and_stores_nothing(
+    runtime: AgentRuntime, approver: User
+) -> None:  # S13: a cap at TURN leaves no session Deny; the refusal is for this request only
+    rules.rule_create(
+        pattern="wipe", action="ASK", widest_scope=GrantScope.TURN, actor=TEST_ACTOR, runtime=None
+    )
+    request = open_request(runtime, ("wipe",), turn_id="t-1")
+    assert answers_for(approver, request, item(request, "wipe")) == [ONCE, Answer.DENY_REQUEST]
+
+    request_answer(request=request, user=approver, answer=Answer.DENY_REQUEST)
+
+    assert not Grant.objects.exists()
+    [event] = events(AuditAction.SKILL_REQUEST_DENIED)
+    assert (event.session_key, event.subject, event.details["scope"]) == ("s-1", "wipe", "REQUEST")
+    assert decide(runtime, ("wipe",), session_id="s-1", turn_id="t-1") == {"wipe": (ASK, "RULE")}
