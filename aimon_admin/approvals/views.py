@@ -19,7 +19,7 @@ from aimon_admin.approvals.choices import Answer, GrantDecision, GrantScope, Ite
 from aimon_admin.approvals.forms import AnswerForm, RuleForm
 from aimon_admin.approvals.models import ApprovalRequest, Grant, Session, SkillRule
 from aimon_admin.core.actors import Actor
-from aimon_admin.runtimes.models import AgentRuntime
+from aimon_admin.runtimes.models import RUNTIME_NAME_VALIDATOR, AgentRuntime
 
 ANSWERED_MESSAGE = "Answered: {skills}."
 ALREADY_ANSWERED_MESSAGE = "{skill} was already answered by {who}: {how}."
@@ -460,7 +460,10 @@ def _pattern_preview(pattern: str, runtime_name: str) -> dict[str, Any]:
     problems = policy.skill_pattern_problems(pattern)
     if problems:
         return {"pattern": pattern, "problems": problems}
-    runtime = AgentRuntime.objects.filter(name=runtime_name).first() if runtime_name else None
+    # Only a well-formed name is looked up: anything else (a NUL byte, say) matches no
+    # runtime, and PostgreSQL would refuse the query with an error instead.
+    well_formed = bool(runtime_name) and RUNTIME_NAME_VALIDATOR.regex.fullmatch(runtime_name) is not None
+    runtime = AgentRuntime.objects.filter(name=runtime_name).first() if well_formed else None
     known = selectors.known_skills(runtime=runtime)
     matched = policy.pattern_matching(pattern, known)
     return {

@@ -310,3 +310,27 @@ def test_known_skills_are_those_of_requests_and_grants_of_the_runtime_chosen(
     assert known_skills() == ["deploy-dev", "deploy-prod", "notify"]
     assert known_skills(runtime=runtime) == ["deploy-prod"]
     assert known_skills(runtime=other_runtime) == ["deploy-dev", "notify"]
+
+
+@pytest.mark.django_db
+def test_a_nul_byte_in_the_preview_or_the_form_is_no_server_error(
+    runtime: AgentRuntime, operator: User
+) -> None:
+    # Bad input is never a 5xx: PostgreSQL refused a runtime name with a NUL byte (a 500
+    # on the preview before the fix, in the PostgreSQL run).
+    client = logged_in(operator)
+    htmx = {"HX-Request": "true"}
+    assert (
+        client.get(
+            "/approvals/rules/preview/", {"pattern": "a", "runtime": "x\x00y"}, headers=htmx
+        ).status_code
+        == 200
+    )
+    assert (
+        client.get("/approvals/rules/preview/", {"pattern": "a\x00", "runtime": "agent-one"}).status_code
+        == 200
+    )
+    form = {"pattern": "a", "runtime": "x\x00y", "action": "ASK", "widest_scope": "AGENT"}
+    assert client.post("/approvals/rules/new/", form).status_code == 200
+    assert client.post("/approvals/rules/new/", {**form, "check": "1"}).status_code == 200
+    assert not SkillRule.objects.exists()
