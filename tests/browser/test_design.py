@@ -268,12 +268,13 @@ def test_an_htmx_request_that_fails_says_so_in_a_toast(
     world = sweep_world.world
     page = visitors_at("desktop").page("alice")
     page.goto(f"{live_server.url}{reverse('approvals:inbox')}")
+    # S13: on a request with no session, alice's only answer is Deny this request.
     card = page.locator(f"#request-{sweep_world.sessionless.pk}")
     answer_url = reverse("approvals:answer", args=[sweep_world.sessionless.pk])
 
     # 403, for real: Alice's role is taken away while her page is open.
     user_set_roles(user=world.users["alice"], roles=[], actor=TEST_ACTOR)
-    card.locator('button[data-answer="DENY"]').first.click()
+    card.locator('button[data-answer="DENY_REQUEST"]').first.click()
     text = _error_toast(page)
     assert "Deny" in text
     assert "failed" in text
@@ -290,11 +291,11 @@ def test_an_htmx_request_that_fails_says_so_in_a_toast(
         route.fulfill(status=500, content_type="text/html", body="<h1>Server Error</h1>")
 
     page.route(f"**{answer_url}", crash)
-    card.locator('button[data-answer="DENY"]').first.click()
+    card.locator('button[data-answer="DENY_REQUEST"]').first.click()
     text = _error_toast(page)
     assert "HTTP 500" in text
     assert "the server hit an error" in text
-    expect(card.locator('button[data-answer="DENY"]').first).to_be_visible()  # nothing swapped away
+    expect(card.locator('button[data-answer="DENY_REQUEST"]').first).to_be_visible()  # nothing swapped away
     page.get_by_role("button", name="Dismiss this message").click()
     page.unroute(f"**{answer_url}")
 
@@ -327,7 +328,7 @@ def test_when_the_session_ends_an_htmx_request_takes_the_page_to_sign_in_and_bac
     inbox = reverse("approvals:inbox")
     page.goto(f"{live_server.url}{inbox}")
     DjangoSession.objects.all().delete()  # signed out elsewhere, or expired
-    page.locator(f"#request-{sweep_world.sessionless.pk} button[data-answer='DENY']").first.click()
+    page.locator(f"#request-{sweep_world.sessionless.pk} button[data-answer='DENY_REQUEST']").first.click()
     expect(page).to_have_url(f"{live_server.url}{reverse('accounts:login')}?next={inbox.replace('/', '%2F')}")
     expect(page.locator("article.request")).to_have_count(0)
     page.locator("input[name=username]").fill("alice")
