@@ -23,7 +23,7 @@ from aimon_admin.registry.choices import (
     ToolDecision,
     ToolSource,
 )
-from aimon_admin.registry.models import MCP_URL_MESSAGE, McpServer, RelayFinding, Tool
+from aimon_admin.registry.models import MCP_URL_MESSAGE, TOOL_DESCRIPTION_MAX, McpServer, RelayFinding, Tool
 from aimon_admin.registry.selectors import tool_decide, tools_for_model
 from aimon_admin.registry.services import (
     DEFINITION_NOT_AWAITING_REVIEW,
@@ -1399,3 +1399,21 @@ def test_a_streamable_http_server_refuses_a_url_that_is_not_http_with_a_host(url
         mcp_server_update(server=server, actor=TEST_ACTOR, url=url)
     server.refresh_from_db()
     assert server.url == "http://127.0.0.1:9/mcp"
+
+
+def test_accepting_a_finding_with_an_over_long_description_stores_it_cut(
+    runtime: AgentRuntime, operator: User
+) -> None:  # T15 with the description limit (issue 13 item 8): no 5xx, the finding keeps it whole
+    server = make_server()
+    record(server, item("probe", description="served"))
+    long_text = "x" * (TOOL_DESCRIPTION_MAX * 2)
+    [finding] = mcp_tools_relay(
+        server=server, runtime=runtime, listing=[item("probe", description=long_text)]
+    ).findings
+    assert finding.description == long_text
+
+    relay_finding_accept(finding=finding, actor=Actor.for_user(operator))
+
+    tool = mcp(server, "probe")
+    assert len(tool.description) == TOOL_DESCRIPTION_MAX
+    assert tool.fingerprint == finding.fingerprint
