@@ -50,7 +50,9 @@ PRINCIPAL_CONFLICT_MESSAGE = (
 )
 REQUEST_CLOSED_MESSAGE = "This request is already {status}."
 NOT_YOURS_MESSAGE = "This request is not yours to answer."
-ANSWER_NOT_OFFERED_MESSAGE = "{answer} is not offered for {skill}."
+ANSWER_NOT_OFFERED_MESSAGE = (
+    "{answer} is not offered for {skill}: use one of the buttons the request shows you."
+)
 # S13: an answer that would hold beyond this one request, refused to someone who may not give it.
 STANDING_ANSWER_REFUSED_MESSAGE = (
     "{answer} is not yours to give for {skill}: this request has no session, so it would hold "
