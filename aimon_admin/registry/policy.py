@@ -260,6 +260,24 @@ def axes_lowered(before: ToolAxes, after: ToolAxes) -> list[str]:
     return lowered
 
 
+def axes_riskier(current: ToolAxes, other: ToolAxes) -> ToolAxes:
+    """T15: per axis, the riskier of the two: a claim of more risk takes effect at once,
+    whoever made it, and nothing here can lower an axis. Levels compare by `permits` (T1);
+    destructiveness is read as T5 reads it under each level."""
+    level = current.level if permits(current.level, other.level) else other.level
+    destructive = (
+        DestructiveBehavior.DESTRUCTIVE
+        if DestructiveBehavior.DESTRUCTIVE in (current.effective_destructive, other.effective_destructive)
+        else DestructiveBehavior.NON_DESTRUCTIVE
+    )
+    idempotency = (
+        IdempotencyBehavior.NON_IDEMPOTENT
+        if IdempotencyBehavior.NON_IDEMPOTENT in (current.idempotency, other.idempotency)
+        else IdempotencyBehavior.IDEMPOTENT
+    )
+    return ToolAxes(level, destructive, idempotency).normalized()
+
+
 # The hint each resolved axis is read from under TRUST (T11).
 _AXIS_HINT = {
     "side_effect_level": "readOnlyHint",

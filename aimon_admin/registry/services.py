@@ -373,6 +373,53 @@ def _confirm_relayed(
     )
 
 
+def _raise_for_relay(
+    tool: Tool, annotations: Any, trust: str, now: dt.datetime, runtime: AgentRuntime, actor: Actor
+) -> None:
+    """T15: the axes the relayed claims resolve to under the server's trust, where riskier
+    than the tool's, take effect at once (audited); the served text and claims do not
+    change, and the raise lasts until the project's own sync or an operator resolves the
+    tool again from the claims it is served with."""
+    relayed = policy.resolve(annotations, trust, held_for_review=tool.awaiting_review).axes
+    before = tool.axes
+    raised = policy.axes_riskier(before, relayed)
+    if raised == before.normalized():
+        return
+    before_axes = _axes_dict(tool)
+    tool.side_effect_level, tool.destructive_behavior, tool.idempotency_behavior = (
+        raised.level,
+        raised.destructive,
+        raised.idempotency,
+    )
+    changed = [axis for axis, value in _axes_dict(tool).items() if before_axes[axis] != value]
+    explanations = dict(tool.explanations or {})
+    for axis in changed:
+        explanations[axis] = f"raised to {getattr(tool, axis)} by claims {runtime.name} relayed"
+    tool.explanations = explanations
+    tool.resolved_at = now
+    tool.save(update_fields=[*changed, "explanations", "resolved_at"])
+    audit_record(
+        action=AuditAction.TOOL_DEFINITION_CHANGED,
+        actor=actor,
+        level=AuditLevel.WARNING,
+        runtime=runtime,
+        subject_type="tool",
+        subject=f"{tool.server.name}/{tool.name}",
+        details={
+            "server": tool.server.name,
+            "tool": tool.name,
+            "why": "a runtime relayed claims of more risk; they take effect at once",
+            "relayed_by": runtime.name,
+            "claims_relayed": _audit_claims(annotations),
+            "claims_served": _audit_claims(tool.claims),
+            "raised": changed,
+            "axes_before": before_axes,
+            "axes_after": _axes_dict(tool),
+            "trust": trust,
+        },
+    )
+
+
 def _keep_relay_finding(
     tool: Tool,
     item: Mapping[str, Any],
@@ -384,8 +431,11 @@ def _keep_relay_finding(
 ) -> RelayFinding:
     """T15: a runtime relayed `tool` differently from the definition everyone is served.
     Kept verbatim as that runtime's open finding (one per definition), audited when first
-    seen; the tool itself is left exactly as it is."""
+    seen. The served description, input schema and claims stay as they are; only an axis
+    the relayed claims make riskier is raised at once (a claim of more risk takes effect
+    at once, whoever made it; nothing a relay says lowers one)."""
     _, description, schema, annotations = _listing_item(item)
+    _raise_for_relay(tool, annotations, trust, now, runtime, actor)
     finding = (
         RelayFinding.objects.select_for_update()
         .filter(tool=tool, runtime=runtime, fingerprint=fingerprint, status=RelayFindingStatus.OPEN)

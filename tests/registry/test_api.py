@@ -961,18 +961,30 @@ def test_a_relay_claiming_less_risk_is_kept_as_a_finding_and_lowers_nothing(
     assert decide(api, tool="git_reset", server="git", session_id="s-1").json()["decision"] == "ASK"
 
 
-def test_a_relay_claiming_more_risk_is_a_finding_too(api: APIClient) -> None:  # T15
+def test_a_relay_claiming_more_risk_takes_effect_at_once_and_is_a_finding_too(
+    api: APIClient,
+) -> None:  # T15: more risk takes effect at once, whoever claims it; the text stays served
     sync(make_server("git", trust=AnnotationTrust.TRUST), [STATUS])
-    assert decide(api, tool="git_status", server="git").json()["decision"] == "ALLOW"
+    assert decide(api, tool="git_status", server="git", session_id="s-1").json()["decision"] == "ALLOW"
 
     response = relay(
-        api, "git", [{**STATUS, "annotations": {"readOnlyHint": False, "destructiveHint": True}}]
+        api,
+        "git",
+        [
+            {
+                **STATUS,
+                "description": "relayed",
+                "annotations": {"readOnlyHint": False, "destructiveHint": True},
+            }
+        ],
     )
 
     assert response.json() == [
-        resolved("git_status", "READ_ONLY", "NON_DESTRUCTIVE", "IDEMPOTENT", finding_id=only_finding().pk)
+        resolved("git_status", "MUTATING", "DESTRUCTIVE", "NON_IDEMPOTENT", finding_id=only_finding().pk)
     ]
-    assert decide(api, tool="git_status", server="git").json()["decision"] == "ALLOW"
+    decision = decide(api, tool="git_status", server="git", session_id="s-1").json()
+    assert (decision["decision"], decision["reason"]) == ("ASK", "DESTRUCTIVE_ALWAYS_ASKS")
+    assert Tool.objects.get(name="git_status").description == STATUS.get("description", "")
 
 
 def test_a_changed_definition_with_any_json_in_its_claims_is_kept_verbatim(

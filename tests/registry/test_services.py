@@ -662,19 +662,43 @@ def test_a_relayed_lowering_is_kept_as_a_finding_and_the_event_names_the_runtime
     }
 
 
-def test_a_relayed_raise_is_a_finding_too_and_takes_effect_once_accepted(
-    runtime: AgentRuntime, operator: User
-) -> None:  # T15: only the sync or an operator changes what everyone is served
+def test_a_relayed_raise_takes_effect_at_once_and_the_text_stays_as_served(
+    runtime: AgentRuntime, other_runtime: AgentRuntime, operator: User
+) -> None:  # T15: a change that claims more risk takes effect at once, relayed or synced
     server = make_server(trust=AnnotationTrust.TRUST)
-    record(server, item("ls", {"readOnlyHint": True}))
-    result = mcp_tools_relay(server=server, runtime=runtime, listing=[item("ls", {"readOnlyHint": False})])
+    record(server, item("ls", {"readOnlyHint": True}, description="served"))
+    result = mcp_tools_relay(
+        server=server, runtime=runtime, listing=[item("ls", {"readOnlyHint": False}, description="relayed")]
+    )
     assert result.held_for_review == []
-    assert axes(mcp(server, "ls")) == READ_ONLY
+    tool = mcp(server, "ls")
+    assert (axes(tool), tool.description, tool.claims) == (WORST, "served", {"readOnlyHint": True})
+    assert [finding.tool.name for finding in result.findings] == ["ls"]
+    read_only_runtime = set_runtime(other_runtime, ceiling="READ_ONLY", exempt="READ_ONLY")
+    assert "ls" not in {t.name for t in tools_for_model(runtime=read_only_runtime)}
+    [raised] = [e for e in events(AuditAction.TOOL_DEFINITION_CHANGED) if e.runtime == runtime]
+    assert raised.level == AuditLevel.WARNING
+    assert (raised.details["relayed_by"], raised.details["raised"]) == (
+        runtime.name,
+        ["side_effect_level", "destructive_behavior"],
+    )
+
+    # The same relay again raises nothing more and writes no second change event.
+    mcp_tools_relay(server=server, runtime=runtime, listing=[item("ls", {"readOnlyHint": False})])
+    assert len([e for e in events(AuditAction.TOOL_DEFINITION_CHANGED) if e.runtime == runtime]) == 1
 
     relay_finding_accept(finding=result.findings[0], actor=Actor.for_user(operator))
 
     tool = mcp(server, "ls")
     assert (axes(tool), tool.awaiting_review, tool.claims) == (WORST, False, {"readOnlyHint": False})
+
+
+def test_a_relay_claiming_less_risk_lowers_no_axis(runtime: AgentRuntime) -> None:  # T15
+    server = make_server(trust=AnnotationTrust.TRUST)
+    record(server, item("rm", {"readOnlyHint": False, "destructiveHint": True}))
+    mcp_tools_relay(server=server, runtime=runtime, listing=[item("rm", {"readOnlyHint": True})])
+    assert axes(mcp(server, "rm")) == WORST
+    assert not [e for e in events(AuditAction.TOOL_DEFINITION_CHANGED) if e.runtime == runtime]
 
 
 def test_issue_13_a_relay_of_the_old_read_only_listing_neither_clears_a_hold_nor_lowers_risk(
@@ -827,7 +851,8 @@ def test_accepting_a_finding_serves_its_definition_to_everyone_and_is_audited(
     assert event.details["relayed_by"] == "agent-one"
     assert event.details["differs"] == ["description", "inputSchema", "annotations"]
     assert (event.details["before"]["description"], event.details["after"]["description"]) == ("old", "new")
-    assert (event.details["axes_before"], event.details["axes_after"]) == (READ_ONLY, WORST)
+    # The relay's claim of more risk had already raised the axes (T15: at once).
+    assert (event.details["axes_before"], event.details["axes_after"]) == (WORST, WORST)
     assert event.details["held_for_review"] is False
 
 

@@ -28,9 +28,9 @@ FINDING_ACCEPTED_HELD = (
 FINDING_DISMISSED = "Relay finding from {runtime} on {tool} dismissed; the served definition is unchanged."
 RELAY_RULE = (
     "A runtime's relayed listing is that runtime's word only: it never lowers a tool's risk, never "
-    "clears a hold and never changes the description or input schema other runtimes are served. "
-    "What it relays differently is kept here as a finding, attributed to the runtime, until an "
-    "operator accepts or dismisses it (T15)."
+    "clears a hold and never changes the description or input schema other runtimes are served; "
+    "only a claim of more risk takes effect at once. What it relays differently is kept here as a "
+    "finding, attributed to the runtime, until an operator accepts or dismisses it (T15)."
 )
 FINDINGS_SHOWN = 20
 
