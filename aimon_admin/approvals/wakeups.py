@@ -194,7 +194,8 @@ class RedisSubscription:
     async def _check_alive(self) -> bool:
         """PING the quiet connection: False on its PONG, True if a wake-up comes first (the
         connection is alive then too); raises if neither comes in time."""
-        assert self.pubsub is not None
+        if self.pubsub is None:
+            raise ConnectionError("no subscription to check")  # the caller falls back to polling
         await self.pubsub.ping()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + PONG_TIMEOUT_SECONDS
