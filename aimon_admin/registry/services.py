@@ -727,6 +727,24 @@ def mcp_server_set_trust(*, server: McpServer, trust: str, actor: Actor) -> list
 # --- Sync ------------------------------------------------------------------------------------
 
 SYNC_ALREADY_ACTIVE = "A sync of this server is already queued or running."
+# A run still QUEUED this long after *Sync now*: the worker that took its message may be gone
+# (a killed worker group holds it until the broker's visibility timeout, ten minutes), so the
+# button sends it again. The run's claim lets only one delivery run it (sync/runs.py).
+QUEUED_RESEND_AFTER = dt.timedelta(seconds=60)
+
+
+def _sync_resend(run: McpSyncRun, server: McpServer, actor: Actor) -> McpSyncRun:
+    from aimon_admin.registry.tasks import sync_mcp_server
+
+    audit_record(
+        action=AuditAction.MCP_SYNC_REQUESTED,
+        actor=actor,
+        subject_type="mcp_server",
+        subject=server.name,
+        details={"run_id": run.pk, "resent": True, "queued_at": run.created_at.isoformat()},
+    )
+    transaction.on_commit(lambda: sync_mcp_server.delay(run.pk))
+    return run
 
 
 @transaction.atomic
@@ -739,7 +757,12 @@ def mcp_sync_request(*, server: McpServer, actor: Actor) -> McpSyncRun:
     # A run whose worker is gone (its lease lapsed) is failed first, so it does not block
     # this one: *Sync now* works without waiting for beat's sweep.
     sync_runs_fail_stale(server_id=server.pk)
-    if McpSyncRun.objects.filter(server=server, status__in=[SyncStatus.QUEUED, SyncStatus.RUNNING]).exists():
+    active = McpSyncRun.objects.filter(
+        server=server, status__in=[SyncStatus.QUEUED, SyncStatus.RUNNING]
+    ).first()
+    if active is not None:
+        if active.status == SyncStatus.QUEUED and active.created_at < timezone.now() - QUEUED_RESEND_AFTER:
+            return _sync_resend(active, server, actor)
         raise RegistryError(SYNC_ALREADY_ACTIVE)
     run = McpSyncRun.objects.create(server=server, requested_by=actor.user, progress="Queued")
     audit_record(

@@ -24,6 +24,7 @@ from aimon_admin.core.actors import Actor
 from aimon_admin.registry.choices import AnnotationTrust, McpTransport, SyncStatus
 from aimon_admin.registry.models import McpServer, McpSyncRun
 from aimon_admin.registry.services import (
+    QUEUED_RESEND_AFTER,
     SYNC_ALREADY_ACTIVE,
     RegistryError,
     mcp_server_create,
@@ -157,3 +158,26 @@ def test_a_lapsed_lease_is_failed_even_while_a_cut_off_worker_still_holds_its_lo
         assert runs.sync_runs_fail_stale() == 1
     run.refresh_from_db()
     assert (run.status, run.error) == (SyncStatus.FAILED, ERROR_STALE)
+
+
+def test_sync_now_sends_a_run_queued_over_a_minute_again(
+    server: McpServer, django_capture_on_commit_callbacks
+) -> None:
+    # Item 13: a worker group killed after taking the message, before claiming the run, left it
+    # QUEUED until the broker's ten-minute visibility timeout; the button now sends it again.
+    queued = McpSyncRun.objects.create(server=server, progress="Queued")
+    McpSyncRun.objects.filter(pk=queued.pk).update(
+        created_at=timezone.now() - QUEUED_RESEND_AFTER - dt.timedelta(seconds=1)
+    )
+    with django_capture_on_commit_callbacks() as callbacks:
+        again = mcp_sync_request(server=server, actor=TEST_ACTOR)
+    assert again.pk == queued.pk
+    assert len(callbacks) == 1  # the task, sent again for the same run (its claim runs it once)
+    [event] = AuditEvent.objects.filter(action=AuditAction.MCP_SYNC_REQUESTED)
+    assert (event.details["run_id"], event.details["resent"]) == (queued.pk, True)
+
+
+def test_sync_now_still_refuses_a_run_queued_moments_ago(server: McpServer) -> None:
+    McpSyncRun.objects.create(server=server, progress="Queued")
+    with pytest.raises(RegistryError, match=SYNC_ALREADY_ACTIVE):
+        mcp_sync_request(server=server, actor=TEST_ACTOR)
