@@ -4,12 +4,8 @@ from __future__ import annotations
 
 from django.db import models
 
-
-class SideEffectLevel(models.TextChoices):
-    """T1: a ladder of exactly two rungs, READ_ONLY < MUTATING."""
-
-    READ_ONLY = "READ_ONLY", "Read-only"
-    MUTATING = "MUTATING", "Mutating"
+# T1's ladder lives in core so runtimes can use it without importing registry; re-exported here.
+from aimon_admin.core.choices import SideEffectLevel as SideEffectLevel
 
 
 class DestructiveBehavior(models.TextChoices):

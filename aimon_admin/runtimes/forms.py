@@ -5,7 +5,7 @@ from typing import Any
 from django import forms
 
 from aimon_admin.accounts.models import User
-from aimon_admin.registry.choices import SideEffectLevel
+from aimon_admin.core.choices import SideEffectLevel
 from aimon_admin.runtimes.models import RUNTIME_DESCRIPTION_MAX, RUNTIME_NAME_VALIDATOR, AgentRuntime
 
 CEILING_HELP = "READ_ONLY hides and refuses every tool that writes; MUTATING permits them (T6)."

@@ -8,7 +8,7 @@ from django.db import models
 from django.db.models.functions import Length
 from django.db.models.lookups import LessThanOrEqual
 
-from aimon_admin.registry.choices import SideEffectLevel
+from aimon_admin.core.choices import SideEffectLevel
 
 RUNTIME_NAME_VALIDATOR = RegexValidator(
     r"^[a-z0-9][a-z0-9._-]{0,99}$",

@@ -9,7 +9,7 @@ from aimon_admin.accounts.models import User
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.services import audit_record
 from aimon_admin.core.actors import Actor
-from aimon_admin.registry.choices import SideEffectLevel
+from aimon_admin.core.choices import SideEffectLevel
 from aimon_admin.runtimes.models import AgentRuntime, RuntimeToken
 from aimon_admin.runtimes.tokens import token_generate, token_hash, token_prefix
 

@@ -8,7 +8,7 @@ from rest_framework.decorators import api_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from aimon_admin.registry.choices import SideEffectLevel
+from aimon_admin.core.choices import SideEffectLevel
 
 
 @extend_schema(

@@ -9,8 +9,8 @@ from django.core.management.base import CommandError, CommandParser
 from django.db import transaction
 
 from aimon_admin.accounts.models import User
+from aimon_admin.core.choices import SideEffectLevel
 from aimon_admin.core.commands import CliCommand
-from aimon_admin.registry.choices import SideEffectLevel
 from aimon_admin.runtimes.services import RuntimeExistsError, runtime_create, token_issue
 
 
