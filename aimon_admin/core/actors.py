@@ -8,11 +8,20 @@ a background task). Services take an `Actor` so each audit event names the right
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from aimon_admin.accounts.models import User
-    from aimon_admin.runtimes.models import AgentRuntime
+
+# core is the bottom layer and imports no app: these protocols describe what an Actor needs of
+# accounts.User and runtimes.AgentRuntime without importing either (tests/test_layers.py).
+class User(Protocol):
+    pk: Any
+
+    def get_username(self) -> str: ...
+
+
+class AgentRuntime(Protocol):
+    pk: Any
+    name: str
 
 
 @dataclass(frozen=True)
