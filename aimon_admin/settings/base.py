@@ -73,6 +73,7 @@ INSTALLED_APPS = [
     "aimon_admin.runtimes",
     "aimon_admin.registry",
     "aimon_admin.approvals",
+    "aimon_admin.demo",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",

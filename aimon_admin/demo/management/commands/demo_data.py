@@ -25,8 +25,8 @@ from aimon_admin.approvals.models import ApprovalRequest, SkillRule
 from aimon_admin.approvals.rules import rule_create
 from aimon_admin.approvals.services import RequestInput, request_create
 from aimon_admin.core.actors import Actor
+from aimon_admin.core.choices import SideEffectLevel
 from aimon_admin.core.commands import CliCommand
-from aimon_admin.registry.choices import SideEffectLevel
 from aimon_admin.registry.services import local_tools_replace
 from aimon_admin.runtimes.models import AgentRuntime
 from aimon_admin.runtimes.selectors import token_authenticate
