@@ -77,6 +77,16 @@ def rule_index(version: int | None = None) -> RuleIndex:
         return index
 
 
+def rule_index_reset() -> None:
+    """Forget this process's cached rule index: the next `rule_index` builds it afresh.
+
+    For tests (a rolled-back test's rules must not judge the next one) and for anything
+    else that changed rules without bumping the version."""
+    global _cached
+    with _lock:
+        _cached = None
+
+
 def _bump_version() -> None:
     # A fresh random stamp, not a counter: a rolled-back change's number would come round
     # again, and an index cached under it (read inside that transaction) would be stale.

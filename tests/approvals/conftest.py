@@ -13,6 +13,6 @@ from aimon_admin.approvals import rules
 def _fresh_rule_index() -> Iterator[None]:
     """Each test starts without the process's cached rule index: a test's rules are rolled
     back with it, and the next test must not be judged by them."""
-    rules._cached = None
+    rules.rule_index_reset()
     yield
-    rules._cached = None
+    rules.rule_index_reset()

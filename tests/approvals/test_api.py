@@ -54,9 +54,9 @@ NO_CREDENTIALS = "Authentication credentials were not provided."
 def _fresh_rule_index() -> Iterator[None]:
     # The rule set's version number restarts with every test database rollback, so a
     # process-wide index cached by an earlier test could carry its (rolled back) rules.
-    rules._cached = None
+    rules.rule_index_reset()
     yield
-    rules._cached = None
+    rules.rule_index_reset()
 
 
 @pytest.fixture

@@ -37,7 +37,7 @@ def forget_rule_index() -> None:
     key = getattr(rules, "VERSION_CACHE_KEY", None)
     if key:
         cache.delete(key)
-    rules._cached = None
+    rules.rule_index_reset()
 
 
 def specs_from_rows() -> list[RuleSpec]:
@@ -179,3 +179,17 @@ def test_a_stored_allow_whose_pattern_breaks_the_grammar_is_read_as_ask(runtime:
     create("zz", RuleAction.ASK)  # a change through the services: the index is rebuilt
     assert winner(runtime, "deploy") == ("***", RuleAction.ASK)
     assert winner(runtime, "wipe1") == ("wipe?", RuleAction.DENY)
+
+
+def test_rule_index_reset_makes_the_next_read_build_the_index_afresh(runtime: AgentRuntime) -> None:
+    # Tests reset the process's index through this public function, not by poking its cache.
+    before = rules.rule_index()
+    # A row written behind the services' back leaves the version as it was: the cached index
+    # goes on serving until it is reset.
+    SkillRule.objects.create(runtime=runtime, pattern="deploy-*", action=RuleAction.ALLOW)
+    assert rules.rule_index() is before
+    assert rules.rule_index().lookup(runtime.pk, "deploy-prod") is None
+    rules.rule_index_reset()
+    found = rules.rule_index().lookup(runtime.pk, "deploy-prod")
+    assert found is not None
+    assert found.pattern == "deploy-*"

@@ -85,7 +85,7 @@ def forget_rule_index() -> None:
     key = getattr(rules, "VERSION_CACHE_KEY", None)
     if key:
         cache.delete(key)
-    rules._cached = None
+    rules.rule_index_reset()
 
 
 @pytest.fixture

@@ -1,1 +1,0 @@
-"""The auditor's pages (read-only): the log, escalated grants, export, analytics."""
