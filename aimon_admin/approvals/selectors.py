@@ -10,7 +10,6 @@ from django.utils import timezone
 
 from aimon_admin.accounts.models import User
 from aimon_admin.accounts.roles import Role
-from aimon_admin.approvals import services
 from aimon_admin.approvals.choices import GrantScope, RequestStatus
 from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, Session
 from aimon_admin.runtimes.models import AgentRuntime
@@ -36,16 +35,12 @@ def request_list_visible_to(*, user: User) -> QuerySet[ApprovalRequest]:
 
 
 def pending_requests_for(*, user: User) -> QuerySet[ApprovalRequest]:
-    """What the inbox shows: open requests, soonest to expire first. Requests past their
-    deadline are closed (S9) before they are listed."""
-    now = timezone.now()
-    for due in request_list_visible_to(user=user).filter(status=RequestStatus.PENDING, expires_at__lte=now)[
-        :100
-    ]:
-        services.request_expire_if_due(due)
+    """What the inbox shows: open requests, soonest to expire first. Only reads: a request
+    past its deadline is not listed (S9: it is as good as aborted); closing it is
+    `services.requests_expire_due`'s work (the beat task's, and the inbox's before it reads)."""
     return (
         request_list_visible_to(user=user)
-        .filter(status=RequestStatus.PENDING)
+        .filter(status=RequestStatus.PENDING, expires_at__gt=timezone.now())
         .order_by("expires_at", "created_at")
     )
 

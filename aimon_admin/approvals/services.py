@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Exists, OuterRef, Q, Subquery
+from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from aimon_admin.accounts.models import User
@@ -1233,11 +1233,13 @@ def request_expire_if_due(request: ApprovalRequest) -> bool:
     return expired
 
 
-def requests_expire_due(*, limit: int = 500) -> int:
-    """The beat task's sweep: expire every request past its deadline."""
-    due = ApprovalRequest.objects.filter(
-        status=RequestStatus.PENDING, expires_at__lte=timezone.now()
-    ).select_related("runtime", "session", "invoking_session")[:limit]
+def requests_expire_due(*, limit: int = 500, among: QuerySet[ApprovalRequest] | None = None) -> int:
+    """Expire requests past their deadline (S9): the beat task's sweep over all of them, or
+    the inbox's over the requests it is about to show (`among`)."""
+    requests = ApprovalRequest.objects.all() if among is None else among
+    due = requests.filter(status=RequestStatus.PENDING, expires_at__lte=timezone.now()).select_related(
+        "runtime", "session", "invoking_session"
+    )[:limit]
     return sum(1 for request in due if request_expire_if_due(request))
 
 

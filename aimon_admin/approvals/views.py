@@ -99,6 +99,8 @@ def _card(request: HttpRequest, approval: ApprovalRequest) -> dict[str, Any]:
 
 
 def _inbox_context(request: HttpRequest) -> dict[str, Any]:
+    # Requests past their deadline are closed (S9) before the inbox is read.
+    services.requests_expire_due(limit=100, among=selectors.request_list_visible_to(user=request.user))
     pending = list(selectors.pending_requests_for(user=request.user))
     return {
         "cards": [_card(request, approval) for approval in pending],

@@ -3,14 +3,18 @@ rules — for every role (S5, S10, S13)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 
 import pytest
 from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import escape
 
 from aimon_admin.accounts.models import User
-from aimon_admin.approvals.choices import Answer, ItemScope
+from aimon_admin.approvals import selectors
+from aimon_admin.approvals.choices import Answer, ItemScope, RequestStatus
 from aimon_admin.approvals.models import ApprovalRequest, Grant, SkillRule
 from aimon_admin.approvals.services import (
     AGENT_WIDE_ENDS,
@@ -472,3 +476,19 @@ def test_the_second_answer_for_a_held_key_is_told_plainly_never_an_sql_message(
     assert "duplicate key" not in html
     assert ApprovalRequest.objects.get(pk=second.pk).status == "ANSWERED"
     assert Grant.objects.filter(revoked_at=None).count() == 1
+
+
+def test_the_inbox_selector_only_reads_and_the_inbox_closes_due_requests_first(
+    client: Client, approver: User, runtime: AgentRuntime
+) -> None:
+    # S9: a request past its deadline is not shown; closing it is a service's write (the
+    # beat task's, or the inbox's before it reads), never the selector's.
+    approval, _ = request_create(
+        RequestInput(runtime=runtime, skills=["deploy"], session_id="s-due", principal=approver.username)
+    )
+    ApprovalRequest.objects.filter(pk=approval.pk).update(expires_at=timezone.now() - dt.timedelta(seconds=1))
+    assert list(selectors.pending_requests_for(user=approver)) == []
+    assert ApprovalRequest.objects.get(pk=approval.pk).status == RequestStatus.PENDING
+    client.force_login(approver)
+    assert client.get(reverse("approvals:inbox")).status_code == 200
+    assert ApprovalRequest.objects.get(pk=approval.pk).status == RequestStatus.EXPIRED
