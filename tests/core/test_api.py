@@ -7,11 +7,26 @@ import json
 import pytest
 from django.db import OperationalError
 from rest_framework.decorators import api_view
+from rest_framework.exceptions import ValidationError
+from rest_framework.fields import empty
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.test import APIClient, APIRequestFactory, force_authenticate
 
-from aimon_admin.core.api import EnumField, NameField, OptionalIdField, StrictSerializer
+from aimon_admin.core.api import (
+    INVALID_CHOICE_MESSAGE,
+    NESTED_TOO_DEEP_MESSAGE,
+    NOT_A_STRING_MESSAGE,
+    NOT_AN_OBJECT_BODY_MESSAGE,
+    NULL_BODY_MESSAGE,
+    REQUIRED_MESSAGE,
+    UNKNOWN_FIELD_MESSAGE,
+    EnumField,
+    NameField,
+    OptionalIdField,
+    StrictSerializer,
+    validate_flat,
+)
 from aimon_admin.registry.choices import SideEffectLevel
 from aimon_admin.runtimes.authentication import RuntimeCaller
 
@@ -192,4 +207,128 @@ def test_json_nested_past_the_recursion_limit_is_400(caller: RuntimeCaller) -> N
     force_authenticate(request, user=caller, token=caller.token)
     response = example_view(request)
     assert response.status_code == 400
-    assert response.data == {"error": "invalid", "detail": "The JSON body is nested too deeply."}
+    assert response.data == {"error": "invalid", "detail": NESTED_TOO_DEEP_MESSAGE}
+    assert NESTED_TOO_DEEP_MESSAGE == "JSON parse error - nested too deeply."
+
+
+# --- validate_flat: the one body check of every API view, each error worded once ------------
+
+
+class EmptyExample(StrictSerializer):
+    """A body with no fields."""
+
+
+class CheckedExample(ExampleInput):
+    @staticmethod
+    def validate_skill(value: str) -> str:
+        if value == "forbidden":
+            raise ValidationError("Not this one.")
+        return value.upper()
+
+
+def flat_errors(serializer_class: type[StrictSerializer], body: object) -> dict:
+    with pytest.raises(ValidationError) as raised:
+        validate_flat(serializer_class, body)
+    return raised.value.detail  # type: ignore[return-value]
+
+
+def test_the_error_wordings_are_pinned_once() -> None:
+    assert UNKNOWN_FIELD_MESSAGE == "Unknown field. Allowed fields: {allowed}."
+    assert INVALID_CHOICE_MESSAGE == '"{input}" is not a valid value. Allowed values: {allowed}.'
+    assert REQUIRED_MESSAGE == "This field is required."
+    assert NOT_A_STRING_MESSAGE == "Not a valid string."
+    assert NULL_BODY_MESSAGE == "No data provided"
+    assert NOT_AN_OBJECT_BODY_MESSAGE == "Invalid data. Expected a dictionary, but got {datatype}."
+
+
+def test_an_unknown_field_is_named_with_the_allowed_fields() -> None:
+    allowed = UNKNOWN_FIELD_MESSAGE.format(allowed="level, session_id, skill")
+    assert flat_errors(ExampleInput, {"skill": "x", "sesion_id": "s", "zz": 1}) == {
+        "sesion_id": [allowed],
+        "zz": [allowed],
+    }
+
+
+def test_an_unknown_field_where_none_are_allowed_says_none() -> None:
+    assert flat_errors(EmptyExample, {"agent": True}) == {
+        "agent": [UNKNOWN_FIELD_MESSAGE.format(allowed="none")]
+    }
+
+
+def test_a_missing_field_a_wrong_type_and_an_unknown_enum_value_are_each_named() -> None:
+    assert flat_errors(ExampleInput, {"session_id": 7, "level": "read_only"}) == {
+        "skill": [REQUIRED_MESSAGE],
+        "session_id": [NOT_A_STRING_MESSAGE],
+        "level": [INVALID_CHOICE_MESSAGE.format(input="read_only", allowed="READ_ONLY, MUTATING")],
+    }
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (None, NULL_BODY_MESSAGE),
+        ([], NOT_AN_OBJECT_BODY_MESSAGE.format(datatype="list")),
+        ("text", NOT_AN_OBJECT_BODY_MESSAGE.format(datatype="str")),
+    ],
+)
+def test_a_null_or_non_object_body_is_a_non_field_error(body: object, message: str) -> None:
+    assert flat_errors(ExampleInput, body) == {"non_field_errors": [message]}
+
+
+def test_no_body_at_all_is_an_empty_object() -> None:
+    assert validate_flat(EmptyExample, empty) == {}
+    assert flat_errors(ExampleInput, empty) == {"skill": [REQUIRED_MESSAGE]}
+
+
+def test_the_class_checks_run_after_the_fields() -> None:
+    assert validate_flat(CheckedExample, {"skill": "deploy"}) == {
+        "skill": "DEPLOY",
+        "session_id": None,
+    }
+    assert flat_errors(CheckedExample, {"skill": "forbidden"}) == {"skill": ["Not this one."]}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"skill": "deploy", "session_id": "s-1", "level": "READ_ONLY"},
+        {"skill": "deploy"},
+        {"skill": "", "sesion_id": "x"},
+        {"skill": 7, "session_id": [], "level": "nope"},
+        {},
+        [],
+        "text",
+        None,
+    ],
+)
+def test_validate_flat_answers_exactly_as_the_serializer(body: object) -> None:
+    serializer = ExampleInput(data=body)
+    if serializer.is_valid():
+        assert validate_flat(ExampleInput, body) == serializer.validated_data
+    else:
+        assert flat_errors(ExampleInput, body) == serializer.errors
+
+
+@pytest.mark.parametrize(
+    ("path", "raw"),
+    [
+        ("/api/v1/sessions/s-1/revoke", "null"),
+        ("/api/v1/sessions/s-1/clear", "null"),
+        ("/api/v1/skill-decisions", "null"),
+        ("/api/v1/tool-decisions", "null"),
+    ],
+)
+def test_a_null_body_is_400_on_every_endpoint_never_read_as_no_body(
+    api: APIClient, path: str, raw: str
+) -> None:
+    # The approvals endpoints read a JSON null as an absent body (a revoke went ahead), the
+    # registry's refused it: one helper, one answer.
+    response = api.generic("POST", path, raw, content_type="application/json")
+    assert (response.status_code, response.json()) == (
+        400,
+        {
+            "error": "invalid",
+            "detail": "Invalid input: non_field_errors.",
+            "fields": {"non_field_errors": [NULL_BODY_MESSAGE]},
+        },
+    )

@@ -18,9 +18,10 @@ from rest_framework.test import APIClient
 
 from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.models import AuditEvent
+from aimon_admin.core.api import validate_flat
 from aimon_admin.core.context import Channel
 from aimon_admin.registry import selectors, services
-from aimon_admin.registry.api.serializers import ToolDecisionIn, tool_decision_input, validate_flat
+from aimon_admin.registry.api.serializers import ToolDecisionIn, tool_decision_input
 from aimon_admin.registry.choices import AnnotationTrust, McpTransport
 from aimon_admin.registry.models import McpServer, RelayFinding, Tool
 from aimon_admin.runtimes.models import AgentRuntime

@@ -3,7 +3,7 @@
 
 Input serializers are strict: an unknown field is a 400 naming it, so a typo can never
 be read as "no session", and a field such as ``decision`` or ``approved`` can never
-carry an answer in (S11). The hot endpoints validate with `validate_flat`, which runs
+carry an answer in (S11). The views validate with `core.api.validate_flat`, which runs
 the declared fields without building a serializer. Output serializers only document
 the responses; the views build plain dicts, and every endpoint that returns an approval
 request renders it with `approval_request_body`.
@@ -12,13 +12,12 @@ request renders it with `approval_request_body`.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.plumbing import ResolvedComponent
 from rest_framework import serializers
-from rest_framework.fields import SkipField, empty
 
 from aimon_admin.approvals.choices import (
     DecisionSource,
@@ -28,7 +27,7 @@ from aimon_admin.approvals.choices import (
     SkillDecision,
 )
 from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest
-from aimon_admin.core.api import UNKNOWN_FIELD_MESSAGE, NameField, OptionalIdField, StrictSerializer
+from aimon_admin.core.api import NameField, OptionalIdField, StrictSerializer
 
 MAX_SKILLS = 100
 MAX_REASON = 2000
@@ -130,38 +129,6 @@ class SessionRevokeIn(StrictSerializer):
         default=False,
         help_text="Also revoke the runtime's agent-wide approvals (S10).",
     )
-
-
-def validate_flat(serializer_class: type[StrictSerializer], data: Any) -> dict[str, Any]:
-    """Validate `data` against a flat strict serializer's declared fields without building
-    one (a serializer instance deep-copies every field on every call). Same errors as
-    the serializer itself: unknown fields first, then each field, then `validate_<name>`."""
-    if data is None or data is empty:
-        data = {}
-    if not isinstance(data, Mapping):
-        message = serializers.Serializer.default_error_messages["invalid"].format(
-            datatype=type(data).__name__
-        )
-        raise serializers.ValidationError({"non_field_errors": [message]}, code="invalid")
-    fields = serializer_class._declared_fields  # type: ignore[attr-defined]
-    unknown = sorted(str(key) for key in data if key not in fields)
-    if unknown:
-        message = UNKNOWN_FIELD_MESSAGE.format(allowed=", ".join(sorted(fields)) or "none")
-        raise serializers.ValidationError({key: [message] for key in unknown})
-    values: dict[str, Any] = {}
-    errors: dict[str, Any] = {}
-    for name, field in fields.items():
-        try:
-            value = field.run_validation(data.get(name, empty))
-            check = getattr(serializer_class, f"validate_{name}", None)
-            values[name] = check(value) if check is not None else value
-        except serializers.ValidationError as exc:
-            errors[name] = exc.detail
-        except SkipField:
-            pass
-    if errors:
-        raise serializers.ValidationError(errors)
-    return values
 
 
 def validate_value(name: str, value: Any, field: serializers.Field | None = None) -> Any:

@@ -49,12 +49,11 @@ from aimon_admin.approvals.api.serializers import (
     SkillDecisionIn,
     SkillDecisionsOut,
     approval_request_body,
-    validate_flat,
     validate_value,
 )
 from aimon_admin.approvals.choices import RequestStatus
 from aimon_admin.approvals.models import ApprovalRequest, Session
-from aimon_admin.core.api import UNAVAILABLE_MESSAGE, error_body
+from aimon_admin.core.api import UNAVAILABLE_MESSAGE, error_body, validate_flat
 from aimon_admin.runtimes.api.plain import plain_api_view
 from aimon_admin.runtimes.authentication import (
     INVALID_TOKEN_MESSAGE,
@@ -66,7 +65,6 @@ from aimon_admin.runtimes.models import AgentRuntime
 logger = logging.getLogger(__name__)
 
 NOT_FOUND_MESSAGE = "No approval request with that id."
-TOO_DEEP_MESSAGE = "JSON parse error - nested too deeply."
 
 # Wake this long after `expires_at`, so the re-read finds the request due and expires it.
 EXPIRY_SLACK_SECONDS = 0.05
@@ -86,14 +84,6 @@ class Conflict(exceptions.APIException):
     status_code = 409
     default_detail = "Conflict."
     default_code = "conflict"
-
-
-def _body(request: Request) -> Any:
-    """The parsed JSON body. JSON nested past Python's recursion limit is a 400, not a 5xx."""
-    try:
-        return request.data
-    except RecursionError as exc:
-        raise exceptions.ParseError(TOO_DEEP_MESSAGE) from exc
 
 
 def _load(runtime_id: int, request_id: str | uuid.UUID) -> ApprovalRequest | None:
@@ -231,7 +221,7 @@ def skill_decisions(request: HttpRequest, caller: RuntimeCaller, body: Any) -> d
 )
 @api_view(["POST"])
 def approval_requests(request: Request) -> Response:
-    data = validate_flat(ApprovalRequestIn, _body(request))
+    data = validate_flat(ApprovalRequestIn, request.data)
     key = request.headers.get(IDEMPOTENCY_HEADER)
     if key is not None:
         key = validate_value(IDEMPOTENCY_HEADER, key)
@@ -443,7 +433,7 @@ approval_request_detail.initkwargs = {}  # type: ignore[attr-defined]
 def approval_request_cancel(request: Request, request_id: str) -> Response:
     runtime = request.user.runtime
     approval = _own_request(runtime, request_id)
-    validate_flat(EmptyIn, _body(request))
+    validate_flat(EmptyIn, request.data)
     try:
         services.request_cancel(request=approval, actor=request.user.actor)
     except services.RequestClosedError as exc:
@@ -472,7 +462,7 @@ _SESSION_PARAMETER = OpenApiParameter(
 @api_view(["POST"])
 def session_clear(request: Request, session_id: str) -> Response:
     session_id = validate_value("session_id", session_id)
-    validate_flat(EmptyIn, _body(request))
+    validate_flat(EmptyIn, request.data)
     removed = services.session_clear(
         runtime=request.user.runtime, session_id=session_id, actor=request.user.actor
     )
@@ -490,7 +480,7 @@ def session_clear(request: Request, session_id: str) -> Response:
 @api_view(["POST"])
 def session_revoke(request: Request, session_id: str) -> Response:
     session_id = validate_value("session_id", session_id)
-    data = validate_flat(SessionRevokeIn, _body(request))
+    data = validate_flat(SessionRevokeIn, request.data)
     removed_session, removed_agent = services.session_revoke(
         runtime=request.user.runtime, session_id=session_id, agent=data["agent"], actor=request.user.actor
     )

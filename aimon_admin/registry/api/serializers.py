@@ -13,15 +13,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from rest_framework import serializers
-from rest_framework.fields import SkipField, empty
 from rest_framework.settings import api_settings
 
 from aimon_admin.core.api import (
-    UNKNOWN_FIELD_MESSAGE,
     EnumField,
     NameField,
     OptionalIdField,
     StrictSerializer,
+    validate_flat,
 )
 from aimon_admin.registry.choices import (
     AnnotationTrust,
@@ -174,38 +173,6 @@ def flatten_errors(detail: Any, prefix: str = "") -> dict[str, Any]:
                 out.update(flatten_errors(item, f"{prefix}[{index}]"))
         return out
     return {prefix or "non_field_errors": detail}
-
-
-def validate_flat(serializer_class: type[StrictSerializer], data: Any) -> dict[str, Any]:
-    """Validate `data` with a flat strict serializer's declared fields, without building one.
-
-    For the hot decision endpoints: a serializer instance deep-copies its fields on every
-    call. The errors are exactly the serializer's own (tests compare the two).
-    """
-    if data is None:
-        raise serializers.ValidationError({"non_field_errors": ["No data provided"]}, code="null")
-    if not isinstance(data, Mapping):
-        message = serializers.Serializer.default_error_messages["invalid"].format(
-            datatype=type(data).__name__
-        )
-        raise serializers.ValidationError({"non_field_errors": [message]}, code="invalid")
-    fields = serializer_class._declared_fields
-    unknown = [key for key in data if key not in fields]
-    if unknown:
-        message = UNKNOWN_FIELD_MESSAGE.format(allowed=", ".join(sorted(fields)))
-        raise serializers.ValidationError({str(key): [message] for key in sorted(map(str, unknown))})
-    values: dict[str, Any] = {}
-    errors: dict[str, Any] = {}
-    for name, field in fields.items():
-        try:
-            values[name] = field.run_validation(data.get(name, empty))
-        except serializers.ValidationError as exc:
-            errors[name] = exc.detail
-        except SkipField:
-            pass
-    if errors:
-        raise serializers.ValidationError(errors)
-    return values
 
 
 # --- PUT /api/v1/tools ----------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from typing import Any
 from django.http import HttpRequest
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.decorators import api_view
-from rest_framework.exceptions import NotFound, ParseError, ValidationError
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -36,7 +36,6 @@ from aimon_admin.registry.models import RelayFinding, Tool
 from aimon_admin.runtimes.api.plain import plain_api_view
 from aimon_admin.runtimes.authentication import RuntimeCaller
 
-TOO_DEEP_MESSAGE = "JSON parse error - nested too deeply."
 NO_SUCH_SERVER_MESSAGE = "No enabled MCP server of that name."
 
 _ERRORS = {
@@ -45,16 +44,8 @@ _ERRORS = {
 }
 
 
-def _body(request: Request) -> Any:
-    """The parsed JSON body. JSON nested past Python's recursion limit is a 400, not a 5xx."""
-    try:
-        return request.data
-    except RecursionError as exc:
-        raise ParseError(TOO_DEEP_MESSAGE) from exc
-
-
 def _validated(serializer_class: type[StrictSerializer], request: Request) -> dict[str, Any]:
-    serializer = serializer_class(data=_body(request))
+    serializer = serializer_class(data=request.data)
     if not serializer.is_valid():
         raise ValidationError(flatten_errors(serializer.errors))
     return serializer.validated_data

@@ -27,12 +27,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from aimon_admin.core.api import exception_handler
+from aimon_admin.core.api import NESTED_TOO_DEEP_MESSAGE, exception_handler
 from aimon_admin.runtimes.authentication import RuntimeCaller, RuntimeTokenAuthentication
 
 logger = logging.getLogger(__name__)
-
-TOO_DEEP_MESSAGE = "JSON parse error - nested too deeply."
 
 _AUTHENTICATION = RuntimeTokenAuthentication()
 
@@ -57,7 +55,7 @@ def json_body(request: HttpRequest) -> Any:
     try:
         return json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
     except RecursionError as exc:
-        raise exceptions.ParseError(TOO_DEEP_MESSAGE) from exc
+        raise exceptions.ParseError(NESTED_TOO_DEEP_MESSAGE) from exc
     except ValueError as exc:
         raise exceptions.ParseError(f"JSON parse error - {exc}") from exc
 
