@@ -14,7 +14,7 @@ urlpatterns = [
     path("runtimes/", include("aimon_admin.runtimes.urls")),
     path("registry/", include("aimon_admin.registry.urls")),
     path("approvals/", include("aimon_admin.approvals.urls")),
-    path("audit/", include("aimon_admin.audit.urls")),
+    path("audit/", include("aimon_admin.approvals.audit_pages.urls")),
     re_path(r"^api/v1/", include("aimon_admin.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),

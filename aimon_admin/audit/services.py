@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from django.db import connection
+from django.db import connection, models
 from django.utils import timezone
 
 from aimon_admin.audit import chain
@@ -12,9 +12,6 @@ from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.core.actors import Actor
 from aimon_admin.core.context import current_channel, current_request_id
-
-if TYPE_CHECKING:
-    from aimon_admin.runtimes.models import AgentRuntime
 
 # Any constant will do; it only has to be the same for every writer of the chain.
 CHAIN_LOCK_KEY = 0x41494D4F4E  # "AIMON"
@@ -37,7 +34,7 @@ def audit_record(
     action: AuditAction,
     actor: Actor,
     level: AuditLevel = AuditLevel.INFO,
-    runtime: AgentRuntime | None = None,
+    runtime: models.Model | None = None,  # a runtimes.AgentRuntime: audit imports no app
     session_key: str = "",
     subject_type: str = "",
     subject: str = "",

@@ -12,10 +12,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from aimon_admin.accounts.models import User
+from aimon_admin.approvals.audit_pages import selectors
 from aimon_admin.approvals.choices import Answer
 from aimon_admin.approvals.models import Grant
 from aimon_admin.approvals.services import agent_grants_revoke, request_answer, session_clear
-from aimon_admin.audit import selectors
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.core.actors import Actor

@@ -12,7 +12,8 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from aimon_admin.accounts.models import User
-from aimon_admin.audit import filters, selectors
+from aimon_admin.approvals.audit_pages import selectors
+from aimon_admin.audit import filters
 from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.audit.services import audit_record

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from aimon_admin.audit.views import analytics, pages
+from aimon_admin.approvals.audit_pages import analytics_views, views
 
 app_name = "audit"
 
-urlpatterns = [*pages.urlpatterns, *analytics.urlpatterns]
+urlpatterns = [*views.urlpatterns, *analytics_views.urlpatterns]

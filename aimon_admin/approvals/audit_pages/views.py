@@ -26,9 +26,10 @@ from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET
 from django_htmx.http import push_url
 
+from aimon_admin.approvals.audit_pages import selectors
 from aimon_admin.approvals.choices import GrantScope
 from aimon_admin.approvals.models import Grant
-from aimon_admin.audit import chain, export, selectors
+from aimon_admin.audit import chain, export
 from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.filters import FilterError, LogFilters, parse_cursor, parse_filters, parse_time
 from aimon_admin.audit.models import AuditEvent
