@@ -6,7 +6,7 @@ Run by hand (never by CI), from the project root:
     .venv/bin/python benchmarks/audit_log.py --repeat 50 --base-url postgres://postgres@127.0.0.1:5432/postgres
 
 It uses a database of its own, `aimon_bench_audit` (created if missing, never anyone
-else's), and fills it once with `manage.py audit_generate_load --events 1000000 --sessions
+else's), and fills it once with `benchmarks/audit_generate_load.py --events 1000000 --sessions
 100000` (skipped when it already holds that many events; --regenerate drops and refills it).
 Then, logged in as a generated auditor through Django's test client, it times the first
 page of the log with no filter and with each single filter (action, level, actor, runtime,
@@ -80,8 +80,7 @@ def ensure_data(database_url: str) -> None:
     subprocess.run(
         [
             sys.executable,
-            "manage.py",
-            "audit_generate_load",
+            "benchmarks/audit_generate_load.py",
             "--events",
             str(EVENTS),
             "--sessions",

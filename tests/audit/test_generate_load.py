@@ -1,4 +1,4 @@
-"""`manage.py audit_generate_load` writes a realistic data set whose chain verifies (issue 5).
+"""`benchmarks/audit_generate_load.py` writes a realistic data set whose chain verifies (issue 5).
 
 Small numbers, on whichever database the suite runs on: SQLite takes the executemany
 path, PostgreSQL the COPY path.
@@ -19,9 +19,9 @@ from django.utils import timezone
 
 from aimon_admin.accounts.models import User
 from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, Session
-from aimon_admin.audit.management.commands.audit_generate_load import NOT_EMPTY_MESSAGE, REAL_DATA_MESSAGE
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.audit.verification import audit_chain_check
+from benchmarks.audit_generate_load import NOT_EMPTY_MESSAGE, REAL_DATA_MESSAGE, Command
 
 pytestmark = pytest.mark.django_db
 
@@ -31,7 +31,7 @@ EVENTS, SESSIONS = 4000, 400
 def generate(*extra: str, events: int = EVENTS, sessions: int = SESSIONS) -> str:
     out = StringIO()
     call_command(
-        "audit_generate_load",
+        Command(),
         "--events",
         str(events),
         "--sessions",

@@ -1,5 +1,8 @@
-"""`python manage.py audit_generate_load --events 1000000 --sessions 100000`: a large, realistic
-data set for the audit benchmarks (issue 5). A benchmark tool, never for a real installation.
+"""`python benchmarks/audit_generate_load.py --events 1000000 --sessions 100000`: a large,
+realistic data set for the audit benchmarks (issue 5). A benchmark tool, never for a real
+installation, so it lives here and not among the product's management commands. It runs with
+the settings DJANGO_SETTINGS_MODULE names (benchmarks.settings if unset) against the database
+DATABASE_URL names; tests call `Command` through `call_command`.
 
 It writes ~90 days of a busy installation: people in each role, runtimes (and their tokens),
 `--sessions` approval sessions, approval requests whose skills are answered, denied,
@@ -9,14 +12,16 @@ agent-wide revoke or the idle TTL, and exactly `--events` audit events that say 
 noise (sign-ins, failed sign-ins, tool and settings changes, MCP syncs) around them. The
 simulation is in `_loadgen.py`; `--seed` makes it repeatable.
 
-Why this one command writes audit rows without `audit_record()`: a million events through
-the one writer would be a million transactions, hours of work. Instead it builds each
-row in Python exactly as `audit_record()` would — the hash is `chain.compute_hash` over
-the very shape `AuditEvent.content()` returns, each linked to the one before, continuing
-from the current head under the same advisory lock on PostgreSQL — and inserts them in
-batches (COPY on PostgreSQL, executemany on SQLite), all in one transaction: all or
-nothing. `verify_audit` passes afterwards. The model's queryset still refuses bulk_create
-everywhere else; nothing in the product writes audit rows this way.
+Why this tool does not write through the service layer (`audit_record()`, the approvals and
+runtimes services): a million events through the one writer would be a million
+transactions, hours of work, and a session, request or grant made through its service
+writes its own audit event at the present time, where the history must span `--days` in the
+past. Instead it builds each row in Python exactly as the services would — the audit hash is
+`chain.compute_hash` over the very shape `AuditEvent.content()` returns, each linked to the
+one before, continuing from the current head under the same advisory lock on PostgreSQL —
+and inserts them in batches (COPY on PostgreSQL, executemany on SQLite), all in one
+transaction: all or nothing. `verify_audit` passes afterwards. The model's queryset still
+refuses bulk_create everywhere else; nothing in the product writes audit rows this way.
 
 Refuses to run against a database holding people or runtimes it did not create (unless
 --force), or one that already has sessions or more than a handful of events (unless
@@ -26,9 +31,19 @@ Refuses to run against a database holding people or runtimes it did not create (
 from __future__ import annotations
 
 import datetime as dt
+import os
 import random
+import sys
 import time
+from pathlib import Path
 from typing import Any
+
+if __name__ == "__main__":  # run as a script: the project's settings, then Django
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchmarks.settings")
+    import django
+
+    django.setup()
 
 from django.contrib.auth.hashers import make_password
 from django.contrib.auth.models import Group
@@ -42,7 +57,12 @@ from aimon_admin.accounts.models import User
 from aimon_admin.accounts.roles import Role
 from aimon_admin.accounts.services import role_groups_sync
 from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, Session
-from aimon_admin.audit.management.commands._loadgen import (
+from aimon_admin.audit.models import AuditEvent
+from aimon_admin.audit.services import CHAIN_LOCK_KEY
+from aimon_admin.core.commands import CliCommand
+from aimon_admin.runtimes.models import AgentRuntime, RuntimeToken
+from aimon_admin.runtimes.tokens import token_hash, token_prefix
+from benchmarks._loadgen import (
     EVENT_COLUMNS,
     GRANT_COLUMNS,
     ITEM_COLUMNS,
@@ -55,11 +75,6 @@ from aimon_admin.audit.management.commands._loadgen import (
     Simulation,
     Sink,
 )
-from aimon_admin.audit.models import AuditEvent
-from aimon_admin.audit.services import CHAIN_LOCK_KEY
-from aimon_admin.core.commands import CliCommand
-from aimon_admin.runtimes.models import AgentRuntime, RuntimeToken
-from aimon_admin.runtimes.tokens import token_hash, token_prefix
 
 # "Empty-ish": a freshly migrated database, or one with a few events from setting it up.
 EMPTYISH_EVENTS = 1000
@@ -107,7 +122,7 @@ class Command(CliCommand):
             head = AuditEvent.objects.order_by("-seq").values_list("seq", "hash").first()
             head = head or (0, "0" * 64)
             # Same seed and same starting head, same data; a batch added on top differs.
-            rng = random.Random(f"{options['seed']}:{head[0]}")  # noqa: S311 - synthetic, not secrets # nosec B311
+            rng = random.Random(f"{options['seed']}:{head[0]}")
             people = self._people(options["sessions"], start)
             runtimes = self._runtimes(rng, options["runtimes"], people, start)
             batch = options["batch"]
@@ -327,3 +342,7 @@ class Command(CliCommand):
                 request_id=sim.request_id(),
             )
         return sim.stats.events - before
+
+
+if __name__ == "__main__":
+    Command().run_from_argv([sys.argv[0], "audit_generate_load", *sys.argv[1:]])
