@@ -19,3 +19,9 @@ LOGGING["root"]["level"] = "WARNING"  # noqa: F405
 # benchmarks time the API and the answer path, not static files.
 STORAGES["staticfiles"]["BACKEND"] = "django.contrib.staticfiles.storage.StaticFilesStorage"  # noqa: F405
 WHITENOISE_USE_FINDERS = True
+
+# benchmarks/specials.py: BENCH_STOCK_POOL=1 serves with Django's own PostgreSQL backend and
+# psycopg-pool's standard borrow check (a round trip each time), to compare with ours.
+if os.environ.get("BENCH_STOCK_POOL") == "1" and DATABASES["default"]["ENGINE"].endswith("postgresql"):  # noqa: F405
+    DATABASES["default"]["ENGINE"] = "django.db.backends.postgresql"  # noqa: F405
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True  # noqa: F405
