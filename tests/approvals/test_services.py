@@ -60,6 +60,7 @@ from aimon_admin.approvals.services import (
     sessions_for_decision,
     skills_decide,
 )
+from aimon_admin.approvals.services import answers as answer_writes
 from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.core.actors import Actor
@@ -707,7 +708,9 @@ def test_the_request_names_a_person_who_answered_whoever_closes_it(
     # transaction, written by the service's own step, without the close that follows it.
     [pending] = request.items.all()
     with transaction.atomic():
-        services._answer_item(request, pending, FOR_SESSION, services.request_shape(request), approver, [])
+        answer_writes._answer_item(
+            request, pending, FOR_SESSION, services.request_shape(request), approver, []
+        )
     assert item(request).answered_by == approver
     assert status(request) == RequestStatus.PENDING
 

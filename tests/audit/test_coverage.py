@@ -683,10 +683,10 @@ CASES: dict[str, list[Case]] = {
         )
     ],
     # approvals
-    "aimon_admin.approvals.services.session_idle_ttl": [
+    "aimon_admin.approvals.services.sessions.session_idle_ttl": [
         Case(run=lambda w: approvals.session_idle_ttl(), reads=PURE)
     ],
-    "aimon_admin.approvals.services.session_touch": [
+    "aimon_admin.approvals.services.sessions.session_touch": [
         Case(
             run=lambda w: approvals.session_touch(runtime=w.runtime, session_id="s-idle", principal="alice"),
             expect=(AuditAction.SESSION_EXPIRED,),
@@ -703,7 +703,7 @@ CASES: dict[str, list[Case]] = {
             channel=Channel.API,
         ),
     ],
-    "aimon_admin.approvals.services.sessions_for_decision": [
+    "aimon_admin.approvals.services.sessions.sessions_for_decision": [
         Case(
             run=lambda w: approvals.sessions_for_decision(
                 runtime=w.runtime, session_id="s-idle", invoking_session_id=None, principal=None
@@ -713,7 +713,7 @@ CASES: dict[str, list[Case]] = {
             channel=Channel.API,
         )
     ],
-    "aimon_admin.approvals.services.decide_skills": [
+    "aimon_admin.approvals.services.decisions.decide_skills": [
         Case(
             run=lambda w: approvals.decide_skills(
                 runtime=w.runtime,
@@ -728,7 +728,7 @@ CASES: dict[str, list[Case]] = {
             channel=Channel.API,
         )
     ],
-    "aimon_admin.approvals.services.decide_skills_for_token": [
+    "aimon_admin.approvals.services.decisions.decide_skills_for_token": [
         Case(
             prepare=_fresh_token,
             run=lambda w: approvals.decide_skills_for_token(
@@ -750,10 +750,10 @@ CASES: dict[str, list[Case]] = {
             channel=Channel.API,
         )
     ],
-    "aimon_admin.approvals.services.session_lookup": [
+    "aimon_admin.approvals.services.sessions.session_lookup": [
         Case(run=lambda w: approvals.session_lookup(runtime=w.runtime, session_id="s-1"), reads="a lookup")
     ],
-    "aimon_admin.approvals.services.skills_decide": [
+    "aimon_admin.approvals.services.decisions.skills_decide": [
         Case(
             run=lambda w: approvals.skills_decide(
                 runtime=w.runtime,
@@ -765,10 +765,10 @@ CASES: dict[str, list[Case]] = {
             reads="a decision (S2) reads the chain and writes nothing",
         )
     ],
-    "aimon_admin.approvals.services.request_shape": [
+    "aimon_admin.approvals.services.requests.request_shape": [
         Case(run=lambda w: approvals.request_shape(w.session_request), reads=PURE)
     ],
-    "aimon_admin.approvals.services.request_create": [
+    "aimon_admin.approvals.services.requests.request_create": [
         Case(
             run=lambda w: approvals.request_create(
                 approvals.RequestInput(
@@ -783,15 +783,15 @@ CASES: dict[str, list[Case]] = {
             channel=Channel.API,
         )
     ],
-    "aimon_admin.approvals.services.user_may_answer": [
+    "aimon_admin.approvals.services.answers.user_may_answer": [
         Case(
             run=lambda w: approvals.user_may_answer(w.approver, w.session_request), reads="a permission check"
         )
     ],
-    "aimon_admin.approvals.services.user_may_grant_agent": [
+    "aimon_admin.approvals.services.answers.user_may_grant_agent": [
         Case(run=lambda w: approvals.user_may_grant_agent(w.approver, w.runtime), reads="a permission check")
     ],
-    "aimon_admin.approvals.services.answers_for": [
+    "aimon_admin.approvals.services.answers.answers_for": [
         Case(
             run=lambda w: approvals.answers_for(
                 w.operator, w.session_request, w.session_request.items.first()
@@ -799,7 +799,7 @@ CASES: dict[str, list[Case]] = {
             reads="the buttons offered",
         )
     ],
-    "aimon_admin.approvals.services.request_answer": [
+    "aimon_admin.approvals.services.answers.request_answer": [
         Case(
             run=lambda w: _answer(w, w.session_request, w.approver, Answer.ALLOW_SESSION),
             expect=(AuditAction.SKILL_GRANTED,),
@@ -812,7 +812,7 @@ CASES: dict[str, list[Case]] = {
             check=_check_escalation,
         ),
     ],
-    "aimon_admin.approvals.services.request_cancel": [
+    "aimon_admin.approvals.services.requests.request_cancel": [
         Case(
             run=lambda w: approvals.request_cancel(request=w.cancel_request, actor=w.as_runtime),
             expect=(AuditAction.SKILL_ABORT_DENIED,),
@@ -820,14 +820,14 @@ CASES: dict[str, list[Case]] = {
             channel=Channel.API,
         )
     ],
-    "aimon_admin.approvals.services.request_expire_if_due": [
+    "aimon_admin.approvals.services.requests.request_expire_if_due": [
         Case(
             run=lambda w: approvals.request_expire_if_due(w.due_request),
             expect=(AuditAction.SKILL_ABORT_DENIED,),
             actor=lambda w: Actor.system("request-expiry"),
         )
     ],
-    "aimon_admin.approvals.services.requests_expire_due": [
+    "aimon_admin.approvals.services.requests.requests_expire_due": [
         Case(
             run=lambda w: approvals.requests_expire_due(),
             expect=(AuditAction.SKILL_ABORT_DENIED,),
@@ -835,7 +835,7 @@ CASES: dict[str, list[Case]] = {
             channel=Channel.TASK,
         )
     ],
-    "aimon_admin.approvals.services.session_clear": [
+    "aimon_admin.approvals.services.revocation.session_clear": [
         Case(
             run=lambda w: approvals.session_clear(runtime=w.runtime, session_id="s-1", actor=w.as_runtime),
             expect=(AuditAction.SESSION_CLEARED,),
@@ -844,7 +844,7 @@ CASES: dict[str, list[Case]] = {
             channel=Channel.API,
         )
     ],
-    "aimon_admin.approvals.services.session_revoke": [
+    "aimon_admin.approvals.services.revocation.session_revoke": [
         Case(
             run=lambda w: approvals.session_revoke(
                 runtime=w.runtime, session_id="s-1", agent=True, actor=w.op
@@ -854,7 +854,7 @@ CASES: dict[str, list[Case]] = {
             check=_check_counts("removed_agent", lambda w: 1),
         )
     ],
-    "aimon_admin.approvals.services.agent_grants_revoke": [
+    "aimon_admin.approvals.services.revocation.agent_grants_revoke": [
         Case(
             run=lambda w: approvals.agent_grants_revoke(runtime=w.runtime, actor=w.op),
             expect=(AuditAction.AGENT_GRANTS_REVOKED,),
@@ -862,7 +862,7 @@ CASES: dict[str, list[Case]] = {
             check=_check_counts("removed_agent", lambda w: 1),
         )
     ],
-    "aimon_admin.approvals.services.grant_revoke": [
+    "aimon_admin.approvals.services.revocation.grant_revoke": [
         Case(
             run=lambda w: approvals.grant_revoke(grant=w.session_grant, actor=Actor.for_user(w.approver)),
             expect=(AuditAction.GRANT_REVOKED,),
@@ -871,6 +871,12 @@ CASES: dict[str, list[Case]] = {
     ],
     "aimon_admin.approvals.rules.rule_index": [
         Case(run=lambda w: rules.rule_index(), reads="the cached rule index")
+    ],
+    "aimon_admin.approvals.rules.rule_index_reset": [
+        Case(
+            run=lambda w: rules.rule_index_reset(),
+            reads="forgets this process's cached rule index; no row is read or written",
+        )
     ],
     "aimon_admin.approvals.rules.rule_create": [
         Case(
@@ -1099,10 +1105,10 @@ CASE_IDS = [(name, index) for name, cases in CASES.items() for index in range(le
 def _fresh_process_state() -> Iterator[None]:
     """The rule index and the checkpoint's cache copy outlive a test's database: start
     and end each test without them."""
-    rules._cached = None
+    rules.rule_index_reset()
     verification.checkpoint_forget()
     yield
-    rules._cached = None
+    rules.rule_index_reset()
     verification.checkpoint_forget()
 
 

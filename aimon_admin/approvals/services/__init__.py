@@ -1,0 +1,117 @@
+"""Writes for skill approvals, and the decision read side: sessions, decisions, requests,
+answers, aborts, clears and revokes.
+
+Every grant, escalation, abort-deny, clear and revoke writes its audit event in the
+same transaction (A3). Exactly-once answers use conditional UPDATEs, which hold on
+SQLite and PostgreSQL alike.
+
+The modules: `sessions` (S12: first sight, the idle TTL), `decisions` (the chain's read
+side, S2/S3), `requests` (opening, grant writes, cancel and expiry: S4-S9), `answers` (a
+person's answer: S4-S8, S13), `revocation` (clear and revoke: S10), and `errors` (the
+refusals and messages). The public names are re-exported here, so `services.request_answer`
+and `from aimon_admin.approvals.services import ...` read as they always have.
+"""
+
+from __future__ import annotations
+
+from aimon_admin.approvals.services.answers import (
+    AnswerOutcome,
+    answers_for,
+    request_answer,
+    user_may_answer,
+    user_may_grant_agent,
+)
+from aimon_admin.approvals.services.decisions import (
+    SkillVerdict,
+    decide_skills,
+    decide_skills_for_token,
+    skills_decide,
+)
+from aimon_admin.approvals.services.errors import (
+    AGENT_WIDE_ENDS,
+    ANSWER_NOT_OFFERED_MESSAGE,
+    CAPPED_ANSWER_MESSAGE,
+    DENY_REPLACED_MESSAGE,
+    ESCALATION_REACH,
+    NOT_YOURS_MESSAGE,
+    PRINCIPAL_CONFLICT_MESSAGE,
+    REQUEST_CLOSED_MESSAGE,
+    REQUEST_DENY_REACH,
+    SETTLED_DENY_STANDS_MESSAGE,
+    SETTLED_SAME_MESSAGE,
+    STANDING_ANSWER_REFUSED_MESSAGE,
+    UNKNOWN_INVOKING_SESSION_MESSAGE,
+    ApprovalError,
+    NotAllowedError,
+    PrincipalConflictError,
+    RequestClosedError,
+    UnknownInvokingSessionError,
+)
+from aimon_admin.approvals.services.requests import (
+    GrantWrite,
+    RequestInput,
+    request_cancel,
+    request_create,
+    request_expire_if_due,
+    request_shape,
+    requests_expire_due,
+)
+from aimon_admin.approvals.services.revocation import (
+    agent_grants_revoke,
+    grant_revoke,
+    session_clear,
+    session_revoke,
+)
+from aimon_admin.approvals.services.sessions import (
+    SEEN_RESOLUTION,
+    session_idle_ttl,
+    session_lookup,
+    session_touch,
+    sessions_for_decision,
+)
+
+__all__ = [
+    "AGENT_WIDE_ENDS",
+    "ANSWER_NOT_OFFERED_MESSAGE",
+    "CAPPED_ANSWER_MESSAGE",
+    "DENY_REPLACED_MESSAGE",
+    "ESCALATION_REACH",
+    "NOT_YOURS_MESSAGE",
+    "PRINCIPAL_CONFLICT_MESSAGE",
+    "REQUEST_CLOSED_MESSAGE",
+    "REQUEST_DENY_REACH",
+    "SEEN_RESOLUTION",
+    "SETTLED_DENY_STANDS_MESSAGE",
+    "SETTLED_SAME_MESSAGE",
+    "STANDING_ANSWER_REFUSED_MESSAGE",
+    "UNKNOWN_INVOKING_SESSION_MESSAGE",
+    "AnswerOutcome",
+    "ApprovalError",
+    "GrantWrite",
+    "NotAllowedError",
+    "PrincipalConflictError",
+    "RequestClosedError",
+    "RequestInput",
+    "SkillVerdict",
+    "UnknownInvokingSessionError",
+    "agent_grants_revoke",
+    "answers_for",
+    "decide_skills",
+    "decide_skills_for_token",
+    "grant_revoke",
+    "request_answer",
+    "request_cancel",
+    "request_create",
+    "request_expire_if_due",
+    "request_shape",
+    "requests_expire_due",
+    "session_clear",
+    "session_idle_ttl",
+    "session_lookup",
+    "session_revoke",
+    "session_touch",
+    "sessions_for_decision",
+    "skills_decide",
+    "user_may_answer",
+    "user_may_grant_agent",
+]

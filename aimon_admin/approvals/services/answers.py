@@ -1,0 +1,358 @@
+"""A person's answer (S4-S8, S13): who may give which answer, the grant it writes, and
+closing the request (S7)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from django.db import transaction
+from django.db.models import Exists, OuterRef, Subquery
+from django.utils import timezone
+
+from aimon_admin.accounts.models import User
+from aimon_admin.accounts.roles import Role
+from aimon_admin.approvals import policy, wakeups
+from aimon_admin.approvals.choices import (
+    Answer,
+    GrantDecision,
+    GrantOrigin,
+    GrantScope,
+    ItemScope,
+    RequestStatus,
+)
+from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant
+from aimon_admin.approvals.services.errors import (
+    ANSWER_NOT_OFFERED_MESSAGE,
+    CAPPED_ANSWER_MESSAGE,
+    DENY_REPLACED_MESSAGE,
+    ESCALATION_REACH,
+    NOT_YOURS_MESSAGE,
+    REQUEST_CLOSED_MESSAGE,
+    REQUEST_DENY_REACH,
+    SETTLED_DENY_STANDS_MESSAGE,
+    SETTLED_SAME_MESSAGE,
+    STANDING_ANSWER_REFUSED_MESSAGE,
+    ApprovalError,
+    NotAllowedError,
+    RequestClosedError,
+)
+from aimon_admin.approvals.services.requests import _write_grant, request_expire_if_due, request_shape
+from aimon_admin.approvals.services.sessions import _session_active
+from aimon_admin.audit.choices import AuditAction, AuditLevel
+from aimon_admin.audit.services import audit_record
+from aimon_admin.core.actors import Actor
+from aimon_admin.runtimes.models import AgentRuntime
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class AnswerOutcome:
+    written: list[ApprovalItem] = field(default_factory=list)
+    already_answered: list[ApprovalItem] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    request_answered: bool = False
+    # What the person must be told of an answer another request's answer decided (S2).
+    notes: list[str] = field(default_factory=list)
+
+
+def user_may_answer(user: User, request: ApprovalRequest) -> bool:
+    if not user.is_active or not user.is_authenticated:
+        return False
+    is_operator = user.has_role(Role.OPERATOR)
+    if not (is_operator or user.has_role(Role.APPROVER)):
+        return False
+    return policy.may_answer(
+        username=user.username,
+        is_operator=is_operator,
+        is_owner=request.runtime.owner_id == user.pk,
+        principal=request.principal or None,
+        principal_is_user=bool(request.principal)
+        and User.objects.filter(username=request.principal, is_active=True).exists(),
+    )
+
+
+def user_may_grant_agent(user: User, runtime: AgentRuntime) -> bool:
+    return policy.may_grant_agent_scope(
+        is_operator=user.has_role(Role.OPERATOR), is_owner=runtime.owner_id == user.pk
+    )
+
+
+def answers_for(user: User, request: ApprovalRequest, item: ApprovalItem) -> list[Answer]:
+    return policy.answers_offered(
+        request_shape(request),
+        may_grant_agent=user_may_grant_agent(user, request.runtime),
+        widest_scope=item.widest_scope,
+    )
+
+
+def request_answer(
+    *, request: ApprovalRequest, user: User, answer: Answer | str, skills: Sequence[str] | None = None
+) -> AnswerOutcome:
+    """A person answers one skill or every unanswered skill of a request (S4-S8, S13).
+
+    Each skill is written on its own (S8): a failure leaves that skill ASK and the rest
+    go on. Exactly once: an item already answered is reported, never overwritten. The
+    request is ANSWERED only once every skill holds a concrete grant (S7).
+    """
+    answer = Answer(answer)
+    request = ApprovalRequest.objects.select_related("runtime", "session", "invoking_session").get(
+        pk=request.pk
+    )
+    request_expire_if_due(request)
+    if request.status != RequestStatus.PENDING:
+        raise RequestClosedError(REQUEST_CLOSED_MESSAGE.format(status=request.status.lower()))
+    if not user_may_answer(user, request):
+        raise NotAllowedError(NOT_YOURS_MESSAGE)
+    items = list(request.items.all())
+    chosen = [i for i in items if skills is None or i.skill in set(skills)]
+    if skills is not None and len(chosen) != len(set(skills)):
+        raise ApprovalError("Unknown skill for this request.")
+    outcome = AnswerOutcome()
+    shape = request_shape(request)
+    for item in chosen:
+        if item.answered:
+            outcome.already_answered.append(item)
+            continue
+        if answer not in answers_for(user, request, item):
+            raise NotAllowedError(_refusal(user, request, item, answer))
+    open_items = [item for item in chosen if not item.answered]
+    for position, item in enumerate(open_items):
+        last = position == len(open_items) - 1
+        try:
+            with transaction.atomic():
+                written = _answer_item(request, item, answer, shape, user, outcome.notes)
+                # The last write closes the request in its own transaction when nothing is
+                # left open (S7 holds: every grant is written by then), saving a commit on
+                # the path from the click to the waiting runtime.
+                if last and written is not None:
+                    outcome.request_answered = _close_if_complete(request)
+        except Exception as exc:  # S8: one skill's failure must not stop the others
+            logger.exception("writing the grant for %s of request %s failed", item.skill, request.pk)
+            outcome.failed.append((item.skill, str(exc) or type(exc).__name__))
+            outcome.request_answered = False
+            continue
+        if written is None:
+            item.refresh_from_db()
+            outcome.already_answered.append(item)
+        else:
+            outcome.written.append(written)
+    if not outcome.request_answered:
+        # Again after the commits: another person's answer to the request's other skills
+        # may have committed alongside ours, each transaction seeing the other's item still
+        # open. Whichever call checks last, after both commits, closes it.
+        outcome.request_answered = _close_if_complete(request)
+    if outcome.written or outcome.request_answered:
+        wakeups.publish_after_commit(request.pk)
+    return outcome
+
+
+def _refusal(user: User, request: ApprovalRequest, item: ApprovalItem, answer: Answer) -> str:
+    """Why an answer not offered is refused, and what to do instead."""
+    escalates = request_shape(request).escalates
+    if answer in (Answer.DENY_REQUEST, Answer.ALLOW_ONCE):
+        return ANSWER_NOT_OFFERED_MESSAGE.format(answer=answer.label, skill=item.skill)
+    session_answer = answer in (Answer.ALLOW_SESSION, Answer.DENY)
+    reach = GrantScope.SESSION if session_answer and not escalates else GrantScope.AGENT
+    if not policy.scope_within(reach, item.widest_scope):
+        return CAPPED_ANSWER_MESSAGE.format(
+            answer=answer.label, skill=item.skill, widest=GrantScope(item.widest_scope).label.lower()
+        )
+    if escalates and session_answer:
+        return STANDING_ANSWER_REFUSED_MESSAGE.format(
+            answer=answer.label, skill=item.skill, runtime=request.runtime.name
+        )
+    return ANSWER_NOT_OFFERED_MESSAGE.format(answer=answer.label, skill=item.skill)
+
+
+def _answer_item(
+    request: ApprovalRequest,
+    item: ApprovalItem,
+    answer: Answer,
+    shape: policy.RequestShape,
+    user: User,
+    notes: list[str],
+) -> ApprovalItem | None:
+    now = timezone.now()
+    if policy.stores_nothing(answer):
+        return _deny_request_item(request, item, user, now)
+    target = policy.grant_for_answer(answer, shape)
+    # Claim the item first: of two people answering at once, one update finds it open.
+    # Only while the request is still open: an answer that loses a race with a cancel or an
+    # expiry must not write afterwards (an escalated grant, above all).
+    # `decision` stays on the updated row itself (no join, which Django would turn into an
+    # "id IN (subquery)" whose condition PostgreSQL does not re-check after a lock wait).
+    still_open = Exists(
+        ApprovalRequest.objects.filter(pk=OuterRef("request_id"), status=RequestStatus.PENDING)
+    )
+    claimed = ApprovalItem.objects.filter(still_open, pk=item.pk, decision="").update(
+        decision=target.decision, scope=target.scope, answered_by=user, answered_at=now
+    )
+    if claimed != 1:
+        return None
+    origin = GrantOrigin.ESCALATION if target.escalated else GrantOrigin.ANSWER
+    written = _write_grant(
+        request=request, skill=item.skill, target=target, origin=origin, user=user, now=now
+    )
+    grant = written.grant
+    decision = grant.decision
+    if written.settled_by is not None:
+        ApprovalItem.objects.filter(pk=item.pk).update(grant=grant, decision=decision)
+        _audit_settled(request, item.skill, grant, answer, user)
+        notes.append(_settled_note(item.skill, grant, answer))
+    else:
+        ApprovalItem.objects.filter(pk=item.pk).update(grant=grant)
+        _audit_grant(request, item.skill, grant, target, user, written.superseded)
+        if written.replaced is not None:
+            notes.append(DENY_REPLACED_MESSAGE.format(skill=item.skill, who=_who(written.replaced)))
+    _session_active(grant.session_id, now)
+    # What the claim and the lines above wrote, without reading the row back.
+    item.decision, item.scope, item.answered_by, item.answered_at = decision, target.scope, user, now
+    item.grant = grant
+    return item
+
+
+def _who(grant: Grant) -> str:
+    return grant.granted_by.username if grant.granted_by else "the system"
+
+
+def _settled_note(skill: str, grant: Grant, answer: Answer) -> str:
+    if grant.decision == GrantDecision.DENY and answer != Answer.DENY:
+        return SETTLED_DENY_STANDS_MESSAGE.format(skill=skill, who=_who(grant))
+    return SETTLED_SAME_MESSAGE.format(skill=skill, who=_who(grant), how=answer.label)
+
+
+def _deny_request_item(
+    request: ApprovalRequest, item: ApprovalItem, user: User, now: dt.datetime
+) -> ApprovalItem | None:
+    """S13's *Deny this request*: the item reads DENY (so the request, its long-poll and the
+    runtime say DENY), scope REQUEST, and no grant is written anywhere."""
+    still_open = Exists(
+        ApprovalRequest.objects.filter(pk=OuterRef("request_id"), status=RequestStatus.PENDING)
+    )
+    claimed = ApprovalItem.objects.filter(still_open, pk=item.pk, decision="").update(
+        decision=GrantDecision.DENY, scope=ItemScope.REQUEST, answered_by=user, answered_at=now
+    )
+    if claimed != 1:
+        return None
+    holder = request.session or request.invoking_session
+    audit_record(
+        action=AuditAction.SKILL_REQUEST_DENIED,
+        actor=Actor.for_user(user),
+        level=AuditLevel.INFO,
+        runtime=request.runtime,
+        session_key=holder.session_id if holder else "",
+        subject_type="skill",
+        subject=item.skill,
+        details={
+            "decision": GrantDecision.DENY,
+            "scope": ItemScope.REQUEST,
+            "request_id": str(request.pk),
+            "answered_by": user.username,
+            "stored": False,
+            "reach": REQUEST_DENY_REACH,
+        },
+    )
+    item.decision, item.scope, item.answered_by, item.answered_at = (
+        GrantDecision.DENY,
+        ItemScope.REQUEST,
+        user,
+        now,
+    )
+    item.grant = None
+    return item
+
+
+def _audit_settled(request: ApprovalRequest, skill: str, grant: Grant, answer: Answer, user: User) -> None:
+    """A person's answer met a grant another request's answer wrote for the same key (S2)."""
+    audit_record(
+        action=AuditAction.SKILL_ANSWER_SETTLED,
+        actor=Actor.for_user(user),
+        level=AuditLevel.INFO,
+        runtime=request.runtime,
+        session_key=grant.session.session_id if grant.session else "",
+        subject_type="skill",
+        subject=skill,
+        details={
+            "answer": answer.value,
+            "decision": grant.decision,
+            "scope": grant.scope,
+            "request_id": str(request.pk),
+            "grant_id": grant.pk,
+            "grant_request_id": str(grant.request_id) if grant.request_id else None,
+            "answered_by": user.username,
+            "stored": False,
+        },
+    )
+
+
+def _audit_grant(
+    request: ApprovalRequest,
+    skill: str,
+    grant: Grant,
+    target: policy.GrantTarget,
+    user: User,
+    superseded: list[int],
+) -> None:
+    details: dict[str, object] = {
+        "decision": grant.decision,
+        "scope": grant.scope,
+        "request_id": str(request.pk),
+        "grant_id": grant.pk,
+        "answered_by": user.username,
+    }
+    if superseded:
+        details["superseded_grant_ids"] = superseded
+    if grant.session is not None and grant.session_id != request.session_id:
+        details["lands_on_invoking_session"] = grant.session.session_id
+    if target.escalated:
+        details["reach"] = ESCALATION_REACH
+        details["all_sessions"] = True
+        details["expires"] = False
+        details["survives_clear"] = True
+        details["removed_by"] = "Revoke (this approval on its own), or Revoke agent-wide"
+    session_key = (
+        grant.session.session_id
+        if grant.session
+        else (request.invoking_session.session_id if request.invoking_session else "")
+    )
+    audit_record(
+        action=AuditAction.SKILL_GRANT_ESCALATED if target.escalated else AuditAction.SKILL_GRANTED,
+        actor=Actor.for_user(user),
+        level=AuditLevel.WARNING if target.escalated else AuditLevel.INFO,
+        runtime=request.runtime,
+        session_key=session_key,
+        subject_type="skill",
+        subject=skill,
+        details=details,
+    )
+
+
+def _close_if_complete(request: ApprovalRequest) -> bool:
+    """S7: ANSWERED only once no skill is left without a concrete decision.
+
+    The request names whoever answered its last skill, not whoever's call closes it: the
+    loser of a race on an item (or a retry after a crash) may close it, having answered
+    nothing.
+    """
+    # One conditional UPDATE: still PENDING and no item left open, checked on the row it
+    # updates (PostgreSQL re-checks both after a lock wait).
+    items = ApprovalItem.objects.filter(request_id=OuterRef("pk"))
+    last_answerer = (
+        items.exclude(answered_by=None).order_by("-answered_at", "-position").values("answered_by")[:1]
+    )
+    now = timezone.now()
+    return (
+        ApprovalRequest.objects.filter(
+            ~Exists(items.filter(decision="")), pk=request.pk, status=RequestStatus.PENDING
+        ).update(
+            status=RequestStatus.ANSWERED,
+            answered_at=now,
+            answered_by_id=Subquery(last_answerer),
+            closed_at=now,
+        )
+        == 1
+    )

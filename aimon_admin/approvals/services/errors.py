@@ -1,0 +1,75 @@
+"""The refusals approval writes raise, and the messages people are shown (constants tests import)."""
+
+from __future__ import annotations
+
+PRINCIPAL_CONFLICT_MESSAGE = (
+    "Session {session!r} belongs to principal {fixed!r}; its principal is fixed when first seen."
+)
+REQUEST_CLOSED_MESSAGE = "This request is already {status}."
+NOT_YOURS_MESSAGE = "This request is not yours to answer."
+ANSWER_NOT_OFFERED_MESSAGE = (
+    "{answer} is not offered for {skill}: use one of the buttons the request shows you."
+)
+# S13: an answer that would hold beyond this one request, refused to someone who may not give it.
+STANDING_ANSWER_REFUSED_MESSAGE = (
+    "{answer} is not yours to give for {skill}: this request has no session, so it would hold "
+    "for every session of {runtime}, and only an operator or the runtime's owner may answer "
+    "that way. Use Deny this request instead: the runtime is told DENY for this request and "
+    "nothing is stored."
+)
+CAPPED_ANSWER_MESSAGE = (
+    "{answer} is not offered for {skill}: a rule allows answers no wider than {widest}. "
+    "Use one of the buttons shown (Deny this request refuses it for this request only)."
+)
+# What ends an agent-wide grant (S5, S6): it can be revoked on its own (the session and
+# agent pages' Revoke), or with every other one by Revoke agent-wide.
+AGENT_WIDE_ENDS = "until it is revoked, on its own or with Revoke agent-wide"
+ESCALATION_REACH = (
+    f"applies to all sessions of the runtime, has no expiry, survives clear, and holds {AGENT_WIDE_ENDS}"
+)
+REQUEST_DENY_REACH = "the runtime is told DENY for this request only; nothing is stored in any grant store"
+# Item 10 / S2: a second answer for a key a grant already holds (another request's answer).
+SETTLED_SAME_MESSAGE = (
+    "{skill}: {who} gave the same answer a moment ago on another request ({how}); this request "
+    "is answered by it."
+)
+SETTLED_DENY_STANDS_MESSAGE = (
+    "{skill}: {who} denied it a moment ago on another request, and a Deny made now beats an "
+    "approval (S2), so this request is answered Deny. To allow it, revoke that denial on the "
+    "session's page, then let the agent ask again."
+)
+DENY_REPLACED_MESSAGE = (
+    "{skill}: your Deny replaced the approval {who} gave a moment ago on another request: a Deny "
+    "made now beats older approvals (S2)."
+)
+UNKNOWN_INVOKING_SESSION_MESSAGE = (
+    "No session {session!r} has been seen for this runtime, so there is nothing to inherit (S3). "
+    "Name the session that launched this run as it was named in its own calls, or leave "
+    "invoking_session_id out."
+)
+
+
+class ApprovalError(ValueError):
+    """A refused approval write, with a message fit to show as it is."""
+
+
+class PrincipalConflictError(ApprovalError):
+    pass
+
+
+class RequestClosedError(ApprovalError):
+    pass
+
+
+class NotAllowedError(ApprovalError):
+    pass
+
+
+class UnknownInvokingSessionError(ApprovalError):
+    """`invoking_session_id` names no session of this runtime (API: 400 on that field)."""
+
+    field = "invoking_session_id"
+
+
+def _unknown_invoking(session_id: str) -> UnknownInvokingSessionError:
+    return UnknownInvokingSessionError(UNKNOWN_INVOKING_SESSION_MESSAGE.format(session=session_id))

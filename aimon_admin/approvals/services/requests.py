@@ -1,0 +1,331 @@
+"""Requests (S4-S9): opening one, writing a grant, cancel and expiry (aborts deny per session)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from aimon_admin.accounts.models import User
+from aimon_admin.approvals import policy, wakeups
+from aimon_admin.approvals.choices import (
+    GrantDecision,
+    GrantOrigin,
+    GrantScope,
+    RequestStatus,
+    RevokeReason,
+    SkillDecision,
+)
+from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, Session
+from aimon_admin.approvals.services.decisions import skills_decide
+from aimon_admin.approvals.services.errors import (
+    REQUEST_CLOSED_MESSAGE,
+    RequestClosedError,
+    _unknown_invoking,
+)
+from aimon_admin.approvals.services.sessions import _session_active, session_lookup, session_touch
+from aimon_admin.audit.choices import AuditAction
+from aimon_admin.audit.services import audit_record
+from aimon_admin.core.actors import Actor
+from aimon_admin.runtimes.models import AgentRuntime
+
+# --- Requests (S4-S9) --------------------------------------------------------------------------
+
+
+@dataclass
+class RequestInput:
+    runtime: AgentRuntime
+    skills: list[str]
+    session_id: str | None = None
+    invoking_session_id: str | None = None
+    turn_id: str | None = None
+    principal: str | None = None
+    reason: str = ""
+    timeout_seconds: int | None = None
+    idempotency_key: str | None = None
+
+
+def request_shape(request: ApprovalRequest) -> policy.RequestShape:
+    return policy.RequestShape(
+        has_session=request.session_id is not None,
+        has_invoking_session=request.invoking_session_id is not None,
+        has_turn=bool(request.turn_id),
+    )
+
+
+def request_create(data: RequestInput) -> tuple[ApprovalRequest, bool]:
+    """Open a request (or return the one this Idempotency-Key already opened: created False).
+
+    Skills the chain already decides are filled in at once; if all are, the request is
+    ANSWERED from the start.
+    """
+    if data.idempotency_key:
+        existing = ApprovalRequest.objects.filter(
+            runtime=data.runtime, idempotency_key=data.idempotency_key
+        ).first()
+        if existing is not None:
+            return existing, False
+    try:
+        with transaction.atomic():
+            return _request_create(data), True
+    except IntegrityError:
+        if data.idempotency_key:
+            existing = ApprovalRequest.objects.filter(
+                runtime=data.runtime, idempotency_key=data.idempotency_key
+            ).first()
+            if existing is not None:
+                return existing, False
+        raise
+
+
+def _request_create(data: RequestInput) -> ApprovalRequest:
+    now = timezone.now()
+    session = session_touch(runtime=data.runtime, session_id=data.session_id, principal=data.principal)
+    # A fork inherits from a session the runtime has opened (S3): one never seen is refused
+    # rather than created with nobody's approvals.
+    if (
+        data.invoking_session_id
+        and session_lookup(runtime=data.runtime, session_id=data.invoking_session_id) is None
+    ):
+        raise _unknown_invoking(data.invoking_session_id)
+    # A fork's session answers land on its invoking session, so the principal a fork names
+    # is held to that session's, like any session's (S12, S13).
+    invoking = session_touch(
+        runtime=data.runtime,
+        session_id=data.invoking_session_id,
+        principal=data.principal if session is None else None,
+    )
+    principal = policy.effective_principal(
+        data.principal,
+        session.principal if session else None,
+        invoking.principal if invoking else None,
+    )
+    timeout = data.timeout_seconds or settings.AIMON_REQUEST_DEFAULT_TIMEOUT_SECONDS
+    request = ApprovalRequest.objects.create(
+        runtime=data.runtime,
+        session=session,
+        invoking_session=invoking,
+        turn_id=data.turn_id or "",
+        principal=principal or "",
+        reason=data.reason,
+        idempotency_key=data.idempotency_key or "",
+        expires_at=now + dt.timedelta(seconds=timeout),
+    )
+    verdicts = skills_decide(
+        runtime=data.runtime,
+        skills=data.skills,
+        session=session,
+        invoking_session=invoking,
+        turn_id=data.turn_id,
+    )
+    items = []
+    for position, verdict in enumerate(verdicts):
+        decided = verdict.decision != SkillDecision.ASK
+        items.append(
+            ApprovalItem(
+                request=request,
+                position=position,
+                skill=verdict.skill,
+                widest_scope=verdict.widest_scope,
+                decision=verdict.decision if decided else "",
+                source=verdict.source if decided else "",
+                answered_at=now if decided else None,
+            )
+        )
+    ApprovalItem.objects.bulk_create(items)
+    if all(item.decision for item in items):
+        request.status = RequestStatus.ANSWERED
+        request.answered_at = now
+        request.closed_at = now
+        request.save(update_fields=["status", "answered_at", "closed_at"])
+    return request
+
+
+def _holder_session(request: ApprovalRequest, holder: str) -> Session | None:
+    if holder == policy.Holder.SESSION:
+        return request.session
+    if holder == policy.Holder.INVOKING_SESSION:
+        return request.invoking_session
+    return None
+
+
+@dataclass(frozen=True)
+class GrantWrite:
+    """What writing one answer's grant came to: the grant that now holds the key, the grants
+    it superseded, and — when another request's answer already held the key — that grant
+    (`settled_by`: this answer wrote nothing) or the ALLOW this DENY replaced (`replaced`)."""
+
+    grant: Grant
+    superseded: list[int]
+    settled_by: Grant | None = None
+    replaced: Grant | None = None
+
+
+def _same_key(request: ApprovalRequest, skill: str, target: policy.GrantTarget, session: Session | None) -> Q:
+    key = Q(runtime=request.runtime, skill=skill, scope=target.scope, revoked_at__isnull=True)
+    if target.scope == GrantScope.AGENT:
+        key &= Q(session__isnull=True)
+    else:
+        key &= Q(session=session)
+    if target.scope == GrantScope.TURN:
+        key &= Q(turn_id=request.turn_id)
+    return key
+
+
+def _write_grant(
+    *,
+    request: ApprovalRequest,
+    skill: str,
+    target: policy.GrantTarget,
+    origin: GrantOrigin,
+    user: User | None,
+    now: dt.datetime,
+    settle: bool = True,
+) -> GrantWrite:
+    """Write one grant where the target says.
+
+    A grant of the same key that is no longer in force (its expiry passed) is superseded. One
+    in force was written by another request's answer while this one waited (at creation the
+    chain would have read it). A person's answer (`settle`) then follows S2: the same decision
+    is answered by that grant, nothing new written; a DENY beats the ALLOW (superseding it);
+    an ALLOW meets the DENY standing, and is answered by it. An abort's denial (S9) always
+    supersedes. Two answers racing for the same key (each seeing it free, one insert refused
+    by the one-active-grant constraint) are settled the same way: the loser reads the key again.
+    """
+    session = _holder_session(request, target.holder)
+    for attempt in (1, 2):
+        held = list(
+            Grant.objects.filter(_same_key(request, skill, target, session)).select_related("granted_by")
+        )
+        in_force = [g for g in held if g.expires_at is None or g.expires_at > now]
+        replaced = None
+        if settle and in_force:
+            current = in_force[0]
+            if current.decision == target.decision or current.decision == GrantDecision.DENY:
+                return GrantWrite(grant=current, superseded=[], settled_by=current)
+            replaced = current  # our DENY, made now, beats their ALLOW (S2)
+        superseded = [g.pk for g in held]
+        if superseded:
+            Grant.objects.filter(pk__in=superseded, revoked_at__isnull=True).update(
+                revoked_at=now, revoked_by=user, revoke_reason=RevokeReason.SUPERSEDED
+            )
+        try:
+            with transaction.atomic():  # a savepoint: a refused insert leaves the rest intact
+                grant = Grant.objects.create(
+                    runtime=request.runtime,
+                    scope=target.scope,
+                    decision=target.decision,
+                    skill=skill,
+                    session=session,
+                    turn_id=request.turn_id if target.scope == GrantScope.TURN else "",
+                    origin=origin,
+                    granted_by=user,
+                    request=request,
+                )
+        except IntegrityError:
+            if attempt == 2:
+                raise
+            continue  # another answer committed a grant for this key meanwhile: read it
+        return GrantWrite(grant=grant, superseded=superseded, replaced=replaced)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _abort(request: ApprovalRequest, status: RequestStatus, actor: Actor, why: str) -> bool:
+    """S9: close a PENDING request as `status`; each unanswered skill gets a SESSION DENY
+    where a session can hold it, never agent-wide. Returns False if it was not PENDING."""
+    now = timezone.now()
+    with transaction.atomic():
+        closed = ApprovalRequest.objects.filter(pk=request.pk, status=RequestStatus.PENDING).update(
+            status=status, closed_at=now
+        )
+        if closed != 1:
+            return False
+        target = policy.abort_target(request_shape(request))
+        for item in request.items.filter(decision=""):
+            if target is None:
+                audit_record(
+                    action=AuditAction.SKILL_ABORT_DENIED,
+                    actor=actor,
+                    runtime=request.runtime,
+                    subject_type="skill",
+                    subject=item.skill,
+                    details={
+                        "request_id": str(request.pk),
+                        "why": why,
+                        "written": False,
+                        "note": "no session to hold a denial; the skill stays ASK (never agent-wide)",
+                    },
+                )
+                continue
+            # Claim the item before writing, as an answer does: a person's answer that
+            # landed since the items were read keeps its grant instead of being superseded
+            # by this DENY (or colliding with it on the one-active-grant constraint).
+            claimed = ApprovalItem.objects.filter(pk=item.pk, decision="").update(
+                decision=GrantDecision.DENY, scope=GrantScope.SESSION, answered_at=now
+            )
+            if claimed != 1:
+                continue
+            written = _write_grant(
+                request=request,
+                skill=item.skill,
+                target=target,
+                origin=GrantOrigin.ABORT,
+                user=None,
+                now=now,
+                settle=False,
+            )
+            grant, superseded = written.grant, written.superseded
+            ApprovalItem.objects.filter(pk=item.pk).update(grant=grant)
+            _session_active(grant.session_id, now)
+            audit_record(
+                action=AuditAction.SKILL_ABORT_DENIED,
+                actor=actor,
+                runtime=request.runtime,
+                session_key=grant.session.session_id if grant.session else "",
+                subject_type="skill",
+                subject=item.skill,
+                details={
+                    "request_id": str(request.pk),
+                    "why": why,
+                    "written": True,
+                    "grant_id": grant.pk,
+                    **({"superseded_grant_ids": superseded} if superseded else {}),
+                },
+            )
+    wakeups.publish_after_commit(request.pk)
+    return True
+
+
+def request_cancel(*, request: ApprovalRequest, actor: Actor, why: str = "cancelled by the runtime") -> None:
+    """The runtime cancels, or a person dismisses: S9. A closed request raises."""
+    request = ApprovalRequest.objects.select_related("runtime", "session", "invoking_session").get(
+        pk=request.pk
+    )
+    request_expire_if_due(request)
+    if not _abort(request, RequestStatus.CANCELLED, actor, why):
+        request.refresh_from_db()
+        raise RequestClosedError(REQUEST_CLOSED_MESSAGE.format(status=request.status.lower()))
+
+
+def request_expire_if_due(request: ApprovalRequest) -> bool:
+    """Every read treats an expired request as aborted (S9): close it now if it is due."""
+    if request.status != RequestStatus.PENDING or request.expires_at > timezone.now():
+        return False
+    expired = _abort(request, RequestStatus.EXPIRED, Actor.system("request-expiry"), "timed out")
+    if expired:
+        request.refresh_from_db()
+    return expired
+
+
+def requests_expire_due(*, limit: int = 500, among: QuerySet[ApprovalRequest] | None = None) -> int:
+    """Expire requests past their deadline (S9): the beat task's sweep over all of them, or
+    the inbox's over the requests it is about to show (`among`)."""
+    requests = ApprovalRequest.objects.all() if among is None else among
+    due = requests.filter(status=RequestStatus.PENDING, expires_at__lte=timezone.now()).select_related(
+        "runtime", "session", "invoking_session"
+    )[:limit]
+    return sum(1 for request in due if request_expire_if_due(request))

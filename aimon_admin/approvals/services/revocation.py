@@ -1,0 +1,107 @@
+"""Clear and revoke (S10): sessions' approvals, agent-wide ones, one grant; each audited with counts."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from aimon_admin.approvals.choices import (
+    GrantScope,
+    RevokeReason,
+)
+from aimon_admin.approvals.models import Grant
+from aimon_admin.approvals.services.sessions import session_lookup
+from aimon_admin.audit.choices import AuditAction, AuditLevel
+from aimon_admin.audit.services import audit_record
+from aimon_admin.core.actors import Actor
+from aimon_admin.runtimes.models import AgentRuntime
+
+# --- Clear and revoke (S10) --------------------------------------------------------------------
+
+
+def _revoke(grants: Q, *, actor: Actor, reason: RevokeReason, runtime: AgentRuntime) -> int:
+    return (
+        Grant.objects.active()
+        .filter(grants, runtime=runtime)
+        .update(revoked_at=timezone.now(), revoked_by=actor.user, revoke_reason=reason)
+    )
+
+
+@transaction.atomic
+def session_clear(*, runtime: AgentRuntime, session_id: str, actor: Actor) -> int:
+    """S10: drop the session's turn and session approvals (and denials)."""
+    session = session_lookup(runtime=runtime, session_id=session_id)
+    removed = 0
+    if session is not None:
+        removed = _revoke(Q(session=session), actor=actor, reason=RevokeReason.CLEAR, runtime=runtime)
+    audit_record(
+        action=AuditAction.SESSION_CLEARED,
+        actor=actor,
+        runtime=runtime,
+        session_key=session_id,
+        details={"removed": removed},
+    )
+    return removed
+
+
+@transaction.atomic
+def session_revoke(*, runtime: AgentRuntime, session_id: str, agent: bool, actor: Actor) -> tuple[int, int]:
+    """S10: revoke the session's approvals; with agent=True the runtime's agent-wide ones too."""
+    session = session_lookup(runtime=runtime, session_id=session_id)
+    removed_session = 0
+    if session is not None:
+        removed_session = _revoke(
+            Q(session=session), actor=actor, reason=RevokeReason.REVOKE, runtime=runtime
+        )
+    removed_agent = 0
+    if agent:
+        removed_agent = _revoke(
+            Q(scope=GrantScope.AGENT), actor=actor, reason=RevokeReason.REVOKE_AGENT, runtime=runtime
+        )
+    audit_record(
+        action=AuditAction.SESSION_REVOKED,
+        actor=actor,
+        level=AuditLevel.WARNING if agent else AuditLevel.INFO,
+        runtime=runtime,
+        session_key=session_id,
+        details={"removed_session": removed_session, "removed_agent": removed_agent, "agent": agent},
+    )
+    return removed_session, removed_agent
+
+
+@transaction.atomic
+def agent_grants_revoke(*, runtime: AgentRuntime, actor: Actor) -> int:
+    """Revoke agent-wide: every AGENT-scope grant of the runtime (S10)."""
+    removed = _revoke(
+        Q(scope=GrantScope.AGENT), actor=actor, reason=RevokeReason.REVOKE_AGENT, runtime=runtime
+    )
+    audit_record(
+        action=AuditAction.AGENT_GRANTS_REVOKED,
+        actor=actor,
+        level=AuditLevel.WARNING,
+        runtime=runtime,
+        details={"removed_agent": removed},
+    )
+    return removed
+
+
+@transaction.atomic
+def grant_revoke(*, grant: Grant, actor: Actor) -> bool:
+    """Revoke one grant on its own; False if it was no longer in force."""
+    revoked = (
+        Grant.objects.active()
+        .filter(pk=grant.pk)
+        .update(revoked_at=timezone.now(), revoked_by=actor.user, revoke_reason=RevokeReason.SINGLE)
+    )
+    if revoked:
+        audit_record(
+            action=AuditAction.GRANT_REVOKED,
+            actor=actor,
+            runtime=grant.runtime,
+            session_key=grant.session.session_id if grant.session else "",
+            subject_type="skill",
+            subject=grant.skill,
+            details={"grant_id": grant.pk, "scope": grant.scope, "decision": grant.decision},
+        )
+    return bool(revoked)
