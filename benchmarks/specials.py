@@ -9,9 +9,10 @@ make prod's web topology (nginx, granian, uvicorn: benchmarks/servers.py `topolo
 Server CPU per request (the servers', nginx's and their PostgreSQL backends', from /proc)
 is the figure: the machine is shared, so the rounds of a comparison alternate.
 
-- API style: the decision endpoints as plain Django views (runtimes/api/plain.py) against
-  the same handlers served by DRF's `api_view` (benchmarks/urls.py `/bench/*-drf`), and
-  the skill decision's fused read (token and decision in one statement) beside both.
+- API style (run at commit 8572663, `git show 8572663:benchmarks/specials.py`, while the
+  plain views existed): the decision endpoints as plain Django views (runtimes/api/plain.py)
+  against the same handlers served by DRF, CPU x1.09 for DRF: under the 10% bar, so every
+  endpoint is DRF now (README, Performance).
 - Pool: our backend with the socket-first borrow check (core/dbpool.py) against Django's
   own backend with psycopg-pool's standard check (CONN_HEALTH_CHECKS; BENCH_STOCK_POOL=1
   in benchmarks/settings.py): the topology restarted for each round, alternately.
@@ -25,7 +26,6 @@ import statistics
 import sys
 import tempfile
 import urllib.parse
-from http.client import HTTPConnection
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -34,27 +34,7 @@ from benchmarks import _http, servers, skill_decisions
 
 BENCH_DB = "aimon_bench_specials"
 SKILL_BODY = json.dumps(skill_decisions.BODY)
-TOOL_BODY = json.dumps({"tool": "Bash", "session_id": "s-1"})
-API_PATHS = {
-    "skill plain+fused": ("/api/v1/skill-decisions", SKILL_BODY),
-    "skill DRF+fused": ("/bench/skill-decisions-drf-fused", SKILL_BODY),
-    "skill plain": ("/bench/skill-decisions-two-step", SKILL_BODY),
-    "skill DRF": ("/bench/skill-decisions-drf", SKILL_BODY),
-    "tool plain": ("/api/v1/tool-decisions", TOOL_BODY),
-    "tool DRF": ("/bench/tool-decisions-drf", TOOL_BODY),
-}
-
-
-def check(port: int, path: str, token: str, body: str) -> None:
-    if path.startswith(("/api/v1/skill", "/bench/skill")):
-        skill_decisions.check_answer(port, path, token, body)
-        return
-    conn = HTTPConnection("127.0.0.1", port, timeout=10)
-    conn.request("POST", path, body=body, headers=_http.headers(token))
-    response = conn.getresponse()
-    got = json.loads(response.read())
-    if response.status != 200 or got.get("decision") != "ASK":
-        raise SystemExit(f"{path}: unexpected answer: {response.status} {got}")
+TWO_STEP = "/bench/skill-decisions-two-step"
 
 
 def cpu_ms_per_request(
@@ -67,38 +47,8 @@ def cpu_ms_per_request(
     return used * 1000 / requests, requests / elapsed
 
 
-def api_style(args: argparse.Namespace, env: dict[str, str], token: str, database: str) -> None:
-    port = _http.free_port()
-    rounds: dict[str, list[tuple[float, float]]] = {name: [] for name in API_PATHS}
-    with (
-        tempfile.TemporaryDirectory(prefix="aimon_bench_specials_") as folder,
-        servers.topology(env, port, args.workers, args.threads, Path(folder)) as sessions,
-    ):
-        _http.wait_until_up(port, token, timeout=60)
-        for path, body in API_PATHS.values():
-            check(port, path, token, body)
-            _http.run_wrk(port, path, token, [body], 2, args.connections)  # warm up
-        for _ in range(args.rounds):
-            for name, (path, body) in API_PATHS.items():
-                rounds[name].append(cpu_ms_per_request(port, sessions, database, token, path, body, args))
-    print("API style (granian behind nginx), server CPU ms per request, median of rounds:")
-    for name, figures in rounds.items():
-        print(
-            f"  {name:18} {statistics.median(f[0] for f in figures):6.3f} ms  "
-            f"{statistics.median(f[1] for f in figures):7,.0f}/s  rounds {[round(f[0], 3) for f in figures]}"
-        )
-    for plain, drf in (
-        ("skill plain", "skill DRF"),
-        ("tool plain", "tool DRF"),
-        ("skill plain+fused", "skill DRF+fused"),
-    ):
-        pairs = [d[0] / p[0] for p, d in zip(rounds[plain], rounds[drf], strict=True)]
-        listed = ", ".join(f"{x:.3f}" for x in pairs)
-        print(f"  {drf} / {plain}: CPU x{statistics.median(pairs):.3f} (pairs {listed})")
-
-
 def pool_check(args: argparse.Namespace, env: dict[str, str], token: str, database: str) -> None:
-    path, body = API_PATHS["skill plain"]
+    path, body = TWO_STEP, SKILL_BODY
     figures: dict[str, list[float]] = {"ours (socket peek)": [], "stock (round trip)": []}
     for _ in range(args.rounds):
         for name in figures:
@@ -131,17 +81,13 @@ def main() -> int:
     parser.add_argument("--connections", type=int, default=8)
     parser.add_argument("--workers", type=int, default=2, help="granian workers")
     parser.add_argument("--threads", type=int, default=2, help="threads per granian worker")
-    parser.add_argument("--only", choices=["api", "pool"])
     args = parser.parse_args()
     args.conn_max_age = 0
     with _http.throwaway_pg(BENCH_DB) as url:
         env = _http.server_env(url, args)
         token = _http.child_json(skill_decisions.__file__, "--seed", env)["token"]
         database = urllib.parse.urlsplit(url).path.lstrip("/")
-        if args.only in (None, "api"):
-            api_style(args, env, token, database)
-        if args.only in (None, "pool"):
-            pool_check(args, env, token, database)
+        pool_check(args, env, token, database)
     return 0
 
 

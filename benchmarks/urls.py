@@ -9,10 +9,6 @@ requests/s to the baseline's is what its own work costs.
 compares the two paths in alternating rounds. `/bench/baseline-prepared` is the
 baseline with its token lookup as a prepared statement on PostgreSQL, as the fused read
 is: what the ratio would be against a token lookup made as cheap.
-
-`/bench/skill-decisions-drf` and `/bench/tool-decisions-drf` are the decision handlers
-served by DRF's `api_view` instead of runtimes/api/plain.py's plain view (no fused read), so
-benchmarks/specials.py compares the two API styles in alternating rounds.
 """
 
 from __future__ import annotations
@@ -20,16 +16,9 @@ from __future__ import annotations
 from django.http import HttpRequest, JsonResponse
 from django.urls import path
 from django.views.decorators.csrf import csrf_exempt
-from rest_framework import exceptions
-from rest_framework.decorators import api_view, authentication_classes, permission_classes
-from rest_framework.request import Request
-from rest_framework.response import Response
 
-from aimon_admin.approvals.api.views import _skill_decisions_fused, skill_decisions
+from aimon_admin.approvals.api.views import SkillDecisionsView
 from aimon_admin.core import rawsql
-from aimon_admin.registry.api.views import tool_decisions
-from aimon_admin.runtimes.api.plain import plain_api_view
-from aimon_admin.runtimes.authentication import RuntimeTokenAuthentication
 from aimon_admin.runtimes.selectors import token_authenticate, token_from_row, token_select
 from aimon_admin.runtimes.tokens import token_hash, token_looks_valid
 from aimon_admin.urls import handler400, handler403, handler404, handler500
@@ -58,41 +47,10 @@ def baseline_prepared(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"runtime": token.runtime.name, "decision": "ALLOW"})
 
 
-# The same handler, served the usual way only (authentication first, then the decision).
-skill_decisions_two_step = plain_api_view("POST")(skill_decisions.handler)  # type: ignore[attr-defined]
-
-
-@api_view(["POST"])
-def skill_decisions_drf(request: Request) -> Response:
-    return Response(skill_decisions.handler(request, request.user, request.data))  # type: ignore[attr-defined]
-
-
-@api_view(["POST"])
-@authentication_classes([])
-@permission_classes([])
-def skill_decisions_drf_fused(request: Request) -> Response:
-    """The fused read served by DRF: the token tried in the decision's own read first."""
-    scheme, _, raw = request.headers.get("Authorization", "").partition(" ")
-    answered = _skill_decisions_fused(request, raw, request.data) if scheme.lower() == "bearer" else None
-    if answered is not None:
-        return Response(answered)
-    authenticated = RuntimeTokenAuthentication().authenticate(request)
-    if authenticated is None:
-        raise exceptions.NotAuthenticated()
-    return Response(skill_decisions.handler(request, authenticated[0], request.data))  # type: ignore[attr-defined]
-
-
-@api_view(["POST"])
-def tool_decisions_drf(request: Request) -> Response:
-    return Response(tool_decisions.handler(request, request.user, request.data))  # type: ignore[attr-defined]
-
+# The same view, served the usual way only (authentication first, then the decision).
+skill_decisions_two_step = SkillDecisionsView.as_view(fused_read=False)
 
 urlpatterns = [
-    path("bench/skill-decisions-drf", skill_decisions_drf, name="bench-skill-decisions-drf"),
-    path(
-        "bench/skill-decisions-drf-fused", skill_decisions_drf_fused, name="bench-skill-decisions-drf-fused"
-    ),
-    path("bench/tool-decisions-drf", tool_decisions_drf, name="bench-tool-decisions-drf"),
     path("bench/baseline", baseline, name="bench-baseline"),
     path("bench/baseline-prepared", baseline_prepared, name="bench-baseline-prepared"),
     path("bench/skill-decisions-two-step", skill_decisions_two_step, name="bench-skill-decisions-two-step"),

@@ -39,3 +39,24 @@ def test_docs_page_loads_nothing_from_the_internet(client: Client) -> None:
     external = [u for u in re.findall(r'(?:src|href)="([^"]+)"', html) if re.match(r"(https?:)?//", u)]
     assert external == []
     assert "/static/drf_spectacular_sidecar/" in html
+
+
+def test_each_decision_endpoint_documents_its_own_body() -> None:
+    # The plain views' schema-only classes shared one function, so the skill decision was
+    # documented with the tool decision's body and answer (issue 14: one API style).
+    out = io.StringIO()
+    call_command("spectacular", stdout=out)
+    paths = yaml.safe_load(out.getvalue())["paths"]
+    skill = paths["/api/v1/skill-decisions"]["post"]
+    tool = paths["/api/v1/tool-decisions"]["post"]
+    assert skill["summary"] == "Decide skills for a session"
+    assert skill["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith(
+        "/SkillDecisionInRequest"
+    )
+    assert skill["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith(
+        "/SkillDecisionsOut"
+    )
+    assert tool["summary"] == "May this runtime run this tool now?"
+    assert tool["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith(
+        "/ToolDecisionInRequest"
+    )

@@ -211,9 +211,9 @@ EXPECTED: dict[str, Expect] = {
     "api:runtime-self": Expect(
         get=api(token=OK, other_token=OK), post=api(token=NOT_ALLOWED, other_token=NOT_ALLOWED)
     ),
-    # The plain (hot) views check the method before the token.
+    # DRF views, the decisions too (issue 14): the token before the method.
     "api:skill-decisions": Expect(
-        get=everyone(NOT_ALLOWED),
+        get=api(token=NOT_ALLOWED, other_token=NOT_ALLOWED),
         post=api(token=BAD, other_token=BAD),  # {} lacks skills
     ),
     "api:approval-requests": Expect(
@@ -235,7 +235,9 @@ EXPECTED: dict[str, Expect] = {
     "api:tools": Expect(
         get=api(token=OK, other_token=OK), post=api(token=NOT_ALLOWED, other_token=NOT_ALLOWED)
     ),
-    "api:tool-decisions": Expect(get=everyone(NOT_ALLOWED), post=api(token=BAD, other_token=BAD)),
+    "api:tool-decisions": Expect(
+        get=api(token=NOT_ALLOWED, other_token=NOT_ALLOWED), post=api(token=BAD, other_token=BAD)
+    ),
     "api:mcp-servers": Expect(
         get=api(token=OK, other_token=OK), post=api(token=NOT_ALLOWED, other_token=NOT_ALLOWED)
     ),

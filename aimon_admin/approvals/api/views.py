@@ -28,6 +28,7 @@ from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions
+from rest_framework.authentication import get_authorization_header
 from rest_framework.decorators import api_view
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -54,7 +55,6 @@ from aimon_admin.approvals.api.serializers import (
 from aimon_admin.approvals.choices import RequestStatus
 from aimon_admin.approvals.models import ApprovalRequest, Session
 from aimon_admin.core.api import UNAVAILABLE_MESSAGE, error_body, validate_flat
-from aimon_admin.runtimes.api.plain import plain_api_view
 from aimon_admin.runtimes.authentication import (
     INVALID_TOKEN_MESSAGE,
     RuntimeCaller,
@@ -138,7 +138,7 @@ def _decision_ask(data: dict[str, Any]) -> dict[str, Any]:
     return {name: data[name] for name in _DECISION_FIELDS}
 
 
-def _skill_decisions_fused(request: HttpRequest, raw_token: str, body: Any) -> dict[str, Any] | None:
+def _skill_decisions_fused(request: Request, raw_token: str, body: Any) -> dict[str, Any] | None:
     """The hot path: the token looked up in the decision's own read (one round trip in the
     common case). Invalid input goes the usual way (None), so it is answered only after
     authentication, as everywhere; an unknown, revoked or malformed token is the
@@ -158,34 +158,78 @@ def _skill_decisions_fused(request: HttpRequest, raw_token: str, body: Any) -> d
     return _decisions_body(decided[1])
 
 
-@plain_api_view(
-    "POST",
-    fused=_skill_decisions_fused,
-    summary="Decide skills for a session",
-    description=(
-        "Evaluates the chain for each skill, narrowest first: turn → session → invoking session "
-        "→ agent → rules → default ASK; `source` names the layer that answered (S2). A fork "
-        "(only `invoking_session_id`) reads its invoking session's approvals and denials (S3); "
-        "an `invoking_session_id` this runtime never used as a session is a 400 on that field. "
-        f"1-{MAX_SKILLS} skills, each once. The session is created when first seen and its "
-        "principal is then fixed: another principal for it is a 409 (S12)."
-    ),
-    request=SkillDecisionIn,
-    responses={200: SkillDecisionsOut, 400: _ERRORS[400], 401: _ERRORS[401], 409: _ERRORS[409]},
-)
-def skill_decisions(request: HttpRequest, caller: RuntimeCaller, body: Any) -> dict[str, Any]:
-    # The usual path, for what the fused one above leaves (no or a malformed Authorization
-    # header, invalid input): a plain view (see runtimes/api/plain.py), no serializer
-    # instance, one plain SQL read beyond the token in the common case, plain dicts out.
-    data = validate_flat(SkillDecisionIn, body)
-    # The invoking session is only read here: a decision never creates it.
+def _bearer_token(request: Request) -> str | None:
+    """The token of a well-formed `Authorization: Bearer <token>` header, else None."""
+    header = get_authorization_header(request).split()
+    if len(header) != 2 or header[0].lower() != b"bearer":
+        return None
     try:
-        verdicts = services.decide_skills(runtime=caller.runtime, **_decision_ask(data))
-    except services.PrincipalConflictError as exc:
-        raise Conflict(str(exc)) from exc
-    except services.UnknownInvokingSessionError as exc:
-        raise _unknown_invoking(exc) from exc
-    return _decisions_body(verdicts)
+        return header[1].decode("ascii")
+    except UnicodeDecodeError:
+        return None
+
+
+class SkillDecisionsView(APIView):
+    """`POST /api/v1/skill-decisions`, with lazy authentication (DRF's documented hook).
+
+    With a Bearer token and a body that parses and validates, the token is looked up in the
+    decision's own read (`_skill_decisions_fused`: one round trip in the common case).
+    Anything else (no or a malformed header, a body that does not parse, invalid input) is
+    authenticated first, by the same authentication class and permission as every view,
+    and then answered: an unauthenticated caller never learns what was wrong with a body.
+    """
+
+    fused_read = True  # benchmarks/urls.py serves it with False: the two-step read
+
+    def perform_authentication(self, request: Request) -> None:
+        if request.method != "POST" or not self.fused_read:
+            super().perform_authentication(request)
+
+    def check_permissions(self, request: Request) -> None:
+        # POST checks them itself, after the fused read (see `post`).
+        if request.method != "POST" or not self.fused_read:
+            super().check_permissions(request)
+
+    @extend_schema(
+        summary="Decide skills for a session",
+        description=(
+            "Evaluates the chain for each skill, narrowest first: turn → session → invoking session "
+            "→ agent → rules → default ASK; `source` names the layer that answered (S2). A fork "
+            "(only `invoking_session_id`) reads its invoking session's approvals and denials (S3); "
+            "an `invoking_session_id` this runtime never used as a session is a 400 on that field. "
+            f"1-{MAX_SKILLS} skills, each once. The session is created when first seen and its "
+            "principal is then fixed: another principal for it is a 409 (S12)."
+        ),
+        request=SkillDecisionIn,
+        responses={200: SkillDecisionsOut, 400: _ERRORS[400], 401: _ERRORS[401], 409: _ERRORS[409]},
+    )
+    def post(self, request: Request) -> Response:
+        unparsed: Exception | None = None
+        raw_token = _bearer_token(request) if self.fused_read else None
+        if raw_token is not None:
+            try:
+                body = request.data
+            except Exception as exc:  # answered after authentication, as on every view
+                unparsed = exc
+            else:
+                answered = _skill_decisions_fused(request, raw_token, body)
+                if answered is not None:
+                    return Response(answered)
+        super().check_permissions(request)  # authenticates (once): the usual 401s
+        if unparsed is not None:
+            raise unparsed
+        data = validate_flat(SkillDecisionIn, request.data)
+        # The invoking session is only read here: a decision never creates it.
+        try:
+            verdicts = services.decide_skills(runtime=request.user.runtime, **_decision_ask(data))
+        except services.PrincipalConflictError as exc:
+            raise Conflict(str(exc)) from exc
+        except services.UnknownInvokingSessionError as exc:
+            raise _unknown_invoking(exc) from exc
+        return Response(_decisions_body(verdicts))
+
+
+skill_decisions = SkillDecisionsView.as_view()
 
 
 # --- POST /api/v1/approval-requests ----------------------------------------------------------------

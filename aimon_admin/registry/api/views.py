@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import HttpRequest
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.decorators import api_view
 from rest_framework.exceptions import NotFound, ValidationError
@@ -33,8 +32,6 @@ from aimon_admin.registry.api.serializers import (
 )
 from aimon_admin.registry.choices import SideEffectLevel
 from aimon_admin.registry.models import RelayFinding, Tool
-from aimon_admin.runtimes.api.plain import plain_api_view
-from aimon_admin.runtimes.authentication import RuntimeCaller
 
 NO_SUCH_SERVER_MESSAGE = "No enabled MCP server of that name."
 
@@ -126,8 +123,7 @@ def tools(request: Request) -> Response:
 # --- /api/v1/tool-decisions ----------------------------------------------------------------------
 
 
-@plain_api_view(
-    "POST",
+@extend_schema(
     summary="May this runtime run this tool now?",
     description=(
         "The ceiling first, then the approval gate (T6-T9). `session_id` null or absent means "
@@ -138,25 +134,27 @@ def tools(request: Request) -> Response:
     request=ToolDecisionIn,
     responses={200: ToolDecisionOut, **_ERRORS},
 )
-def tool_decisions(request: HttpRequest, caller: RuntimeCaller, body: Any) -> dict[str, Any]:
-    # Hot: a plain view (see runtimes/api/plain.py), no serializer instance, one query
-    # (plus the token lookup), a plain dict.
-    data = tool_decision_input(body)
+@api_view(["POST"])
+def tool_decisions(request: Request) -> Response:
+    # Hot: no serializer instance, one query (plus the token lookup), a plain dict.
+    data = tool_decision_input(request.data)
     outcome = selectors.tool_gate(
-        runtime=caller.runtime,
+        runtime=request.user.runtime,
         name=data["tool"],
         server=data["server"],
         attended=data["session_id"] is not None,
     )
     axes = outcome.axes
-    return {
-        "decision": outcome.result.decision.value,
-        "reason": outcome.result.reason.value,
-        "side_effect_level": axes.level.value,
-        "destructive_behavior": axes.effective_destructive.value,
-        "idempotency_behavior": axes.idempotency.value,
-        "registered": outcome.registered,
-    }
+    return Response(
+        {
+            "decision": outcome.result.decision.value,
+            "reason": outcome.result.reason.value,
+            "side_effect_level": axes.level.value,
+            "destructive_behavior": axes.effective_destructive.value,
+            "idempotency_behavior": axes.idempotency.value,
+            "registered": outcome.registered,
+        }
+    )
 
 
 # --- /api/v1/mcp-servers -------------------------------------------------------------------------
