@@ -461,7 +461,8 @@ def check(world: World) -> None:
         got = {v.skill: (str(v.decision), str(v.source)) for v in verdicts}
         seen[(session, invoking, turn)] = got
         if session and sessions[session] is not None:
-            # The API's one-round-trip read (decide_skills, by ids) agrees with the two-step one.
+            # Every entry to the one decision path agrees: by the sessions in hand (above), by
+            # ids (the API's, after authentication) and fused behind the token (below).
             by_ids = decide_skills(
                 runtime=runtime,
                 skills=list(SKILLS),
@@ -472,8 +473,8 @@ def check(world: World) -> None:
             )
             assert {v.skill: (str(v.decision), str(v.source)) for v in by_ids} == got
         if not session or sessions[session] is not None:
-            # The skill-decision endpoint's fused read (the token in the same statement)
-            # agrees too, forks included. (An unseen session would be created: not here.)
+            # The token in the same statement, forks included. (An unseen session would be
+            # created: not here.)
             fused = decide_skills_for_token(
                 raw_token=world.token,
                 skills=list(SKILLS),

@@ -10,6 +10,7 @@ import pytest
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from aimon_admin.accounts.models import User
@@ -57,7 +58,6 @@ from aimon_admin.approvals.services import (
     session_lookup,
     session_revoke,
     session_touch,
-    sessions_for_decision,
     skills_decide,
 )
 from aimon_admin.approvals.services import answers as answer_writes
@@ -263,27 +263,36 @@ def test_a_request_with_no_principal_in_a_session_belongs_to_the_sessions(
     assert open_request(runtime, session_id=None, principal=None).principal == ""
 
 
+def _decide(
+    runtime: AgentRuntime, session_id: str | None, invoking: str | None, principal: str | None
+) -> None:
+    decide_skills(
+        runtime=runtime,
+        skills=["deploy"],
+        session_id=session_id,
+        invoking_session_id=invoking,
+        principal=principal,
+        turn_id=None,
+    )
+
+
 def test_a_decision_touches_its_session_and_only_reads_the_invoking_one(
     runtime: AgentRuntime, settings: object
 ) -> None:  # S1, S12
     # Issue 13 item 5a, S3: an invoking session never seen is refused before anything is written.
     with pytest.raises(UnknownInvokingSessionError, match="'s-0'"):
-        sessions_for_decision(runtime=runtime, session_id="s-1", invoking_session_id="s-0", principal="alice")
+        _decide(runtime, "s-1", "s-0", "alice")
     assert not Session.objects.exists()  # neither created
-    session, invoking = sessions_for_decision(
-        runtime=runtime, session_id="s-1", invoking_session_id=None, principal="alice"
-    )
-    assert session is not None
-    assert (session.session_id, session.principal, invoking) == ("s-1", "alice", None)
+    _decide(runtime, "s-1", None, "alice")
+    session = Session.objects.get(runtime=runtime, session_id="s-1")
+    assert session.principal == "alice"
     assert not Session.objects.filter(session_id="s-0").exists()  # a decision never creates it
 
     session_touch(runtime=runtime, session_id="s-0", principal="bob")
-    again, invoking = sessions_for_decision(
-        runtime=runtime, session_id="s-1", invoking_session_id="s-0", principal=None
-    )
-    assert (again, invoking.session_id if invoking else None) == (session, "s-0")
+    _decide(runtime, "s-1", "s-0", None)
+    assert Session.objects.get(session_id="s-0").principal == "bob"
     with pytest.raises(PrincipalConflictError):
-        sessions_for_decision(runtime=runtime, session_id="s-1", invoking_session_id=None, principal="bob")
+        _decide(runtime, "s-1", None, "bob")
 
     # Idle past the TTL: the decision's touch expires the session's grants (S12).
     settings.AIMON_SESSION_IDLE_TTL_SECONDS = 600  # type: ignore[attr-defined]
@@ -291,13 +300,40 @@ def test_a_decision_touches_its_session_and_only_reads_the_invoking_one(
         runtime=runtime, scope="SESSION", decision="ALLOW", skill="deploy", session=session, origin="ANSWER"
     )
     Session.objects.filter(pk=session.pk).update(last_seen_at=timezone.now() - dt.timedelta(hours=1))
-    touched, _ = sessions_for_decision(
-        runtime=runtime, session_id="s-1", invoking_session_id=None, principal=None
-    )
-    assert touched is not None
+    _decide(runtime, "s-1", None, None)
+    touched = Session.objects.get(pk=session.pk)
     assert timezone.now() - touched.last_seen_at < dt.timedelta(seconds=60)
     assert Grant.objects.get(session=session).revoke_reason == RevokeReason.EXPIRED
     assert [e.session_key for e in events(AuditAction.SESSION_EXPIRED)] == ["s-1"]
+
+
+def test_a_decision_for_a_new_session_reads_its_session_row_once(
+    runtime: AgentRuntime, approver: User
+) -> None:  # S12: created at first sight, from the one read that found it absent
+    request_answer(
+        request=open_request(runtime, session_id="s-0", principal="alice"), user=approver, answer=FOR_SESSION
+    )
+    with CaptureQueriesContext(connection) as queries:
+        verdicts = decide_skills(
+            runtime=runtime,
+            skills=["deploy"],
+            session_id="s-new",
+            invoking_session_id="s-0",
+            principal="alice",
+            turn_id=None,
+        )
+    # Beside the insert (and its savepoint), one statement: the decision's read of the
+    # sessions, the grants and the rule set's version. (On PostgreSQL it is a prepared
+    # statement, logged without its text.)
+    writes = ("INSERT", "SAVEPOINT", "RELEASE")
+    reads = [
+        q["sql"] for q in queries.captured_queries if not (q["sql"] or "").lstrip().upper().startswith(writes)
+    ]
+    assert len(reads) == 1, reads
+    assert [(v.decision, v.source) for v in verdicts] == [
+        (GrantDecision.ALLOW, DecisionSource.INVOKING_SESSION)
+    ]
+    assert Session.objects.get(runtime=runtime, session_id="s-new").principal == "alice"
 
 
 def test_the_same_idempotency_key_returns_the_same_request(

@@ -703,16 +703,6 @@ CASES: dict[str, list[Case]] = {
             channel=Channel.API,
         ),
     ],
-    "aimon_admin.approvals.services.sessions.sessions_for_decision": [
-        Case(
-            run=lambda w: approvals.sessions_for_decision(
-                runtime=w.runtime, session_id="s-idle", invoking_session_id=None, principal=None
-            ),
-            expect=(AuditAction.SESSION_EXPIRED,),
-            actor=lambda w: Actor.system("session-ttl"),
-            channel=Channel.API,
-        )
-    ],
     "aimon_admin.approvals.services.decisions.decide_skills": [
         Case(
             run=lambda w: approvals.decide_skills(

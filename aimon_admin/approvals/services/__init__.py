@@ -67,7 +67,6 @@ from aimon_admin.approvals.services.sessions import (
     session_idle_ttl,
     session_lookup,
     session_touch,
-    sessions_for_decision,
 )
 
 __all__ = [
@@ -110,7 +109,6 @@ __all__ = [
     "session_lookup",
     "session_revoke",
     "session_touch",
-    "sessions_for_decision",
     "skills_decide",
     "user_may_answer",
     "user_may_grant_agent",

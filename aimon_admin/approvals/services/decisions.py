@@ -7,7 +7,7 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from django.db import connection
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from aimon_admin.approvals import policy, rules
@@ -22,7 +22,7 @@ from aimon_admin.approvals.services.errors import _unknown_invoking
 from aimon_admin.approvals.services.sessions import (
     SEEN_RESOLUTION,
     session_idle_ttl,
-    sessions_for_decision,
+    session_touch,
 )
 from aimon_admin.core import rawsql
 from aimon_admin.runtimes.models import AgentRuntime, RuntimeToken
@@ -40,151 +40,10 @@ class SkillVerdict:
     widest_scope: GrantScope
 
 
-def _in_force(session: Session | None, now: dt.datetime) -> bool:
-    return session is not None and now - session.last_seen_at <= session_idle_ttl()
-
-
-def skills_decide(
-    *,
-    runtime: AgentRuntime,
-    skills: Sequence[str],
-    session: Session | None,
-    invoking_session: Session | None,
-    turn_id: str | None,
-) -> list[SkillVerdict]:
-    """Evaluate the chain for each skill: turn → session → invoking session → agent →
-    rules → default ASK (S2). One query for every store at once."""
-    now = timezone.now()
-    holders = [s.pk for s in (session, invoking_session) if _in_force(s, now)]
-    grants, version = _grants_in_force(runtime.pk, sorted(set(skills)), holders, now)
-    return _verdicts(
-        runtime.pk,
-        skills,
-        grants,
-        version,
-        session_pk=session.pk if session else None,
-        invoking_pk=invoking_session.pk if invoking_session else None,
-        turn_id=turn_id,
-    )
-
-
-def decide_skills(
-    *,
-    runtime: AgentRuntime,
-    skills: Sequence[str],
-    session_id: str | None,
-    invoking_session_id: str | None,
-    principal: str | None,
-    turn_id: str | None,
-) -> list[SkillVerdict]:
-    """A decision by ids, as the API asks it: `sessions_for_decision` then `skills_decide`.
-
-    In the common case — the session was seen in the last minute under the same principal
-    (or none is named) — that is one round trip: the sessions, the grants in force and the
-    rule set's version in one query. Anything else about the session (unseen, idle, a
-    principal to fix or refuse, last seen over a minute ago) takes the two-step path, which
-    writes what must be written.
-    """
-    if session_id:
-        ids = [sid for sid in (session_id, invoking_session_id) if sid]
-        sql = _decision_sql(connection.vendor, len(ids), len(set(skills)), fused=False)
-        params = _decision_params(ids, sorted(set(skills)), timezone.now(), runtime_pk=runtime.pk)
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            _, read = _decision_rows(cursor.fetchall(), token_columns=0)
-        verdicts = _verdicts_from_read(
-            runtime.pk,
-            read,
-            skills=skills,
-            session_id=session_id,
-            invoking_session_id=invoking_session_id,
-            principal=principal,
-            turn_id=turn_id,
-        )
-        if verdicts is not None:
-            return verdicts
-    return _decide_two_step(
-        runtime=runtime,
-        skills=skills,
-        session_id=session_id,
-        invoking_session_id=invoking_session_id,
-        principal=principal,
-        turn_id=turn_id,
-    )
-
-
-def decide_skills_for_token(
-    *,
-    raw_token: str,
-    skills: Sequence[str],
-    session_id: str | None,
-    invoking_session_id: str | None,
-    principal: str | None,
-    turn_id: str | None,
-) -> tuple[RuntimeToken, list[SkillVerdict]] | None:
-    """`decide_skills` for the runtime `raw_token` authenticates, with the token lookup in
-    the decision's own round trip: the token, the sessions, the grants in force and the
-    rule set's version in one statement (the skill-decision endpoint's hot path).
-
-    None when `raw_token` is not the active token of an active runtime, exactly as
-    `runtimes.selectors.token_authenticate` decides (the caller answers 401). Otherwise
-    the token (its `last_used_at` kept as every authentication keeps it) and the
-    verdicts; a session that needs a write (unseen, idle, a principal to fix or refuse,
-    last seen over a minute ago) takes the two-step path, as `decide_skills` does.
-    Nothing is cached: a revoke, a grant or a rule change holds on the next call.
-    """
-    if not token_looks_valid(raw_token):
-        return None
-    ids = [sid for sid in (session_id, invoking_session_id) if sid]
-    unique = sorted(set(skills))
-    sql = _decision_sql(connection.vendor, len(ids), len(unique), fused=True)
-    params = [token_hash(raw_token), *_decision_params(ids, unique, timezone.now(), runtime_pk=None)]
-    # Prepared on PostgreSQL: planning this statement cost more than running it.
-    token_row, read = _decision_rows(rawsql.fetchall_prepared(sql, params), token_columns=TOKEN_COLUMNS)
-    if token_row is None:
-        return None
-    token = token_from_row(token_row)
-    verdicts = _verdicts_from_read(
-        token.runtime.pk,
-        read,
-        skills=skills,
-        session_id=session_id,
-        invoking_session_id=invoking_session_id,
-        principal=principal,
-        turn_id=turn_id,
-    )
-    if verdicts is None:
-        verdicts = _decide_two_step(
-            runtime=token.runtime,
-            skills=skills,
-            session_id=session_id,
-            invoking_session_id=invoking_session_id,
-            principal=principal,
-            turn_id=turn_id,
-        )
-    return token, verdicts
-
-
-def _decide_two_step(
-    *,
-    runtime: AgentRuntime,
-    skills: Sequence[str],
-    session_id: str | None,
-    invoking_session_id: str | None,
-    principal: str | None,
-    turn_id: str | None,
-) -> list[SkillVerdict]:
-    session, invoking = sessions_for_decision(
-        runtime=runtime, session_id=session_id, invoking_session_id=invoking_session_id, principal=principal
-    )
-    return skills_decide(
-        runtime=runtime, skills=skills, session=session, invoking_session=invoking, turn_id=turn_id
-    )
-
-
 @dataclass(frozen=True)
 class _SessionSeen:
     pk: int
+    session_id: str
     principal: str
     fresh: bool  # seen within SEEN_RESOLUTION: nothing to write
 
@@ -202,9 +61,12 @@ def _decision_sql(vendor: str, n_ids: int, n_skills: int, *, fused: bool) -> str
     Fused, the token lookup leads it (a CTE, and a row tagged T with the token's and its
     runtime's columns) and the runtime is the token's, so no token, no S or G rows.
 
-    The grants are those `_grants_in_force` reads, with the holders found in the query
-    itself: the named sessions not idle past their TTL. Plain SQL, as the chain's reads;
-    only the shape is in the text (table names from the models), values are parameters.
+    The grants in force for these skills: the runtime's agent-wide ones and the turn and
+    session ones of the holders, found in the query itself: the named sessions not idle
+    past their TTL. The one SQL builder of the chain's reads (every decision, every caller).
+    Plain SQL: it runs on every decision, and the ORM's query building costs more than the
+    query (benchmarks/skill_decisions.py). Only the shape is in the text (table names from
+    the models), values are parameters.
     Every row has the same columns: the token's (fused only, NULL but on T) and six more.
     """
     session_table = Session._meta.db_table
@@ -273,7 +135,7 @@ def _decision_rows(
         kind = row[0]
         a, b, c, d, e, f = row[end:]
         if kind == "S":
-            sessions[b] = _SessionSeen(pk=a, principal=c, fresh=bool(f))  # type: ignore[arg-type,index]
+            sessions[b] = _SessionSeen(pk=a, session_id=b, principal=c, fresh=bool(f))  # type: ignore[arg-type,index]
         elif kind == "G":
             grants.append((b, a, c, d, e))  # type: ignore[arg-type]
         elif kind == "V":
@@ -283,8 +145,118 @@ def _decision_rows(
     return token_row, (sessions, grants, version)
 
 
-def _verdicts_from_read(
-    runtime_pk: int,
+def _decision_read(
+    session_ids: list[str],
+    skills: Sequence[str],
+    *,
+    runtime_pk: int | None = None,
+    token_digest: str | None = None,
+) -> tuple[tuple[object, ...] | None, _DecisionRead]:
+    """Run the decision read: for `runtime_pk`, or fused behind the token whose hash is
+    `token_digest`. The token's columns (None: no such token, or not fused) and what was read.
+
+    Prepared on PostgreSQL (`rawsql.fetchall_prepared`): planning this statement costs more
+    than running it. The token fused into it: measured in make prod's topology (granian
+    behind nginx, benchmarks/fused_decision.py, 4 alternating rounds of 5 s), the endpoint
+    with the token in this statement used 1.25 ms of server CPU per decision (granian, nginx
+    and the PostgreSQL backends) against 1.81 ms for the token looked up first and this read
+    after it: x0.69, 31% saved, so it stays (issue 14 item 3's bar is 10%).
+    """
+    unique = sorted(set(skills))
+    fused = token_digest is not None
+    sql = _decision_sql(connection.vendor, len(session_ids), len(unique), fused=fused)
+    params = _decision_params(session_ids, unique, timezone.now(), runtime_pk=runtime_pk)
+    if fused:
+        params = [token_digest, *params]
+    rows = rawsql.fetchall_prepared(sql, params)
+    return _decision_rows(rows, token_columns=TOKEN_COLUMNS if fused else 0)
+
+
+def skills_decide(
+    *,
+    runtime: AgentRuntime,
+    skills: Sequence[str],
+    session: Session | None,
+    invoking_session: Session | None,
+    turn_id: str | None,
+) -> list[SkillVerdict]:
+    """The chain for sessions already in hand (a request being opened, a session's page):
+    turn → session → invoking session → agent → rules → default ASK (S2), read by
+    `_decision_read` as every decision is. Writes nothing."""
+    ids = [s.session_id for s in (session, invoking_session) if s is not None]
+    _, read = _decision_read(ids, skills, runtime_pk=runtime.pk)
+    return _verdicts(
+        runtime.pk,
+        skills,
+        read,
+        session_pk=session.pk if session else None,
+        invoking_pk=invoking_session.pk if invoking_session else None,
+        turn_id=turn_id,
+    )
+
+
+def decide_skills(
+    *,
+    runtime: AgentRuntime,
+    skills: Sequence[str],
+    session_id: str | None,
+    invoking_session_id: str | None,
+    principal: str | None,
+    turn_id: str | None,
+) -> list[SkillVerdict]:
+    """A decision by ids for a runtime already authenticated: `_decide`, the one path."""
+    ids = [sid for sid in (session_id, invoking_session_id) if sid]
+    _, read = _decision_read(ids, skills, runtime_pk=runtime.pk)
+    return _decide(
+        runtime,
+        read,
+        skills=skills,
+        session_id=session_id,
+        invoking_session_id=invoking_session_id,
+        principal=principal,
+        turn_id=turn_id,
+    )
+
+
+def decide_skills_for_token(
+    *,
+    raw_token: str,
+    skills: Sequence[str],
+    session_id: str | None,
+    invoking_session_id: str | None,
+    principal: str | None,
+    turn_id: str | None,
+) -> tuple[RuntimeToken, list[SkillVerdict]] | None:
+    """`decide_skills` for the runtime `raw_token` authenticates, with the token lookup in
+    the decision's own read (the skill-decision endpoint's hot path): the same path, the
+    token's columns added to the same statement.
+
+    None when `raw_token` is not the active token of an active runtime, exactly as
+    `runtimes.selectors.token_authenticate` decides (the caller answers 401). Otherwise
+    the token (its `last_used_at` kept as every authentication keeps it) and the
+    verdicts. Nothing is cached: a revoke, a grant or a rule change holds on the next call.
+    """
+    if not token_looks_valid(raw_token):
+        return None
+    ids = [sid for sid in (session_id, invoking_session_id) if sid]
+    token_row, read = _decision_read(ids, skills, token_digest=token_hash(raw_token))
+    if token_row is None:
+        return None
+    token = token_from_row(token_row)
+    verdicts = _decide(
+        token.runtime,
+        read,
+        skills=skills,
+        session_id=session_id,
+        invoking_session_id=invoking_session_id,
+        principal=principal,
+        turn_id=turn_id,
+    )
+    return token, verdicts
+
+
+def _decide(
+    runtime: AgentRuntime,
     read: _DecisionRead,
     *,
     skills: Sequence[str],
@@ -292,26 +264,79 @@ def _verdicts_from_read(
     invoking_session_id: str | None,
     principal: str | None,
     turn_id: str | None,
-) -> list[SkillVerdict] | None:
-    """The verdicts from one decision read; None when the session needs a write first
-    (unseen, not seen within SEEN_RESOLUTION, a principal to fix or refuse). Without a
-    session (a fork, a scheduled run) nothing is written, so the read always serves."""
-    sessions, grants, version = read
+) -> list[SkillVerdict]:
+    """The one decision path, from the decision read of the named sessions.
+
+    An invoking session never seen for this runtime is refused before anything is written
+    (S3: a fork inherits from a session that exists; a decision never creates it). The
+    session is created at first sight (S12) without reading it again: the read found it
+    absent, so it holds no grants, and the invoking session's and the agent's grants were
+    read already. A session that needs more (not seen within SEEN_RESOLUTION, idle past its
+    TTL, a principal to fix or refuse) is touched as `session_touch` does, and its grants
+    read again, for the touch may have expired them. In the common case — the session seen
+    in the last minute under the same principal, or a fork — the read is the whole decision.
+    """
+    sessions, _, _ = read
     if invoking_session_id and invoking_session_id not in sessions and invoking_session_id != session_id:
         raise _unknown_invoking(invoking_session_id)
+    invoking = sessions.get(invoking_session_id) if invoking_session_id else None
     session_pk = None
     if session_id:
         found = sessions.get(session_id)
-        if found is None or not found.fresh or (principal and found.principal != principal):
-            return None
-        session_pk = found.pk
-    invoking = sessions.get(invoking_session_id) if invoking_session_id else None
+        if found is None:
+            created = _session_first_seen(runtime, session_id, principal)
+            if created is None:  # another call created it meanwhile: as a session seen before
+                return _decide_after_touch(runtime, skills, session_id, principal, invoking, turn_id)
+            session_pk = created.pk
+            if invoking_session_id == session_id:
+                invoking = _SessionSeen(
+                    pk=created.pk, session_id=session_id, principal=created.principal, fresh=True
+                )
+        elif not found.fresh or (principal and found.principal != principal):
+            return _decide_after_touch(runtime, skills, session_id, principal, invoking, turn_id)
+        else:
+            session_pk = found.pk
     return _verdicts(
-        runtime_pk,
+        runtime.pk,
         skills,
-        grants,
-        version,
+        read,
         session_pk=session_pk,
+        invoking_pk=invoking.pk if invoking else None,
+        turn_id=turn_id,
+    )
+
+
+def _session_first_seen(runtime: AgentRuntime, session_id: str, principal: str | None) -> Session | None:
+    """The session, created (S12: its principal fixed now); None if another call created it
+    first (the one-session-per-key constraint refused this insert)."""
+    try:
+        with transaction.atomic():  # a savepoint: a refused insert leaves the caller's transaction intact
+            return Session.objects.create(
+                runtime=runtime, session_id=session_id, principal=principal or "", last_seen_at=timezone.now()
+            )
+    except IntegrityError:
+        return None
+
+
+def _decide_after_touch(
+    runtime: AgentRuntime,
+    skills: Sequence[str],
+    session_id: str,
+    principal: str | None,
+    invoking: _SessionSeen | None,
+    turn_id: str | None,
+) -> list[SkillVerdict]:
+    """The session touched (`session_touch`: a principal fixed or refused, an idle session's
+    approvals expired, `last_seen_at` kept), then the chain read again for it."""
+    session = session_touch(runtime=runtime, session_id=session_id, principal=principal)
+    assert session is not None
+    ids = [session_id] + ([invoking.session_id] if invoking and invoking.session_id != session_id else [])
+    _, read = _decision_read(ids, skills, runtime_pk=runtime.pk)
+    return _verdicts(
+        runtime.pk,
+        skills,
+        read,
+        session_pk=session.pk,
         invoking_pk=invoking.pk if invoking else None,
         turn_id=turn_id,
     )
@@ -320,13 +345,13 @@ def _verdicts_from_read(
 def _verdicts(
     runtime_pk: int,
     skills: Sequence[str],
-    grants: list[tuple[str, int | None, str, str, str]],
-    version: int,
+    read: _DecisionRead,
     *,
     session_pk: int | None,
     invoking_pk: int | None,
     turn_id: str | None,
 ) -> list[SkillVerdict]:
+    _, grants, version = read
     held: dict[str, dict[str, str]] = {skill: {} for skill in skills}
     for scope, grant_session_pk, grant_turn, skill, decision in grants:
         layer = _layer(scope, grant_session_pk, grant_turn, session_pk, invoking_pk, turn_id)
@@ -348,43 +373,6 @@ def _verdicts(
         widest = rule.widest_scope if rule else GrantScope.AGENT
         verdicts.append(SkillVerdict(skill, decision, source, GrantScope(widest)))
     return verdicts
-
-
-def _grants_in_force(
-    runtime_pk: int, skills: list[str], holders: list[int], now: dt.datetime
-) -> tuple[list[tuple[str, int | None, str, str, str]], int]:
-    """(scope, session pk, turn, skill, decision) of every grant in force for these
-    skills: the runtime's agent-wide ones and the holders' turn and session ones; and the
-    rule set's version, read in the same round trip (one row with an empty scope).
-
-    Plain SQL on purpose: this runs on every decision, and building the equivalent ORM
-    query costs several times more than running it (measured in benchmarks/).
-    """
-    table = Grant._meta.db_table
-    skill_marks = ", ".join(["%s"] * len(skills))
-    holder_clause = ""
-    params: list[object] = [runtime_pk, *skills, connection.ops.adapt_datetimefield_value(now)]
-    if holders:
-        holder_clause = f" OR session_id IN ({', '.join(['%s'] * len(holders))})"
-        params.extend(holders)
-    grants_sql = (
-        f"SELECT scope, session_id, turn_id, skill, decision, 0 FROM {table} "  # noqa: S608 - no input in the text # nosec B608
-        f"WHERE runtime_id = %s AND revoked_at IS NULL AND skill IN ({skill_marks}) "
-        "AND (expires_at IS NULL OR expires_at > %s) "
-        f"AND (scope = '{GrantScope.AGENT.value}'{holder_clause})"
-    )
-    # No version row (no rule ever written) reads as version 0, as rules.rule_index does.
-    version_sql = f"SELECT '', NULL, '', '', '', version FROM {RuleSetVersion._meta.db_table} WHERE id = 1"  # noqa: S608 - table names from the models, values are parameters # nosec B608
-    if not skills:  # "IN ()" is a syntax error on PostgreSQL
-        sql, params = version_sql, []
-    else:
-        sql = f"{grants_sql} UNION ALL {version_sql}"
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
-    grants = [row[:5] for row in rows if row[0]]
-    version = next((row[5] for row in rows if not row[0]), 0)
-    return grants, version
 
 
 def _grant(value: str | None) -> GrantDecision | None:
