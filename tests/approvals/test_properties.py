@@ -337,6 +337,11 @@ def play(world: World, op: tuple) -> None:  # one branch per operation, side by 
                 for a in Answer
                 if all(a in model.offered(who, target, target.widest[s]) for s in open_skills)
             ]
+            if not buttons:
+                # Skills capped differently can share no button (no "... all" row then);
+                # each is still answerable on its own row.
+                event("answer: no button common to every open skill")
+                return
             answer = buttons[pick % len(buttons)]
         call = {
             "request": request,
