@@ -160,10 +160,11 @@ elif _db["ENGINE"] == "django.db.backends.postgresql":
             # database down, how long a caller waits to be told so.
             "timeout": env_int("DATABASE_POOL_TIMEOUT", 5),
         }
-        # A borrowed connection is checked first, so connections left broken by a database
-        # restart are replaced, not handed to a request. The check asks the socket before
-        # it spends a round trip (aimon_admin/core/dbpool.py); Django's backend would pass
-        # the pool a round trip on every borrow, so ours builds the pool with that check.
+        # A borrowed connection is checked first (psycopg-pool's standard check), so
+        # connections left broken by a database restart are replaced, not handed to a
+        # request. The backend is Django's, its pool reconnecting at least once a second
+        # after an outage (aimon_admin/core/dbpool.py).
+        _db["CONN_HEALTH_CHECKS"] = True
         _db["ENGINE"] = "aimon_admin.core.backends.postgresql"
 DATABASES = {"default": _db}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
