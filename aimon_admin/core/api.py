@@ -17,8 +17,9 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.db import DatabaseError, InterfaceError, OperationalError
-from django.http import Http404
+from django.http import Http404, HttpRequest, JsonResponse
 from rest_framework import exceptions, serializers, status
+from rest_framework.authentication import BaseAuthentication
 from rest_framework.fields import SkipField, empty
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -59,6 +60,15 @@ _CODES_BY_STATUS = {
 }
 
 
+class Unavailable(exceptions.APIException):
+    """The database cannot be reached: a 503 saying so, with Retry-After (never a decision)."""
+
+    status_code = 503
+    default_detail = UNAVAILABLE_MESSAGE
+    default_code = "unavailable"
+    wait = 5  # DRF's handler sends it as Retry-After
+
+
 def error_body(status_code: int, detail: str, fields: dict[str, Any] | None = None) -> dict:
     body: dict[str, Any] = {"error": _CODES_BY_STATUS.get(status_code, "error"), "detail": detail}
     if fields:
@@ -77,10 +87,10 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
     if isinstance(exc, (OperationalError, InterfaceError)):
         # Fail closed: the caller gets no decision at all, never a silent ALLOW.
         logger.error("database unavailable: %s", exc)
-        return Response(error_body(503, UNAVAILABLE_MESSAGE), status=503, headers={"Retry-After": "5"})
-    if isinstance(exc, DatabaseError):
+        exc = Unavailable()
+    elif isinstance(exc, DatabaseError):
         return None
-    if isinstance(exc, Http404):
+    elif isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):
         exc = exceptions.PermissionDenied()
@@ -100,6 +110,25 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
     else:
         detail = response.data.get("detail") if isinstance(response.data, dict) else None
         response.data = error_body(response.status_code, str(detail or exc))
+    return response
+
+
+def error_response(
+    request: HttpRequest, exc: Exception, *, authenticator: BaseAuthentication
+) -> JsonResponse:
+    """`exc` answered as every DRF view answers it (`exception_handler`), for the one API view
+    DRF cannot serve: the async long-poll. Re-raises what the handler leaves (a 500)."""
+    handled = exception_handler(exc, {"request": request})
+    if handled is None:
+        raise exc
+    response = JsonResponse(handled.data, status=handled.status_code)
+    for header, value in handled.items():
+        if header.lower() != "content-type":
+            response[header] = value
+    if isinstance(exc, (exceptions.NotAuthenticated, exceptions.AuthenticationFailed)):
+        response["WWW-Authenticate"] = authenticator.authenticate_header(request)  # type: ignore[arg-type]
+    if isinstance(exc, exceptions.MethodNotAllowed):
+        response["Allow"] = ", ".join(getattr(exc, "allowed", ()))
     return response
 
 

@@ -54,7 +54,7 @@ from aimon_admin.approvals.api.serializers import (
 )
 from aimon_admin.approvals.choices import RequestStatus
 from aimon_admin.approvals.models import ApprovalRequest, Session
-from aimon_admin.core.api import UNAVAILABLE_MESSAGE, error_body, validate_flat
+from aimon_admin.core.api import Unavailable, error_response, validate_flat
 from aimon_admin.runtimes.authentication import (
     INVALID_TOKEN_MESSAGE,
     RuntimeCaller,
@@ -372,57 +372,46 @@ async def _long_poll(runtime_id: int, request_id: uuid.UUID, wait: int) -> dict[
             await subscription.close()
 
 
-def _json_error(status: int, detail: str, fields: dict[str, Any] | None = None) -> JsonResponse:
-    return JsonResponse(error_body(status, detail, fields), status=status)
-
-
-def _unauthenticated(request: HttpRequest, detail: str) -> JsonResponse:
-    response = _json_error(401, detail)
-    response["WWW-Authenticate"] = _AUTHENTICATION.authenticate_header(request)  # type: ignore[arg-type]
-    return response
-
-
-def _unavailable() -> JsonResponse:
-    # Fail closed: no decision at all, never a silent one.
-    response = _json_error(503, UNAVAILABLE_MESSAGE)
-    response["Retry-After"] = "5"
-    return response
-
-
 @csrf_exempt
 async def approval_request_detail(request: HttpRequest, request_id: str) -> JsonResponse:
     """Long-poll one approval request (API.md): answer as soon as it leaves PENDING, or
-    after `wait` seconds (0-60, default 0) with its current state."""
+    after `wait` seconds (0-60, default 0) with its current state. Its errors are answered by
+    the API's exception handler, as on every DRF view."""
+    try:
+        return JsonResponse(await _detail(request, request_id))
+    except Exception as exc:
+        return error_response(request, exc, authenticator=_AUTHENTICATION)
+
+
+async def _detail(request: HttpRequest, request_id: str) -> dict[str, Any]:
     if request.method != "GET":
-        response = _json_error(405, f'Method "{request.method}" not allowed.')
-        response["Allow"] = "GET"
-        return response
+        not_allowed = exceptions.MethodNotAllowed(request.method or "")
+        not_allowed.allowed = ("GET",)  # type: ignore[attr-defined]
+        raise not_allowed
     try:
         caller = await sync_to_async(_authenticate)(request)
-    except exceptions.AuthenticationFailed as exc:
-        return _unauthenticated(request, str(exc.detail))
     except DatabaseError as exc:
         logger.error("database unavailable: %s", exc)
-        return _unavailable()
+        raise Unavailable() from exc
     if caller is None:
-        return _unauthenticated(request, str(exceptions.NotAuthenticated.default_detail))
+        raise exceptions.NotAuthenticated()
 
     raw_wait = request.GET.get("wait", "0")
     if not _WAIT.fullmatch(raw_wait) or int(raw_wait) > MAX_WAIT:
-        return _json_error(400, "Invalid input: wait.", {"wait": [WAIT_MESSAGE]})
+        raise exceptions.ValidationError({"wait": [WAIT_MESSAGE]})
     try:
         pk = uuid.UUID(request_id)
-    except ValueError:
-        return _json_error(404, NOT_FOUND_MESSAGE)
+    except ValueError as exc:
+        raise exceptions.NotFound(NOT_FOUND_MESSAGE) from exc
 
     try:
         body = await _long_poll(caller.runtime.pk, pk, int(raw_wait))
     except DatabaseError as exc:
         logger.error("database unavailable during a long-poll: %s", exc)
-        return _unavailable()
+        raise Unavailable() from exc
     if body is None:
-        return _json_error(404, NOT_FOUND_MESSAGE)
-    return JsonResponse(body)
+        raise exceptions.NotFound(NOT_FOUND_MESSAGE)
+    return body
 
 
 class ApprovalRequestDetailSchema(APIView):
