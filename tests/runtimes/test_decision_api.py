@@ -78,3 +78,41 @@ def test_a_valid_call_answers_json(api: APIClient, path: str) -> None:
     assert response.status_code == 200
     assert response["Content-Type"] == "application/json"
     assert json.loads(response.content)
+
+
+@pytest.mark.parametrize("fused_read", [True, False])
+@pytest.mark.parametrize(
+    ("raw", "status"),
+    [
+        ('{"skills": ["deploy"], "session_id": "s-1"}', 200),
+        ('{"skills": []}', 400),
+        ('{"skills": ["deploy"], "sesion_id": "s-1"}', 400),
+        ("{not json", 400),
+        ("null", 400),
+    ],
+)
+def test_the_fused_and_the_two_step_skill_views_answer_alike(
+    runtime_token: str, fused_read: bool, raw: str, status: int
+) -> None:
+    # The fused read is lazy authentication: with it or without it (benchmarks/urls.py's
+    # two-step route), the same body gets the same answer, and no token is always a 401.
+    from rest_framework.test import APIRequestFactory
+
+    from aimon_admin.approvals.api.views import SkillDecisionsView
+
+    view = SkillDecisionsView.as_view(fused_read=fused_read)
+    factory = APIRequestFactory()
+    path = "/api/v1/skill-decisions"
+    signed = factory.generic(
+        "POST", path, raw, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {runtime_token}"
+    )
+    response = view(signed)
+    response.render()
+    expected = APIClient().generic(
+        "POST", path, raw, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {runtime_token}"
+    )
+    assert (response.status_code, json.loads(response.content)) == (status, expected.json())
+    anonymous = view(factory.generic("POST", path, raw, content_type="application/json"))
+    anonymous.render()
+    assert anonymous.status_code == 401
+    assert anonymous["WWW-Authenticate"] == 'Bearer realm="aimon"'
