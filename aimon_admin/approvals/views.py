@@ -62,7 +62,6 @@ def _approver_or_operator(view: Any) -> Any:
 def _card(request: HttpRequest, approval: ApprovalRequest) -> dict[str, Any]:
     """Everything a request card shows, the reach of each button included (S5)."""
     user = request.user
-    sessions_reached = selectors.runtime_session_count(runtime=approval.runtime)
     shape = services.request_shape(approval)
     items = []
     for item in approval.items.all():
@@ -82,12 +81,17 @@ def _card(request: HttpRequest, approval: ApprovalRequest) -> dict[str, Any]:
     if len(open_items) > 1:
         sets = [tuple(a["value"] for a in entry["offered"]) for entry in open_items]
         common = [a for a in open_items[0]["offered"] if all(a["value"] in s for s in sets)]
+    offers_agent = any(
+        option["value"] == Answer.ALLOW_AGENT for entry in items for option in entry["offered"]
+    )
+    # S5: the reach is shown beside the agent-wide button and the escalation note only.
+    sessions_reached = (
+        selectors.runtime_session_count(runtime=approval.runtime) if offers_agent or shape.escalates else 0
+    )
     return {
         "approval": approval,
         "items": items,
-        "offers_agent": any(
-            option["value"] == Answer.ALLOW_AGENT for entry in items for option in entry["offered"]
-        ),
+        "offers_agent": offers_agent,
         "answer_all": common,
         "sessions_reached": sessions_reached,
         "escalates": shape.escalates,
@@ -166,7 +170,6 @@ def request_answer_view(request: HttpRequest, pk: Any) -> HttpResponse:
             notes.append(("error", str(exc)))
         else:
             notes.extend(_outcome_notes(outcome))
-    approval.refresh_from_db()
     fresh = _visible_request(request, pk)
     if request.htmx:
         return render(

@@ -65,13 +65,19 @@ def user_may_answer(user: User, request: ApprovalRequest) -> bool:
     is_operator = user.has_role(Role.OPERATOR)
     if not (is_operator or user.has_role(Role.APPROVER)):
         return False
+    principal = request.principal or None
+    # Whether the principal names an active user here: this active user, without a query;
+    # and not asked at all of an operator, who answers every request.
+    principal_is_user = bool(principal) and (
+        principal == user.username
+        or (not is_operator and User.objects.filter(username=principal, is_active=True).exists())
+    )
     return policy.may_answer(
         username=user.username,
         is_operator=is_operator,
         is_owner=request.runtime.owner_id == user.pk,
-        principal=request.principal or None,
-        principal_is_user=bool(request.principal)
-        and User.objects.filter(username=request.principal, is_active=True).exists(),
+        principal=principal,
+        principal_is_user=principal_is_user,
     )
 
 
@@ -99,9 +105,7 @@ def request_answer(
     request is ANSWERED only once every skill holds a concrete grant (S7).
     """
     answer = Answer(answer)
-    request = ApprovalRequest.objects.select_related("runtime", "session", "invoking_session").get(
-        pk=request.pk
-    )
+    request = _for_answer(request)
     request_expire_if_due(request)
     if request.status != RequestStatus.PENDING:
         raise RequestClosedError(REQUEST_CLOSED_MESSAGE.format(status=request.status.lower()))
@@ -148,6 +152,27 @@ def request_answer(
     if outcome.written or outcome.request_answered:
         wakeups.publish_after_commit(request.pk)
     return outcome
+
+
+_ANSWER_RELATIONS = ("runtime", "session", "invoking_session")
+
+
+def _for_answer(request: ApprovalRequest) -> ApprovalRequest:
+    """The request with its runtime, sessions and items: the caller's own when it was just
+    read so (the answer view reads it through the visibility selector, S13), else read now.
+
+    Nothing written depends on this read being fresh: each item is claimed by a conditional
+    update that holds only while the request is pending and the item open, and an item
+    found answered meanwhile is reported as answered (by whom, read again).
+    """
+    prefetched = getattr(request, "_prefetched_objects_cache", {})
+    if "items" in prefetched and all(
+        ApprovalRequest._meta.get_field(name).is_cached(request) for name in _ANSWER_RELATIONS
+    ):
+        return request
+    return (
+        ApprovalRequest.objects.select_related(*_ANSWER_RELATIONS).prefetch_related("items").get(pk=request.pk)
+    )
 
 
 def _refusal(user: User, request: ApprovalRequest, item: ApprovalItem, answer: Answer) -> str:
