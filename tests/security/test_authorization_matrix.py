@@ -340,7 +340,7 @@ class World:
 
 @pytest.fixture
 def world(db: None) -> Iterator[World]:
-    rules._cached = None
+    rules.rule_index_reset()
     users = {
         "alice": user_create(username="alice", password=PASSWORD, roles=[Role.APPROVER], actor=TEST_ACTOR),
         "bob": user_create(username="bob", password=PASSWORD, roles=[Role.APPROVER], actor=TEST_ACTOR),
@@ -397,7 +397,7 @@ def world(db: None) -> Iterator[World]:
         token_row=token_row,
         finding=finding,
     )
-    rules._cached = None
+    rules.rule_index_reset()
 
 
 def _admin_object_id(name: str, world: World) -> str:

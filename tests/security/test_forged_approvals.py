@@ -91,9 +91,9 @@ def logged_in(user: User) -> Client:
 
 @pytest.fixture(autouse=True)
 def _fresh_rule_index() -> Any:
-    rules._cached = None
+    rules.rule_index_reset()
     yield
-    rules._cached = None
+    rules.rule_index_reset()
 
 
 @pytest.fixture
