@@ -1,6 +1,6 @@
 """`POST /api/v1/skill-decisions` looks its token up in the decision's own read (one round
 trip in the common case): authentication answers exactly as on every endpoint, the
-answers are the two-step path's, and nothing outlives a revoke (S2, S3, S12; API.md).
+answers are those of the token looked up first, and nothing outlives a revoke (S2, S3, S12; API.md).
 """
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ def test_a_fork_is_one_query_and_reads_its_invoking_session(
 
 def test_an_unseen_session_is_created_with_its_principal_then_fixed(
     runtime: AgentRuntime, runtime_token: str
-) -> None:  # S12: the fused path hands writes to the two-step one
+) -> None:  # S12: created from the read that found it absent
     api = client(runtime_token)
     assert answers(decide(api, ["deploy"], session_id="s-new", principal="alice")) == [
         ("deploy", "ASK", "DEFAULT")
@@ -321,7 +321,7 @@ def test_a_prepared_statement_gone_from_the_server_is_read_unprepared(
         assert found is not None
         return [(str(v.decision), str(v.source)) for v in found[1]]
 
-    decided()  # creates the session (the two-step path)
+    decided()  # creates the session
     assert decided() == [("ASK", "DEFAULT")]
     assert _fused_prepared() == 1
     connection.connection.pgconn.exec_(b"DEALLOCATE ALL")
