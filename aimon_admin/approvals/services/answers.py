@@ -171,7 +171,9 @@ def _for_answer(request: ApprovalRequest) -> ApprovalRequest:
     ):
         return request
     return (
-        ApprovalRequest.objects.select_related(*_ANSWER_RELATIONS).prefetch_related("items").get(pk=request.pk)
+        ApprovalRequest.objects.select_related(*_ANSWER_RELATIONS)
+        .prefetch_related("items")
+        .get(pk=request.pk)
     )
 
 
