@@ -53,8 +53,10 @@ def cpu_ms_per_request(
 def pool_check(args: argparse.Namespace, env: dict[str, str], token: str, database: str) -> None:
     path, body = TWO_STEP, SKILL_BODY
     figures: dict[str, list[float]] = {"ours (product backend)": [], "stock (Django backend)": []}
-    for _ in range(args.rounds):
-        for name in figures:
+    for round_number in range(args.rounds):
+        # A B, then B A: whichever runs second in a round (a warmer database, a busier
+        # moment) is not always the same one.
+        for name in list(figures)[:: 1 if round_number % 2 == 0 else -1]:
             port = _http.free_port()
             run_env = dict(env, BENCH_STOCK_POOL="1" if name.startswith("stock") else "0")
             with (
