@@ -191,6 +191,15 @@ def validate_flat(serializer_class: type[StrictSerializer], data: Any) -> dict[s
     return values
 
 
+def validate_value(name: str, value: Any, field: serializers.Field | None = None) -> Any:
+    """One value from outside the body (a path segment, a header), checked like a body field
+    (a name by default: 1-200 characters, no control characters) and reported under `name`."""
+    try:
+        return (field or NameField()).run_validation(value)
+    except serializers.ValidationError as exc:
+        raise serializers.ValidationError({name: exc.detail}) from exc
+
+
 class EnumField(serializers.ChoiceField):
     """A choice field whose error names the allowed values (API.md)."""
 

@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from rest_framework.test import APIClient, APIRequestFactory, force_authenticate
 
 from aimon_admin.core.api import (
+    CONTROL_CHARS_MESSAGE,
     INVALID_CHOICE_MESSAGE,
     NESTED_TOO_DEEP_MESSAGE,
     NOT_A_STRING_MESSAGE,
@@ -330,5 +331,28 @@ def test_a_null_body_is_400_on_every_endpoint_never_read_as_no_body(
             "error": "invalid",
             "detail": "Invalid input: non_field_errors.",
             "fields": {"non_field_errors": [NULL_BODY_MESSAGE]},
+        },
+    )
+
+
+@pytest.mark.parametrize(
+    ("path", "field"),
+    [
+        ("/api/v1/mcp-servers/a%00b/tools", "name"),
+        ("/api/v1/sessions/a%00b/clear", "session_id"),
+        ("/api/v1/sessions/a%00b/revoke", "session_id"),
+    ],
+)
+def test_a_path_value_with_a_control_character_is_400_naming_it(
+    api: APIClient, path: str, field: str
+) -> None:
+    # The MCP server's name reached PostgreSQL, which refuses a NUL byte: a 500 there.
+    response = api.post(path, {}, format="json")
+    assert (response.status_code, response.json()) == (
+        400,
+        {
+            "error": "invalid",
+            "detail": f"Invalid input: {field}.",
+            "fields": {field: [CONTROL_CHARS_MESSAGE]},
         },
     )

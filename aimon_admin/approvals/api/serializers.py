@@ -131,15 +131,6 @@ class SessionRevokeIn(StrictSerializer):
     )
 
 
-def validate_value(name: str, value: Any, field: serializers.Field | None = None) -> Any:
-    """One value from outside the body (a path segment, a header), checked like a body field
-    and reported under `name`."""
-    try:
-        return (field or NameField()).run_validation(value)
-    except serializers.ValidationError as exc:
-        raise serializers.ValidationError({name: exc.detail}) from exc
-
-
 # --- Outputs (documentation; the views build plain dicts) --------------------------------------
 
 

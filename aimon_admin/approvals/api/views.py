@@ -50,11 +50,10 @@ from aimon_admin.approvals.api.serializers import (
     SkillDecisionIn,
     SkillDecisionsOut,
     approval_request_body,
-    validate_value,
 )
 from aimon_admin.approvals.choices import RequestStatus
 from aimon_admin.approvals.models import ApprovalRequest, Session
-from aimon_admin.core.api import Unavailable, error_response, validate_flat
+from aimon_admin.core.api import Unavailable, error_response, validate_flat, validate_value
 from aimon_admin.runtimes.authentication import (
     INVALID_TOKEN_MESSAGE,
     RuntimeCaller,

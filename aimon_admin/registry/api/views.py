@@ -15,7 +15,7 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from aimon_admin.core.api import StrictSerializer
+from aimon_admin.core.api import StrictSerializer, validate_value
 from aimon_admin.registry import selectors, services
 from aimon_admin.registry.api.serializers import (
     MAX_TOOLS,
@@ -197,6 +197,7 @@ def mcp_servers(request: Request) -> Response:
 )
 @api_view(["POST"])
 def mcp_server_tools(request: Request, name: str) -> Response:
+    name = validate_value("name", name)  # a NUL byte never reaches PostgreSQL (a 500 there)
     server = selectors.mcp_servers_enabled().filter(name=name).first()
     if server is None:
         raise NotFound(NO_SUCH_SERVER_MESSAGE)
