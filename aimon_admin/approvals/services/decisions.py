@@ -329,7 +329,8 @@ def _decide_after_touch(
     """The session touched (`session_touch`: a principal fixed or refused, an idle session's
     approvals expired, `last_seen_at` kept), then the chain read again for it."""
     session = session_touch(runtime=runtime, session_id=session_id, principal=principal)
-    assert session is not None
+    if session is None:  # session_touch returns a session whenever an id is given
+        raise RuntimeError(f"session {session_id!r} could not be read after it was touched")
     ids = [session_id] + ([invoking.session_id] if invoking and invoking.session_id != session_id else [])
     _, read = _decision_read(ids, skills, runtime_pk=runtime.pk)
     return _verdicts(
