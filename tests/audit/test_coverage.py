@@ -492,7 +492,7 @@ CASES: dict[str, list[Case]] = {
         )
     ],
     # registry
-    "aimon_admin.registry.services.local_tools_replace": [
+    "aimon_admin.registry.services.catalog.local_tools_replace": [
         Case(
             run=lambda w: registry.local_tools_replace(
                 runtime=w.runtime,
@@ -504,7 +504,7 @@ CASES: dict[str, list[Case]] = {
             channel=Channel.API,
         )
     ],
-    "aimon_admin.registry.services.mcp_tools_record": [
+    "aimon_admin.registry.services.listings.mcp_tools_record": [
         Case(
             run=lambda w: registry.mcp_tools_record(
                 server=w.server,
@@ -517,7 +517,7 @@ CASES: dict[str, list[Case]] = {
             check=_check_registration,
         )
     ],
-    "aimon_admin.registry.services.mcp_tools_relay": [
+    "aimon_admin.registry.services.listings.mcp_tools_relay": [
         Case(
             run=lambda w: registry.mcp_tools_relay(
                 server=w.server,
@@ -536,7 +536,7 @@ CASES: dict[str, list[Case]] = {
             channel=Channel.API,
         )
     ],
-    "aimon_admin.registry.services.mcp_server_create": [
+    "aimon_admin.registry.services.servers.mcp_server_create": [
         Case(
             run=lambda w: registry.mcp_server_create(
                 name="cov-created",
@@ -549,7 +549,7 @@ CASES: dict[str, list[Case]] = {
             actor=_op,
         )
     ],
-    "aimon_admin.registry.services.mcp_server_update": [
+    "aimon_admin.registry.services.servers.mcp_server_update": [
         Case(
             run=lambda w: registry.mcp_server_update(
                 server=w.disabled_server, env={"API_TOKEN": NEW_ENV_SECRET}, timeout_seconds=45, actor=w.op
@@ -558,13 +558,13 @@ CASES: dict[str, list[Case]] = {
             actor=_op,
         )
     ],
-    "aimon_admin.registry.services.trust_change_preview": [
+    "aimon_admin.registry.services.servers.trust_change_preview": [
         Case(
             run=lambda w: registry.trust_change_preview(server=w.server, trust=AnnotationTrust.IGNORE),
             reads="a preview: resolves in memory and saves nothing",
         )
     ],
-    "aimon_admin.registry.services.mcp_server_set_trust": [
+    "aimon_admin.registry.services.servers.mcp_server_set_trust": [
         Case(
             run=lambda w: registry.mcp_server_set_trust(
                 server=w.server, trust=AnnotationTrust.IGNORE, actor=w.op
@@ -574,7 +574,7 @@ CASES: dict[str, list[Case]] = {
             check=_check_trust_per_tool,
         )
     ],
-    "aimon_admin.registry.services.mcp_sync_request": [
+    "aimon_admin.registry.services.servers.mcp_sync_request": [
         # The eager task runs once the request commits; the server is disabled, so it fails
         # at once, as the background task (its own channel, checked in check_event).
         Case(
@@ -583,14 +583,14 @@ CASES: dict[str, list[Case]] = {
             actor=_op,
         )
     ],
-    "aimon_admin.registry.services.tool_accept_definition": [
+    "aimon_admin.registry.services.reviews.tool_accept_definition": [
         Case(
             run=lambda w: registry.tool_accept_definition(tool=w.drifted_tool, actor=w.op),
             expect=(AuditAction.TOOL_DEFINITION_ACCEPTED,),
             actor=_op,
         )
     ],
-    "aimon_admin.registry.services.relay_finding_accept": [
+    "aimon_admin.registry.services.reviews.relay_finding_accept": [
         Case(
             prepare=_relay_finding,
             run=lambda w: registry.relay_finding_accept(finding=w.prepared, actor=w.op),
@@ -598,7 +598,7 @@ CASES: dict[str, list[Case]] = {
             actor=_op,
         )
     ],
-    "aimon_admin.registry.services.relay_finding_dismiss": [
+    "aimon_admin.registry.services.reviews.relay_finding_dismiss": [
         Case(
             prepare=_relay_finding,
             run=lambda w: registry.relay_finding_dismiss(finding=w.prepared, actor=w.op),
@@ -606,7 +606,7 @@ CASES: dict[str, list[Case]] = {
             actor=_op,
         )
     ],
-    "aimon_admin.registry.services.tool_record_review": [
+    "aimon_admin.registry.services.reviews.tool_record_review": [
         Case(
             run=lambda w: registry.tool_record_review(
                 tool=w.review_tool, finding=ReviewFinding.CONFIRMED_DESTRUCTIVE, note="rm -rf", actor=w.op
