@@ -2,26 +2,37 @@
 
 `{% when value %}` renders `<time datetime="…" title="…">3 minutes ago</time>` (or
 "in 4 minutes" for a time to come): relative text to read, the exact UTC time in ISO 8601
-on hover and for machines. Every template that shows a time uses it, so no page shows a
-bare relative time without the exact one (tests/browser/test_design.py pins that).
+on hover and for machines. `{% when value show='exact' %}` turns it round for pages where
+the moment itself matters (the audit log, "in force at"): the exact UTC time to read, the
+relative one on hover. Every template that shows a time uses it, and the tag's own
+template, core/_when.html, is the only one that writes a <time> element
+(tests/core/test_when_tag.py and tests/browser/test_design.py pin both).
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from django import template
 from django.utils import timezone
-from django.utils.html import format_html
 from django.utils.timesince import timesince, timeuntil
 
 register = template.Library()
+
+SHOW_RELATIVE = "relative"
+SHOW_EXACT = "exact"
 
 
 def exact(value: datetime, *, precise: bool = False) -> str:
     """The exact time in UTC, ISO 8601 with a Z (microseconds when `precise`)."""
     utc = value.astimezone(UTC)
     return utc.isoformat(timespec="microseconds" if precise else "seconds").replace("+00:00", "Z")
+
+
+def exact_text(value: datetime, *, precise: bool = False) -> str:
+    """The exact time to read, UTC said: "2026-11-30 13:49:08 UTC" (microseconds when `precise`)."""
+    return exact(value, precise=precise).replace("T", " ").replace("Z", " UTC")
 
 
 def relative(value: datetime, now: datetime | None = None) -> str:
@@ -35,17 +46,17 @@ def relative(value: datetime, now: datetime | None = None) -> str:
     return f"{timesince(value, now)} ago"
 
 
-@register.simple_tag
+@register.inclusion_tag("core/_when.html")
 def when(
-    value: datetime | None, precise: bool = False, default: str = "never", show: str = "relative"
-) -> str:
-    """A time, relative in the text and exact in the title; `default` when there is none.
-
-    show="exact" shows the exact time as the text too (a point in time someone chose,
-    as on the in-force page), in the same element.
-    """
+    value: datetime | None, precise: bool = False, default: str = "never", show: str = SHOW_RELATIVE
+) -> dict[str, Any]:
+    """A time in a <time> element: relative text with the exact UTC time on hover, or with
+    show="exact" the exact time as text and the relative one on hover; `default` (text)
+    when there is no time. The datetime attribute is always the exact time, to the
+    microsecond when `precise`."""
     if value is None:
-        return default
+        return {"default": default}
     stamp = exact(value, precise=precise)
-    text = stamp.replace("T", " ").replace("Z", " UTC") if show == "exact" else relative(value)
-    return format_html('<time datetime="{}" title="{}">{}</time>', stamp, stamp, text)
+    if show == SHOW_EXACT:
+        return {"stamp": stamp, "text": exact_text(value, precise=precise), "title": relative(value)}
+    return {"stamp": stamp, "text": relative(value), "title": stamp}
