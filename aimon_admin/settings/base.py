@@ -386,18 +386,27 @@ SPECTACULAR_SETTINGS = {
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"request_id": {"()": "aimon_admin.core.logging.RequestIdFilter"}},
+    "filters": {
+        "request_id": {"()": "aimon_admin.core.logging.RequestIdFilter"},
+        "no_4xx_traceback": {"()": "aimon_admin.core.logging.ClientErrorWithoutTraceback"},
+    },
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"}},
     "handlers": {
         "console": {
             "class": "logging.StreamHandler",
             "formatter": "plain",
-            "filters": ["request_id"],
+            # On the handler: every 4xx line it prints (django.security.* included) is one line.
+            "filters": ["request_id", "no_4xx_traceback"],
         }
     },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    # Django's own handlers would print every line twice next to ours.
-    "loggers": {"django": {"handlers": ["console"], "propagate": False}},
+    "loggers": {
+        # Django's own handlers would print every line twice next to ours.
+        "django": {"handlers": ["console"], "propagate": False},
+        # On the logger too, so the record itself loses the traceback before any handler
+        # (another handler added later, or a test's) sees it.
+        "django.request": {"filters": ["no_4xx_traceback"]},
+    },
 }
 
 # --- Product settings -------------------------------------------------------------------------
