@@ -256,10 +256,17 @@ OUTCOME_DENIED_UNATTENDED = "Denied unattended"
 OUTCOMES = (OUTCOME_HIDDEN, OUTCOME_NO_QUESTION, OUTCOME_ASKS, OUTCOME_DENIED_UNATTENDED)
 
 
+class RuntimeChoiceField(forms.ModelChoiceField):
+    """A runtime by name; a disabled one says so (it is never the default)."""
+
+    def label_from_instance(self, obj: AgentRuntime) -> str:
+        return obj.name if obj.is_active else f"{obj.name} (disabled)"
+
+
 class GateSettingsForm(forms.Form):
     """A runtime, and optionally what-if values for its ceiling and gate threshold."""
 
-    runtime = forms.ModelChoiceField(
+    runtime = RuntimeChoiceField(
         queryset=AgentRuntime.objects.order_by("name"),
         to_field_name="name",
         empty_label=None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.db import connection
-from django.db.models import Q, QuerySet
+from django.db.models import F, Max, Q, QuerySet
 
 from aimon_admin.registry import policy
 from aimon_admin.registry.choices import (
@@ -26,6 +26,23 @@ def tools_available_to(*, runtime: AgentRuntime) -> QuerySet[Tool]:
         .filter(Q(source=ToolSource.LOCAL, runtime=runtime) | Q(source=ToolSource.MCP, server__enabled=True))
         .select_related("server")
         .order_by("source", "server__name", "name")
+    )
+
+
+def runtime_default_for_gate(*, remembered: str | None) -> AgentRuntime | None:
+    """The runtime the gate simulator and worklist open on: the one this user chose there
+    last (`remembered`), while it is enabled; else the enabled runtime whose token was used
+    most recently (the one doing work now, so the one worth simulating); else the first
+    enabled one by name. Never a disabled or retired runtime; None if every one is."""
+    enabled = AgentRuntime.objects.filter(is_active=True)
+    if remembered:
+        chosen = enabled.filter(name=remembered).first()
+        if chosen is not None:
+            return chosen
+    return (
+        enabled.annotate(last_used=Max("tokens__last_used_at"))
+        .order_by(F("last_used").desc(nulls_last=True), "name")
+        .first()
     )
 
 

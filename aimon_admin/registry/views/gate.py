@@ -37,6 +37,9 @@ from aimon_admin.runtimes.models import AgentRuntime
 FORECAST = "If the gate were wired now with these settings, {n} write tool{s} would fail on unattended paths."
 WORKLIST_SHOWN = 50
 SIMULATOR_SHOWN = 500
+NO_ENABLED_RUNTIME = "Every runtime is disabled: choose one above to see what its settings would decide."
+# The runtime this user last chose on the simulator or the worklist (their session).
+GATE_RUNTIME_KEY = "registry:gate-runtime"
 
 
 # --- Gate simulator and worklist --------------------------------------------------------------
@@ -52,15 +55,23 @@ def outcome_label(result: policy.GateResult) -> str:
 
 
 def _gate_form(request: HttpRequest, form_class: type[GateSettingsForm]) -> GateSettingsForm | None:
-    """The settings form, bound to the query or to the first runtime; None if no runtime exists."""
+    """The settings form, bound to the query or to the default runtime
+    (`selectors.runtime_default_for_gate`); unbound when every runtime is disabled (the
+    user picks one); None if no runtime exists."""
     data = request.GET
     if "runtime" not in data:
-        first = AgentRuntime.objects.order_by("name").values_list("name", flat=True).first()
-        if first is None:
-            return None
+        default = selectors.runtime_default_for_gate(remembered=request.session.get(GATE_RUNTIME_KEY))
+        if default is None:
+            return form_class() if AgentRuntime.objects.exists() else None
         data = data.copy()
-        data["runtime"] = first
+        data["runtime"] = default.name
     return form_class(data)
+
+
+def _remember_runtime(request: HttpRequest, runtime: AgentRuntime) -> None:
+    """Keep a runtime the user chose (not one chosen for them), for their next visit."""
+    if "runtime" in request.GET and request.session.get(GATE_RUNTIME_KEY) != runtime.name:
+        request.session[GATE_RUNTIME_KEY] = runtime.name
 
 
 @dataclass(frozen=True)
@@ -86,9 +97,15 @@ def _axes(level: str, destructive: str, idempotency: str) -> policy.ToolAxes:
 @permission_required("registry.view_tool", raise_exception=True)
 def simulator_view(request: HttpRequest) -> HttpResponse:
     form = _gate_form(request, SimulatorForm)
-    context: dict[str, Any] = {"form": form, "rows": [], "tab": "simulator"}
+    context: dict[str, Any] = {
+        "form": form,
+        "rows": [],
+        "tab": "simulator",
+        "no_enabled_runtime": NO_ENABLED_RUNTIME,
+    }
     if form is not None and form.is_valid():
         runtime, ceiling, exempt = form.settings()
+        _remember_runtime(request, runtime)
         attended = form.cleaned_data.get("mode") != UNATTENDED
         wanted = form.cleaned_data.get("outcome")
         counts: Counter[str] = Counter()
@@ -136,10 +153,17 @@ def _unattended_failures(axes: list[policy.ToolAxes], ceiling: str, exempt: str)
 def worklist_view(request: HttpRequest) -> HttpResponse:
     form = _gate_form(request, GateSettingsForm)
     can_review = request.user.has_perm("registry.change_tool")
-    context: dict[str, Any] = {"form": form, "items": [], "tab": "worklist", "can_review": can_review}
+    context: dict[str, Any] = {
+        "form": form,
+        "items": [],
+        "tab": "worklist",
+        "can_review": can_review,
+        "no_enabled_runtime": NO_ENABLED_RUNTIME,
+    }
     context.update(relay_findings_context(request))
     if form is not None and form.is_valid():
         runtime, ceiling, exempt = form.settings()
+        _remember_runtime(request, runtime)
         available = selectors.tools_available_to(runtime=runtime)
         axes = [
             _axes(*values)
