@@ -9,10 +9,28 @@ from rest_framework.request import Request
 
 from aimon_admin.core.actors import Actor
 from aimon_admin.runtimes.models import AgentRuntime, RuntimeToken
-from aimon_admin.runtimes.selectors import token_authenticate
+from aimon_admin.runtimes.selectors import (
+    RUNTIME_DISABLED,
+    RUNTIME_RETIRED,
+    token_authenticate,
+    token_refusal_reason,
+)
 
 INVALID_TOKEN_MESSAGE = "Invalid, revoked or unknown runtime token."  # noqa: S105 - not a secret # nosec B105
 MALFORMED_HEADER_MESSAGE = "Malformed Authorization header: expected 'Bearer <token>'."
+RUNTIME_DISABLED_MESSAGE = (
+    "This token's runtime is disabled: its tokens are refused until an operator enables it again."
+)
+RUNTIME_RETIRED_MESSAGE = "This token's runtime is retired: its tokens are refused for good."
+_REFUSALS = {RUNTIME_DISABLED: RUNTIME_DISABLED_MESSAGE, RUNTIME_RETIRED: RUNTIME_RETIRED_MESSAGE}
+
+
+def token_refused(raw: str) -> exceptions.AuthenticationFailed:
+    """The 401 for a token that did not authenticate: saying so when its runtime is disabled
+    or retired (the runtime's operator then knows to look there), else the usual words."""
+    return exceptions.AuthenticationFailed(
+        _REFUSALS.get(token_refusal_reason(raw) or "", INVALID_TOKEN_MESSAGE)
+    )
 
 
 @dataclass(frozen=True)
@@ -55,7 +73,7 @@ class RuntimeTokenAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed(INVALID_TOKEN_MESSAGE) from exc
         token = token_authenticate(raw)
         if token is None:
-            raise exceptions.AuthenticationFailed(INVALID_TOKEN_MESSAGE)
+            raise token_refused(raw)
         return RuntimeCaller(runtime=token.runtime, token=token), token
 
     def authenticate_header(self, request: Request) -> str:

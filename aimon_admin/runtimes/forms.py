@@ -53,12 +53,6 @@ class RuntimeCreateForm(_RuntimeSettingsFields):
 
 
 class RuntimeSettingsForm(_RuntimeSettingsFields):
-    is_active = forms.BooleanField(
-        label="Active",
-        required=False,
-        help_text="An inactive runtime's tokens are refused.",
-    )
-
     @classmethod
     def for_runtime(cls, runtime: AgentRuntime, data: Any = None) -> RuntimeSettingsForm:
         return cls(
@@ -68,7 +62,6 @@ class RuntimeSettingsForm(_RuntimeSettingsFields):
                 "exempt_at_or_below": runtime.exempt_at_or_below,
                 "owner": runtime.owner.username if runtime.owner else None,
                 "description": runtime.description,
-                "is_active": runtime.is_active,
             },
         )
 

@@ -20,7 +20,12 @@ RUNTIME_DESCRIPTION_MAX = 2000
 
 
 class AgentRuntime(models.Model):
-    """One agent runtime: its ceiling (T6) and its approval gate threshold (T7)."""
+    """One agent runtime: its ceiling (T6) and its approval gate threshold (T7).
+
+    Never deleted: its sessions, grants and audit events name it. An operator may disable it
+    (`is_active` False: its tokens are refused until it is enabled again) or retire it
+    (`retired_at` set: disabled for good, its tokens revoked, its settings frozen).
+    """
 
     name = models.CharField(max_length=100, unique=True, validators=[RUNTIME_NAME_VALIDATOR])
     description = models.TextField(blank=True, default="")
@@ -48,12 +53,26 @@ class AgentRuntime(models.Model):
         ),
     )
     is_active = models.BooleanField(default=True)
+    retired_at = models.DateTimeField(null=True, blank=True)
+    retired_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["name"]
         constraints = [
+            models.CheckConstraint(
+                condition=models.Q(retired_at__isnull=True) | models.Q(is_active=False),
+                name="runtime_retired_is_inactive",
+                violation_error_message="A retired runtime cannot be active.",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(retired_by__isnull=True) | models.Q(retired_at__isnull=False),
+                name="runtime_retired_by_needs_retired_at",
+                violation_error_message="A runtime can only name who retired it once it is retired.",
+            ),
             models.CheckConstraint(
                 condition=LessThanOrEqual(Length("description"), RUNTIME_DESCRIPTION_MAX),
                 name="runtime_description_length",
@@ -73,6 +92,10 @@ class AgentRuntime(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def is_retired(self) -> bool:
+        return self.retired_at is not None
 
 
 class RuntimeTokenQuerySet(models.QuerySet):

@@ -83,6 +83,34 @@ def token_authenticate(raw: str) -> RuntimeToken | None:
     return token_from_row(row)
 
 
+RUNTIME_DISABLED = "disabled"
+RUNTIME_RETIRED = "retired"
+
+
+def token_refusal_reason(raw: str) -> str | None:
+    """Why `raw`, which did not authenticate, was refused, when its runtime is the reason:
+    RUNTIME_RETIRED, RUNTIME_DISABLED, or None (unknown or revoked: the usual refusal).
+
+    Read only after a refusal, so an accepted call never pays for it. Whoever presents the
+    token holds it already, so naming its runtime's state tells them nothing new.
+    """
+    if not token_looks_valid(raw):
+        return None
+    row = (
+        RuntimeToken.objects.filter(token_hash=token_hash(raw))
+        .values_list("revoked_at", "runtime__is_active", "runtime__retired_at")
+        .first()
+    )
+    if row is None:
+        return None
+    revoked_at, runtime_active, retired_at = row
+    if retired_at is not None:
+        return RUNTIME_RETIRED
+    if revoked_at is None and not runtime_active:
+        return RUNTIME_DISABLED
+    return None
+
+
 def token_from_row(row: Sequence[Any]) -> RuntimeToken:
     """The token and its runtime from the `TOKEN_COLUMNS` values `token_select` read, its
     `last_used_at` refreshed as every authentication does (at most once per

@@ -6,7 +6,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from aimon_admin.accounts.models import User
-from aimon_admin.audit.choices import AuditAction
+from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.services import audit_record
 from aimon_admin.core.actors import Actor
 from aimon_admin.core.choices import SideEffectLevel
@@ -14,6 +14,7 @@ from aimon_admin.runtimes.models import AgentRuntime, RuntimeToken
 from aimon_admin.runtimes.tokens import token_generate, token_hash, token_prefix
 
 TOKEN_ALREADY_REVOKED_MESSAGE = "This token was already revoked."  # noqa: S105 - not a secret # nosec B105
+RUNTIME_RETIRED_MESSAGE = "This runtime is retired: it cannot be changed, enabled or given tokens any more."
 
 
 class RuntimeExistsError(ValueError):
@@ -24,13 +25,19 @@ class TokenAlreadyRevokedError(ValueError):
     pass
 
 
+class RuntimeRetiredError(ValueError):
+    """The runtime is retired: nothing about it changes any more."""
+
+    def __init__(self, message: str = RUNTIME_RETIRED_MESSAGE) -> None:
+        super().__init__(message)
+
+
 def _settings_snapshot(runtime: AgentRuntime) -> dict[str, str | None]:
     return {
         "ceiling": runtime.ceiling,
         "exempt_at_or_below": runtime.exempt_at_or_below,
         "owner": runtime.owner.username if runtime.owner else None,
         "description": runtime.description,
-        "is_active": "yes" if runtime.is_active else "no",
     }
 
 
@@ -75,16 +82,19 @@ def runtime_update_settings(
     exempt_at_or_below: str,
     owner: User | None,
     description: str,
-    is_active: bool = True,
 ) -> bool:
-    """Change a runtime's settings; returns False (and records nothing) if none changed."""
+    """Change a runtime's settings; returns False (and records nothing) if none changed.
+
+    Whether its tokens are accepted is not a setting: see runtime_disable / runtime_enable.
+    """
     runtime = AgentRuntime.objects.select_for_update().get(pk=runtime.pk)
+    if runtime.is_retired:
+        raise RuntimeRetiredError()
     before = _settings_snapshot(runtime)
     runtime.ceiling = SideEffectLevel(ceiling)
     runtime.exempt_at_or_below = SideEffectLevel(exempt_at_or_below)
     runtime.owner = owner
     runtime.description = description
-    runtime.is_active = is_active
     after = _settings_snapshot(runtime)
     if before == after:
         return False
@@ -106,9 +116,113 @@ def runtime_update_settings(
     return True
 
 
+def _active_tokens(runtime: AgentRuntime) -> int:
+    return RuntimeToken.objects.filter(runtime=runtime, revoked_at__isnull=True).count()
+
+
+@transaction.atomic
+def runtime_disable(*, runtime: AgentRuntime, actor: Actor) -> bool:
+    """Refuse every token of the runtime from its next call on, until it is enabled again.
+
+    Nothing else changes: its tokens, settings, sessions and grants stay as they are.
+    Returns False (and records nothing) if it was already disabled.
+    """
+    # Conditional updates: two operators at once record one change, and a retired runtime
+    # (always inactive) is never touched.
+    updated = AgentRuntime.objects.filter(pk=runtime.pk, is_active=True, retired_at__isnull=True).update(
+        is_active=False, updated_at=timezone.now()
+    )
+    runtime.refresh_from_db()
+    if updated != 1:
+        if runtime.is_retired:
+            raise RuntimeRetiredError()
+        return False
+    audit_record(
+        action=AuditAction.RUNTIME_DISABLED,
+        actor=actor,
+        level=AuditLevel.WARNING,
+        runtime=runtime,
+        subject_type="runtime",
+        subject=runtime.name,
+        details={"active_tokens": _active_tokens(runtime)},
+    )
+    return True
+
+
+@transaction.atomic
+def runtime_enable(*, runtime: AgentRuntime, actor: Actor) -> bool:
+    """Accept the runtime's unrevoked tokens again. A retired runtime is never enabled.
+
+    Returns False (and records nothing) if it was already enabled.
+    """
+    updated = AgentRuntime.objects.filter(pk=runtime.pk, is_active=False, retired_at__isnull=True).update(
+        is_active=True, updated_at=timezone.now()
+    )
+    runtime.refresh_from_db()
+    if updated != 1:
+        if runtime.is_retired:
+            raise RuntimeRetiredError()
+        return False
+    audit_record(
+        action=AuditAction.RUNTIME_ENABLED,
+        actor=actor,
+        runtime=runtime,
+        subject_type="runtime",
+        subject=runtime.name,
+        details={"active_tokens": _active_tokens(runtime)},
+    )
+    return True
+
+
+@transaction.atomic
+def runtime_retire(*, runtime: AgentRuntime, actor: Actor) -> list[RuntimeToken]:
+    """Retire a runtime for good: disabled, every token revoked, its settings frozen.
+
+    The row stays (its sessions, grants, requests and audit events name it), and so does its
+    name: a new runtime needs another one, so the log never mixes the two. Returns the tokens
+    it revoked. A runtime already retired raises RuntimeRetiredError.
+    """
+    now = timezone.now()
+    was_active = (
+        AgentRuntime.objects.select_for_update().values_list("is_active", flat=True).get(pk=runtime.pk)
+    )
+    # Conditional: of two retires at once (SQLite takes no row lock) one records it.
+    updated = AgentRuntime.objects.filter(pk=runtime.pk, retired_at__isnull=True).update(
+        retired_at=now, retired_by=actor.user, is_active=False, updated_at=now
+    )
+    if updated != 1:
+        raise RuntimeRetiredError()
+    runtime.refresh_from_db()
+    tokens = list(RuntimeToken.objects.filter(runtime=runtime, revoked_at__isnull=True).order_by("pk"))
+    RuntimeToken.objects.filter(pk__in=[token.pk for token in tokens]).update(
+        revoked_at=now, revoked_by=actor.user
+    )
+    audit_record(
+        action=AuditAction.RUNTIME_RETIRED,
+        actor=actor,
+        level=AuditLevel.WARNING,
+        runtime=runtime,
+        subject_type="runtime",
+        subject=runtime.name,
+        details={
+            "was_active": was_active,
+            "tokens_revoked": [
+                {"token_id": token.pk, "prefix": token.prefix, "label": token.label} for token in tokens
+            ],
+        },
+    )
+    return tokens
+
+
 @transaction.atomic
 def token_issue(*, runtime: AgentRuntime, actor: Actor, label: str = "") -> tuple[RuntimeToken, str]:
-    """Issue a token; returns the row and the token itself, which is never stored or shown again."""
+    """Issue a token; returns the row and the token itself, which is never stored or shown again.
+
+    A retired runtime gets none (RuntimeRetiredError); a disabled one may, for when it is
+    enabled again.
+    """
+    if AgentRuntime.objects.filter(pk=runtime.pk, retired_at__isnull=False).exists():
+        raise RuntimeRetiredError()
     plaintext = token_generate()
     token = RuntimeToken.objects.create(
         runtime=runtime,

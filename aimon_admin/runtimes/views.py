@@ -92,7 +92,6 @@ def runtime_settings_view(request: HttpRequest, name: str) -> HttpResponse:
             exempt_at_or_below=data["exempt_at_or_below"],
             owner=data["owner"],
             description=data["description"],
-            is_active=data["is_active"],
             actor=Actor.for_user(request.user),
         )
         saved = SETTINGS_SAVED_MESSAGE if changed else SETTINGS_UNCHANGED_MESSAGE

@@ -24,10 +24,14 @@ from aimon_admin.approvals.services import (
     request_answer,
     request_create,
 )
-from aimon_admin.runtimes.authentication import INVALID_TOKEN_MESSAGE, MALFORMED_HEADER_MESSAGE
+from aimon_admin.runtimes.authentication import (
+    INVALID_TOKEN_MESSAGE,
+    MALFORMED_HEADER_MESSAGE,
+    RUNTIME_DISABLED_MESSAGE,
+)
 from aimon_admin.runtimes.models import AgentRuntime, RuntimeToken
 from aimon_admin.runtimes.selectors import LAST_USED_RESOLUTION
-from aimon_admin.runtimes.services import runtime_update_settings, token_revoke
+from aimon_admin.runtimes.services import runtime_disable, token_revoke
 from tests.conftest import TEST_ACTOR
 
 pytestmark = pytest.mark.django_db
@@ -182,20 +186,13 @@ def test_a_revoked_token_is_401_on_the_next_call_and_writes_nothing(
     assert not Session.objects.filter(session_id="s-unseen").exists()  # no decision's writes
 
 
-def test_a_token_of_an_inactive_runtime_is_401(runtime: AgentRuntime, runtime_token: str) -> None:
+def test_a_token_of_a_disabled_runtime_is_401_saying_so(runtime: AgentRuntime, runtime_token: str) -> None:
+    # Issue 17 item 7: the fused read refuses it as the authentication class does, in the same words.
     api = client(runtime_token)
     answers(decide(api, ["deploy"], session_id="s-1"))
-    runtime_update_settings(
-        runtime=runtime,
-        actor=TEST_ACTOR,
-        ceiling=runtime.ceiling,
-        exempt_at_or_below=runtime.exempt_at_or_below,
-        owner=runtime.owner,
-        description=runtime.description,
-        is_active=False,
-    )
+    runtime_disable(runtime=runtime, actor=TEST_ACTOR)
 
-    unauthorized(decide(api, ["deploy"], session_id="s-1"), api=api)
+    unauthorized(decide(api, ["deploy"], session_id="s-1"), detail=RUNTIME_DISABLED_MESSAGE, api=api)
 
 
 def test_another_runtimes_session_is_not_read(

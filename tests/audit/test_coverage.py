@@ -491,6 +491,28 @@ CASES: dict[str, list[Case]] = {
             actor=_op,
         )
     ],
+    "aimon_admin.runtimes.services.runtime_disable": [
+        Case(
+            run=lambda w: runtimes.runtime_disable(runtime=w.runtime, actor=w.op),
+            expect=(AuditAction.RUNTIME_DISABLED,),
+            actor=_op,
+        )
+    ],
+    "aimon_admin.runtimes.services.runtime_enable": [
+        Case(
+            run=lambda w: runtimes.runtime_enable(runtime=w.runtime, actor=w.op),
+            expect=(AuditAction.RUNTIME_ENABLED,),
+            actor=_op,
+            prepare=lambda w: runtimes.runtime_disable(runtime=w.runtime, actor=w.op),
+        )
+    ],
+    "aimon_admin.runtimes.services.runtime_retire": [
+        Case(
+            run=lambda w: runtimes.runtime_retire(runtime=w.runtime, actor=w.op),
+            expect=(AuditAction.RUNTIME_RETIRED,),
+            actor=_op,
+        )
+    ],
     # registry
     "aimon_admin.registry.services.catalog.local_tools_replace": [
         Case(
@@ -1211,7 +1233,6 @@ def test_a_browser_post_stamps_browser_and_the_middlewares_request_id(client: Cl
             "exempt_at_or_below": "READ_ONLY",
             "owner": "",
             "description": "via the browser",
-            "is_active": "on",
         },
     )
     assert response.status_code == 302

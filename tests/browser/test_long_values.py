@@ -75,7 +75,6 @@ def test_long_values_do_not_widen_any_page_at_1280px(
         exempt_at_or_below=runtime.exempt_at_or_below,
         owner=operator,
         description="d" * RUNTIME_DESCRIPTION_MAX,
-        is_active=True,
         actor=TEST_ACTOR,
     )
     token_issue(runtime=runtime, actor=TEST_ACTOR, label="L" * 100)

@@ -15,7 +15,7 @@ from aimon_admin.runtimes.models import AgentRuntime, RuntimeToken
 from aimon_admin.runtimes.selectors import token_authenticate
 from aimon_admin.runtimes.services import (
     TokenAlreadyRevokedError,
-    runtime_update_settings,
+    runtime_disable,
     token_issue,
     token_revoke,
 )
@@ -111,15 +111,7 @@ def test_revocation_records_who_and_when(runtime: AgentRuntime, operator) -> Non
 @pytest.mark.django_db
 def test_tokens_of_an_inactive_runtime_are_refused(runtime: AgentRuntime) -> None:
     _, plaintext = token_issue(runtime=runtime, actor=TEST_ACTOR)
-    runtime_update_settings(
-        runtime=runtime,
-        ceiling=runtime.ceiling,
-        exempt_at_or_below=runtime.exempt_at_or_below,
-        owner=None,
-        description="",
-        is_active=False,
-        actor=TEST_ACTOR,
-    )
+    runtime_disable(runtime=runtime, actor=TEST_ACTOR)
     assert client_with(plaintext).get("/api/v1/runtime").status_code == 401
 
 

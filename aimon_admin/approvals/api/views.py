@@ -55,9 +55,9 @@ from aimon_admin.approvals.choices import RequestStatus
 from aimon_admin.approvals.models import ApprovalRequest, Session
 from aimon_admin.core.api import Unavailable, error_response, validate_flat, validate_value
 from aimon_admin.runtimes.authentication import (
-    INVALID_TOKEN_MESSAGE,
     RuntimeCaller,
     RuntimeTokenAuthentication,
+    token_refused,
 )
 from aimon_admin.runtimes.models import AgentRuntime
 
@@ -153,7 +153,7 @@ def _skill_decisions_fused(request: Request, raw_token: str, body: Any) -> dict[
     except services.UnknownInvokingSessionError as exc:
         raise _unknown_invoking(exc) from exc
     if decided is None:
-        raise exceptions.AuthenticationFailed(INVALID_TOKEN_MESSAGE)
+        raise token_refused(raw_token)
     return _decisions_body(decided[1])
 
 
