@@ -6,12 +6,21 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from aimon_admin.core.plurals import counted
+
 LOCKOUT_STATUS = 429
 LOCKOUT_TITLE = "Too many failed sign-ins"
-LOCKOUT_MESSAGE = (
-    "Sign-in for this username from your address is paused for {minutes} minutes after "
-    "{limit} failed attempts. Wait and try again, or ask an operator to unlock it."
+LOCKOUT_PAUSED = (
+    "Sign-in for this username from your address is paused for {count} minute",
+    "Sign-in for this username from your address is paused for {count} minutes",
 )
+LOCKOUT_AFTER = (" after {count} failed attempt.", " after {count} failed attempts.")
+LOCKOUT_ADVICE = " Wait and try again, or ask an operator to unlock it."
+
+
+def lockout_message(*, minutes: int, limit: int) -> str:
+    """What a locked-out sign-in reads: how long, after how many failures, and what to do."""
+    return counted(LOCKOUT_PAUSED, minutes) + counted(LOCKOUT_AFTER, limit) + LOCKOUT_ADVICE
 
 
 def lockout(
@@ -20,9 +29,8 @@ def lockout(
     credentials: dict | None = None,
 ) -> HttpResponse:
     """django-axes' lockout response (AXES_LOCKOUT_CALLABLE): our styled error page, 429."""
-    message = LOCKOUT_MESSAGE.format(
-        minutes=int(settings.AXES_COOLOFF_TIME.total_seconds() // 60),
-        limit=settings.AXES_FAILURE_LIMIT,
+    message = lockout_message(
+        minutes=int(settings.AXES_COOLOFF_TIME.total_seconds() // 60), limit=settings.AXES_FAILURE_LIMIT
     )
     context = {
         "status": LOCKOUT_STATUS,

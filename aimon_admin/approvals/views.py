@@ -19,13 +19,17 @@ from aimon_admin.approvals.choices import Answer, GrantDecision, GrantScope, Ite
 from aimon_admin.approvals.forms import AnswerForm, RuleForm
 from aimon_admin.approvals.models import ApprovalRequest, Grant, Session, SkillRule
 from aimon_admin.core.actors import Actor
+from aimon_admin.core.plurals import counted
 from aimon_admin.runtimes.models import RUNTIME_NAME_VALIDATOR, AgentRuntime
 
 ANSWERED_MESSAGE = "Answered: {skills}."
 ALREADY_ANSWERED_MESSAGE = "{skill} was already answered by {who}: {how}."
 FAILED_MESSAGE = "{skill} could not be saved and is still waiting: {why}"
 DISMISSED_MESSAGE = "Request dismissed: its unanswered skills are denied for the session."
-CLEARED_MESSAGE = "Session cleared: {count} approvals removed."
+CLEARED_MESSAGE = (
+    "Session cleared: {count} approval removed.",
+    "Session cleared: {count} approvals removed.",
+)
 REVOKED_MESSAGE = "Session approvals revoked: {count} removed."
 AGENT_REVOKED_MESSAGE = "Agent-wide approvals revoked: {count} removed."
 GRANT_REVOKED_MESSAGE = "Approval revoked."
@@ -297,7 +301,7 @@ def session_clear_view(request: HttpRequest, pk: int) -> HttpResponse:
         count = services.session_clear(
             runtime=session.runtime, session_id=session.session_id, actor=Actor.for_user(request.user)
         )
-        messages.success(request, CLEARED_MESSAGE.format(count=count))
+        messages.success(request, counted(CLEARED_MESSAGE, count))
         return redirect("approvals:session", pk=session.pk)
     grants = list(selectors.session_grants(session=session))
     return render(

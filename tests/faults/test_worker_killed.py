@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from aimon_admin.core.plurals import counted
 from aimon_admin.registry.services import SYNC_ALREADY_ACTIVE
 from aimon_admin.registry.sync.messages import ERROR_STALE, PROGRESS_DONE
 from aimon_admin.registry.sync.runs import LEASE, LEASE_CHECK_SECONDS, LEASE_RENEW_SECONDS
@@ -160,8 +161,12 @@ def assert_completed_by_the_retry(
         "status": "SUCCEEDED",
         "attempts": 2,
         "error": "",
-        "progress": PROGRESS_DONE.format(
-            seen=len(V2_NAMES), added=len(added), changed=changed, absent=len(absent)
+        "progress": counted(
+            PROGRESS_DONE,
+            len(V2_NAMES),
+            added=len(added),
+            changed=changed,
+            absent=len(absent),
         ),
         "tools_seen": len(V2_NAMES),
         "tools_added": len(added),

@@ -63,7 +63,7 @@ def state() -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
 def test_a_good_file_creates_its_servers(tmp_path: Path) -> None:
     out = load(write(tmp_path, GOOD))
 
-    assert out == f"created: git, search\nloaded {tmp_path / 'aimon.yaml'}: 2 MCP server(s)\n"
+    assert out == f"created: git, search\nloaded {tmp_path / 'aimon.yaml'}: 2 MCP servers\n"
     git, search = McpServer.objects.order_by("name")
     assert (git.transport, git.command, git.args, git.env, git.url, git.headers) == (
         McpTransport.STDIO,

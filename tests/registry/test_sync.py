@@ -33,6 +33,7 @@ from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.core.actors import Actor
 from aimon_admin.core.context import Channel
+from aimon_admin.core.plurals import counted
 from aimon_admin.registry import policy
 from aimon_admin.registry.choices import AnnotationTrust, McpTransport, SyncStatus
 from aimon_admin.registry.models import McpServer, McpSyncRun, Tool
@@ -240,7 +241,7 @@ def test_sync_stores_every_tool_with_its_claims_verbatim_and_resolves_them_once(
 
     assert (run.status, run.error, run.attempts) == (SyncStatus.SUCCEEDED, "", 1)
     assert (run.tools_seen, run.tools_added, run.tools_changed, run.tools_absent) == (9, 9, 0, 0)
-    assert run.progress == PROGRESS_DONE.format(seen=9, added=9, changed=0, absent=0)
+    assert run.progress == counted(PROGRESS_DONE, 9, added=9, changed=0, absent=0)
     assert run.started_at is not None
     assert run.finished_at is not None
     assert run.requested_by == operator
@@ -339,7 +340,7 @@ def test_fetch_reports_progress_page_by_page(connect: Callable[..., McpServer]) 
     listing = fetch_tool_listing(connect(HTTP, "paginated", tools=25, page_size=10), on_progress=seen.append)
 
     assert len(listing) == 25
-    assert seen[-1] == PROGRESS_LISTED.format(tools=25, page=3)
+    assert seen[-1] == counted(PROGRESS_LISTED, 25, page=3)
 
 
 def test_fetch_stops_at_its_caps_on_pages_and_tools(connect: Callable[..., McpServer]) -> None:
@@ -667,7 +668,7 @@ def test_a_redelivery_after_the_worker_died_mid_sync_finishes_the_run(
         status=SyncStatus.RUNNING,
         attempts=1,
         started_at=timezone.now(),
-        progress=PROGRESS_LISTED.format(tools=3, page=1),
+        progress=counted(PROGRESS_LISTED, 3, page=1),
     )
 
     assert sync_mcp_server.apply(args=[run.pk]).get() == SyncStatus.SUCCEEDED

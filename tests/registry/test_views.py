@@ -19,6 +19,7 @@ from django.utils import timezone
 from aimon_admin.accounts.models import User
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
+from aimon_admin.core.plurals import counted
 from aimon_admin.registry import services, views
 from aimon_admin.registry.choices import (
     AnnotationTrust,
@@ -1069,17 +1070,17 @@ def test_worklist_lists_unreviewed_destructive_writes_and_forecasts_unattended_f
     pending = re.findall(r'<tr id="review-(\d+)">', html)
     assert sorted(int(pk) for pk in pending) == sorted([tool_id("bash"), tool_id("delete_file")])
     # Threshold READ_ONLY: every write asks, so all four write tools are denied unattended.
-    assert views.FORECAST.format(n=4, s="s") in html
+    assert counted(views.FORECAST, 4) in html
     assert "With the threshold at MUTATING, 2 would still fail" in html
     what_if = client.get(
         "/registry/simulator/worklist/?runtime=agent-one&exempt_at_or_below=MUTATING", headers=HTMX
     ).content.decode()
     assert what_if.lstrip().startswith('<div id="worklist-results">')
-    assert views.FORECAST.format(n=2, s="s") in what_if
+    assert counted(views.FORECAST, 2) in what_if
     read_only = client.get(
         "/registry/simulator/worklist/?runtime=agent-one&ceiling=READ_ONLY"
     ).content.decode()
-    assert views.FORECAST.format(n=4, s="s") in read_only  # hidden and refused is a failure too
+    assert counted(views.FORECAST, 4) in read_only  # hidden and refused is a failure too
 
 
 def test_recording_a_finding_by_htmx_replaces_the_row_and_is_audited(

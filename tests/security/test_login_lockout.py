@@ -119,7 +119,7 @@ def test_unlock_login_command_lifts_the_lockout_and_is_audited(client: Client, p
 
     out = StringIO()
     call_command("unlock_login", person.username, stdout=out)
-    assert f"unlocked {person.username} (1 failure record(s) cleared)" in out.getvalue()
+    assert f"unlocked {person.username} (1 failure record cleared)" in out.getvalue()  # issue 17
     unlocked = _events(AuditAction.LOGIN_UNLOCKED, person.username)
     assert len(unlocked) == 1
     assert unlocked[0].details == {"attempt_records_cleared": 1}

@@ -35,6 +35,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from pydantic import ValidationError
 
+from aimon_admin.core.plurals import counted
 from aimon_admin.registry.choices import McpTransport
 from aimon_admin.registry.models import McpServer
 from aimon_admin.registry.sync.messages import (
@@ -244,7 +245,7 @@ async def _list_all(
                 raise SyncError(ERROR_PROTOCOL.format(stage=state.stage, detail=detail))
             first_page[item["name"]] = page
             tools.append(item)
-        report(PROGRESS_LISTED.format(tools=len(tools), page=page))
+        report(counted(PROGRESS_LISTED, len(tools), page=page))
         next_cursor = raw.get("nextCursor")
         if next_cursor is None:
             return tools

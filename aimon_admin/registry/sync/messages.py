@@ -6,9 +6,12 @@ Constants, so the views show and the tests expect exactly these words.
 from __future__ import annotations
 
 PROGRESS_CONNECTING = "Connecting…"
-PROGRESS_LISTED = "Listed {tools} tools (page {page})…"
-PROGRESS_STORING = "Storing {tools} tools…"
-PROGRESS_DONE = "Done: {seen} tools; {added} added, {changed} changed, {absent} absent."
+PROGRESS_LISTED = ("Listed {count} tool (page {page})…", "Listed {count} tools (page {page})…")
+PROGRESS_STORING = ("Storing {count} tool…", "Storing {count} tools…")
+PROGRESS_DONE = (
+    "Done: {count} tool; {added} added, {changed} changed, {absent} absent.",
+    "Done: {count} tools; {added} added, {changed} changed, {absent} absent.",
+)
 PROGRESS_FAILED = "Failed."
 ERROR_NOT_QUEUED = (
     "Not started: the task queue (Redis) could not be reached, so no worker was asked to run "

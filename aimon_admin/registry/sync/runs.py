@@ -40,6 +40,7 @@ from django.utils import timezone
 from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.services import audit_record
 from aimon_admin.core.actors import Actor
+from aimon_admin.core.plurals import counted
 from aimon_admin.registry.choices import SyncStatus
 from aimon_admin.registry.models import McpServer, McpSyncRun
 from aimon_admin.registry.services import mcp_tools_record
@@ -229,8 +230,12 @@ def _store(claim: _Claim, listing: list[dict[str, Any]]) -> bool:
         run.tools_added = len(result.added)
         run.tools_changed = len(result.changed)
         run.tools_absent = len(result.absent)
-        run.progress = PROGRESS_DONE.format(
-            seen=run.tools_seen, added=run.tools_added, changed=run.tools_changed, absent=run.tools_absent
+        run.progress = counted(
+            PROGRESS_DONE,
+            run.tools_seen,
+            added=run.tools_added,
+            changed=run.tools_changed,
+            absent=run.tools_absent,
         )
         run.finished_at = timezone.now()
         run.lease_expires_at = None
@@ -295,7 +300,7 @@ def _run_claimed(claim: _Claim) -> None:
         _fail(claim, ERROR_DISABLED)
         return
     listing = fetch_tool_listing(server, on_progress=lambda text: _progress(claim, text))
-    _progress(claim, PROGRESS_STORING.format(tools=len(listing)))
+    _progress(claim, counted(PROGRESS_STORING, len(listing)))
     try:
         _store(claim, listing)
     except SoftTimeLimitExceeded:

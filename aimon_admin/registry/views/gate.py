@@ -10,6 +10,7 @@ from django.contrib.auth.decorators import login_required, permission_required
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
+from aimon_admin.core.plurals import counted
 from aimon_admin.registry import policy, selectors
 from aimon_admin.registry.choices import (
     DestructiveBehavior,
@@ -34,7 +35,10 @@ from aimon_admin.registry.views.findings import relay_findings_context
 from aimon_admin.runtimes.models import AgentRuntime
 
 # Messages users see (tests import these). The outcome labels name what GateResult decided.
-FORECAST = "If the gate were wired now with these settings, {n} write tool{s} would fail on unattended paths."
+FORECAST = (
+    "If the gate were wired now with these settings, {count} write tool would fail on unattended paths.",
+    "If the gate were wired now with these settings, {count} write tools would fail on unattended paths.",
+)
 WORKLIST_SHOWN = 50
 SIMULATOR_SHOWN = 500
 NO_ENABLED_RUNTIME = "Every runtime is disabled: choose one above to see what its settings would decide."
@@ -186,7 +190,7 @@ def worklist_view(request: HttpRequest) -> HttpResponse:
             exempt=exempt,
             writes=sum(1 for tool_axes in axes if tool_axes.level == SideEffectLevel.MUTATING),
             failing=failing,
-            forecast=FORECAST.format(n=failing, s="" if failing == 1 else "s"),
+            forecast=counted(FORECAST, failing),
             failing_if_exempt=_unattended_failures(axes, ceiling, SideEffectLevel.MUTATING),
             items=[
                 {

@@ -8,6 +8,12 @@ from django.core.management.base import CommandParser
 
 from aimon_admin.accounts.services import login_unlock
 from aimon_admin.core.commands import CliCommand
+from aimon_admin.core.plurals import counted
+
+UNLOCKED = (
+    "unlocked {name} ({count} failure record cleared)",
+    "unlocked {name} ({count} failure records cleared)",
+)
 
 
 class Command(CliCommand):
@@ -18,4 +24,4 @@ class Command(CliCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         count = login_unlock(username=options["name"], actor=self.cli_actor())
-        self.stdout.write(f"unlocked {options['name']} ({count} failure record(s) cleared)")
+        self.stdout.write(counted(UNLOCKED, count, name=options["name"]))

@@ -22,6 +22,10 @@ from aimon_admin.audit.verification import (
     verify_export_file,
 )
 from aimon_admin.core.commands import CliCommand
+from aimon_admin.core.plurals import counted
+
+EVENTS = ("{count} event", "{count} events")
+GAPS = ("{count} gap", "{count} gaps")
 
 
 class Command(CliCommand):
@@ -61,13 +65,17 @@ class Command(CliCommand):
             event = audit_chain_verification_record(result=result, actor=self.cli_actor())
             self.stdout.write(f"recorded as event seq={event.seq} ({event.action})")
         if result.problem is not None:
-            raise CommandError(f"audit chain BROKEN at {result.problem} ({result.events_read} events read)")
+            raise CommandError(
+                f"audit chain BROKEN at {result.problem} ({counted(EVENTS, result.events_read)} read)"
+            )
         if result.full:
-            self.stdout.write(self.style.SUCCESS(f"audit chain OK: {result.event_count} events verified"))
+            self.stdout.write(
+                self.style.SUCCESS(f"audit chain OK: {counted(EVENTS, result.event_count)} verified")
+            )
         else:
             self.stdout.write(
                 self.style.SUCCESS(
-                    f"audit chain OK: {result.event_count} events verified "
+                    f"audit chain OK: {counted(EVENTS, result.event_count)} verified "
                     f"({result.events_read} read after the checkpoint at seq={result.started_after_seq})"
                 )
             )
@@ -85,11 +93,10 @@ class Command(CliCommand):
             self.stdout.write(self.style.SUCCESS(f"export {path} OK: empty (no events)"))
             return
         span = f"seq {result.first_seq}..{result.last_seq}"
+        events = counted(EVENTS, result.events)
         if not result.filtered:
             self.stdout.write(
-                self.style.SUCCESS(
-                    f"export {path} OK: {result.events} events, {span}, a complete chain from genesis"
-                )
+                self.style.SUCCESS(f"export {path} OK: {events}, {span}, a complete chain from genesis")
             )
             return
         gaps = ", ".join(
@@ -103,8 +110,8 @@ class Command(CliCommand):
         )
         self.stdout.write(
             self.style.SUCCESS(
-                f"export {path} OK: {result.events} events, {span}, a filtered subset of the chain: "
+                f"export {path} OK: {events}, {span}, a filtered subset of the chain: "
                 f"every line's hash checks out, and so does every link between consecutive seqs; "
-                f"{result.gaps} gaps (seqs not in the file: {gaps}{more}){start_note}"
+                f"{counted(GAPS, result.gaps)} (seqs not in the file: {gaps}{more}){start_note}"
             )
         )

@@ -11,9 +11,14 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from aimon_admin.core.commands import CliCommand
+from aimon_admin.core.plurals import counted
 from aimon_admin.registry.config import ConfigError, config_apply, config_read
 
-NOTHING_APPLIED = "{file}: nothing was applied ({count} error{s})"
+NOTHING_APPLIED = (
+    "{file}: nothing was applied ({count} error)",
+    "{file}: nothing was applied ({count} errors)",
+)
+LOADED = ("loaded {file}: {count} MCP server", "loaded {file}: {count} MCP servers")
 
 
 class Command(CliCommand):
@@ -33,7 +38,7 @@ class Command(CliCommand):
             result = config_apply(config, actor=self.cli_actor())
         except ConfigError as exc:
             count = len(exc.errors)
-            summary = NOTHING_APPLIED.format(file=filename, count=count, s="" if count == 1 else "s")
+            summary = counted(NOTHING_APPLIED, count, file=filename)
             raise CommandError("\n".join([*exc.errors, summary])) from exc
         for label, names in (
             ("created", result.created),
@@ -42,4 +47,4 @@ class Command(CliCommand):
         ):
             if names:
                 self.stdout.write(f"{label}: {', '.join(names)}")
-        self.stdout.write(f"loaded {filename}: {len(config.servers)} MCP server(s)")
+        self.stdout.write(counted(LOADED, len(config.servers), file=filename))
