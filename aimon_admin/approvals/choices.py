@@ -18,6 +18,13 @@ class GrantDecision(models.TextChoices):
     DENY = "DENY", "Deny"
 
 
+class GrantKind(models.TextChoices):
+    """What a grant answers for: a skill (part S) or a tool's calls (part U)."""
+
+    SKILL = "SKILL", "Skill"
+    TOOL = "TOOL", "Tool"
+
+
 class GrantScope(models.TextChoices):
     """Ordered narrowest first: TURN < SESSION < AGENT."""
 
@@ -35,6 +42,7 @@ class ItemScope(models.TextChoices):
     SESSION = "SESSION", "This session"
     AGENT = "AGENT", "Every session of this agent"
     REQUEST = "REQUEST", "This request only (nothing stored)"
+    CALL = "CALL", "This call only, with exactly these arguments"
 
 
 class DecisionSource(models.TextChoices):
@@ -46,6 +54,26 @@ class DecisionSource(models.TextChoices):
     AGENT = "AGENT", "Agent"
     RULE = "RULE", "Rule"
     DEFAULT = "DEFAULT", "Default"
+
+
+class ToolCallSource(models.TextChoices):
+    """The layer of a tool call's chain that answered (DESIGN part U)."""
+
+    CEILING = "CEILING", "The runtime's ceiling"
+    RULE = "RULE", "An operator's rule"
+    CALL = "CALL", "An approval of this very call"
+    TURN = "TURN", "Turn"
+    SESSION = "SESSION", "Session"
+    INVOKING_SESSION = "INVOKING_SESSION", "Invoking session"
+    AGENT = "AGENT", "Agent"
+    GATE = "GATE", "The tool's side-effect gate"
+
+
+class RequestKind(models.TextChoices):
+    """What a request asks about: skills (part S) or one tool call (part U)."""
+
+    SKILL = "SKILL", "Skills"
+    TOOL = "TOOL", "A tool call"
 
 
 class Answer(models.TextChoices):

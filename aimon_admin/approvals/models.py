@@ -17,9 +17,11 @@ from django.db.models.lookups import LessThanOrEqual
 from aimon_admin.approvals.choices import (
     DecisionSource,
     GrantDecision,
+    GrantKind,
     GrantOrigin,
     GrantScope,
     ItemScope,
+    RequestKind,
     RequestStatus,
     RevokeReason,
     RuleAction,
@@ -64,13 +66,28 @@ class GrantQuerySet(models.QuerySet):
         return self.filter(revoked_at__isnull=True)
 
 
+# tool_policy.SUBJECT_PATTERN_MAX. Kept short so a unique index holding it, the tool and the
+# server stays under PostgreSQL's b-tree row limit (2,704 bytes) even in 4-byte characters.
+SUBJECT_PATTERN_MAX = 300
+
+
 class Grant(models.Model):
-    """A concrete ALLOW or DENY for one skill, at TURN, SESSION or AGENT scope."""
+    """A concrete ALLOW or DENY for one skill, or for one tool narrowed to a subject
+    pattern (U3), at TURN, SESSION or AGENT scope.
+
+    `skill` names the skill, or for a TOOL grant the tool (`server` its MCP server, empty
+    for a runtime's own tool); `pattern` is a tool grant's subject pattern, empty for the
+    whole tool and always empty for a skill."""
 
     runtime = models.ForeignKey("runtimes.AgentRuntime", on_delete=models.PROTECT, related_name="grants")
+    kind = models.CharField(
+        max_length=8, choices=GrantKind.choices, default=GrantKind.SKILL, db_default=GrantKind.SKILL
+    )
     scope = models.CharField(max_length=8, choices=GrantScope.choices)
     decision = models.CharField(max_length=8, choices=GrantDecision.choices)
     skill = models.CharField(max_length=200)
+    server = models.CharField(max_length=100, blank=True, default="", db_default="")
+    pattern = models.CharField(max_length=SUBJECT_PATTERN_MAX, blank=True, default="", db_default="")
     session = models.ForeignKey(
         Session, on_delete=models.PROTECT, null=True, blank=True, related_name="grants"
     )
@@ -95,7 +112,13 @@ class Grant(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
         constraints = [
+            _in("kind", GrantKind, "grant_kind_valid", "grant kind"),
             _in("scope", GrantScope, "grant_scope_valid", "grant scope"),
+            models.CheckConstraint(
+                condition=Q(kind=GrantKind.TOOL) | Q(server="", pattern=""),
+                name="grant_skill_has_no_tool_fields",
+                violation_error_message="A skill grant names no server and no subject pattern.",
+            ),
             _in("decision", GrantDecision, "grant_decision_valid", "grant decision"),
             _in("origin", GrantOrigin, "grant_origin_valid", "grant origin"),
             models.CheckConstraint(
@@ -127,19 +150,19 @@ class Grant(models.Model):
                 violation_error_message="An aborted request only ever denies for the session (S9).",
             ),
             models.UniqueConstraint(
-                fields=["runtime", "skill"],
+                fields=["runtime", "kind", "server", "skill", "pattern"],
                 condition=Q(scope=GrantScope.AGENT, revoked_at__isnull=True),
                 name="grant_one_active_agent_grant",
                 violation_error_message="This skill already has an agent-wide grant in force.",
             ),
             models.UniqueConstraint(
-                fields=["session", "skill"],
+                fields=["session", "kind", "server", "skill", "pattern"],
                 condition=Q(scope=GrantScope.SESSION, revoked_at__isnull=True),
                 name="grant_one_active_session_grant",
                 violation_error_message="This skill already has a session grant in force.",
             ),
             models.UniqueConstraint(
-                fields=["session", "turn_id", "skill"],
+                fields=["session", "turn_id", "kind", "server", "skill", "pattern"],
                 condition=Q(scope=GrantScope.TURN, revoked_at__isnull=True),
                 name="grant_one_active_turn_grant",
                 violation_error_message="This skill already has a grant for this turn.",
@@ -156,6 +179,13 @@ class Grant(models.Model):
         ]
 
     def __str__(self) -> str:
+        if self.kind == GrantKind.TOOL:
+            name = f"{self.server}/{self.skill}" if self.server else self.skill
+            return (
+                f"{self.scope} {self.decision} {name}({self.pattern})"
+                if self.pattern
+                else f"{self.scope} {self.decision} {name}"
+            )
         return f"{self.scope} {self.decision} {self.skill}"
 
 
@@ -164,9 +194,13 @@ RULE_NOTE_MAX = 1000
 
 
 class ApprovalRequest(models.Model):
-    """A runtime asking a person about one or more skills (S4-S9)."""
+    """A runtime asking a person about one or more skills (S4-S9), or about one tool call
+    with its exact arguments (U2): a TOOL request has one item, named after the tool."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    kind = models.CharField(
+        max_length=8, choices=RequestKind.choices, default=RequestKind.SKILL, db_default=RequestKind.SKILL
+    )
     runtime = models.ForeignKey(
         "runtimes.AgentRuntime", on_delete=models.PROTECT, related_name="approval_requests"
     )
@@ -190,12 +224,37 @@ class ApprovalRequest(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )
     closed_at = models.DateTimeField(null=True, blank=True)
+    # A TOOL request's call (U2, U4): which tool, its arguments as sent, their canonical
+    # digest, and the subject (the value of the tool's subject argument) when there is one.
+    tool = models.CharField(max_length=200, blank=True, default="", db_default="")
+    server = models.CharField(max_length=100, blank=True, default="", db_default="")
+    arguments = models.JSONField(null=True, blank=True)
+    arguments_digest = models.CharField(max_length=71, blank=True, default="", db_default="")
+    subject_argument = models.CharField(max_length=200, blank=True, default="", db_default="")
+    subject = models.TextField(null=True, blank=True)
+    # U4: an *Allow this call* answers ALLOW once; this marks its use.
+    call_used_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
         permissions = [("answer_approvalrequest", "Can answer skill approval requests (S13 decides which)")]
         constraints = [
             _in("status", RequestStatus, "request_status_valid", "request status"),
+            _in("kind", RequestKind, "request_kind_valid", "request kind"),
+            models.CheckConstraint(
+                condition=(
+                    Q(kind=RequestKind.SKILL, tool="", server="", arguments__isnull=True, arguments_digest="")
+                    | (
+                        Q(kind=RequestKind.TOOL, arguments__isnull=False)
+                        & ~Q(tool="")
+                        & ~Q(arguments_digest="")
+                    )
+                ),
+                name="request_tool_fields_match_kind",
+                violation_error_message=(
+                    "A tool request names its tool, arguments and digest; a skill request none."
+                ),
+            ),
             models.CheckConstraint(
                 condition=LessThanOrEqual(Length("reason"), REQUEST_REASON_MAX),
                 name="request_reason_length",
@@ -239,6 +298,9 @@ class ApprovalItem(models.Model):
     )
     answered_at = models.DateTimeField(null=True, blank=True)
     grant = models.ForeignKey(Grant, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    # A TOOL item's answer at SESSION or AGENT scope: the subject pattern the approver chose
+    # ("" the whole tool); CALL scope answers exactly the request's arguments.
+    pattern = models.CharField(max_length=SUBJECT_PATTERN_MAX, blank=True, default="", db_default="")
 
     class Meta:
         ordering = ["request", "position"]
@@ -319,6 +381,69 @@ class SkillRule(models.Model):
 
     def __str__(self) -> str:
         return f"{self.pattern} → {self.action}"
+
+
+class ToolRule(models.Model):
+    """An operator's argument rule `Tool(pattern)` (U1): ALLOW, ASK or DENY for calls of one
+    tool whose subject matches the pattern ("" the whole tool). `unattended` limits an ALLOW
+    to one runtime's unattended runs: a pre-approval (U5)."""
+
+    runtime = models.ForeignKey(
+        "runtimes.AgentRuntime",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="tool_rules",
+        help_text="Empty: every runtime.",
+    )
+    server = models.CharField(
+        max_length=100, blank=True, default="", help_text="Empty: a runtime's own tool."
+    )
+    tool = models.CharField(max_length=200)
+    pattern = models.CharField(max_length=SUBJECT_PATTERN_MAX, blank=True, default="")
+    action = models.CharField(max_length=8, choices=RuleAction.choices)
+    unattended = models.BooleanField(default=False)
+    note = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["server", "tool", "pattern", "id"]
+        constraints = [
+            _in("action", RuleAction, "tool_rule_action_valid", "rule action"),
+            models.CheckConstraint(
+                condition=~Q(tool=""),
+                name="tool_rule_tool_name_valid",
+                violation_error_message="A tool rule names its tool.",
+            ),
+            models.CheckConstraint(
+                condition=Q(unattended=False) | Q(action=RuleAction.ALLOW, runtime__isnull=False),
+                name="tool_rule_pre_approval_is_runtime_allow",
+                violation_error_message="A pre-approval is an ALLOW for one runtime's unattended runs.",
+            ),
+            models.CheckConstraint(
+                condition=LessThanOrEqual(Length("note"), RULE_NOTE_MAX),
+                name="tool_rule_note_length",
+                violation_error_message=f"A note is at most {RULE_NOTE_MAX} characters.",
+            ),
+            models.UniqueConstraint(
+                fields=["runtime", "server", "tool", "pattern", "unattended"],
+                condition=Q(runtime__isnull=False),
+                name="tool_rule_unique_per_runtime",
+                violation_error_message="This runtime already has a rule for that tool and pattern.",
+            ),
+            models.UniqueConstraint(
+                fields=["server", "tool", "pattern", "unattended"],
+                condition=Q(runtime__isnull=True),
+                name="tool_rule_unique_global",
+                violation_error_message="A rule for that tool and pattern already exists for every runtime.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        name = f"{self.server}/{self.tool}" if self.server else self.tool
+        text = f"{name}({self.pattern})" if self.pattern else name
+        return f"{text} → {self.action}"
 
 
 class RuleSetVersion(models.Model):

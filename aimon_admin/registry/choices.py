@@ -54,6 +54,13 @@ class GateReason(models.TextChoices):
     EXEMPT_AT_OR_BELOW = "EXEMPT_AT_OR_BELOW", "At or below the gate threshold: no question"
     NOT_EXEMPT = "NOT_EXEMPT", "Above the gate threshold: asks"
     UNATTENDED_NO_CHANNEL = "UNATTENDED_NO_CHANNEL", "Would ask, but nobody can be asked: denied"
+    # A tool call's whole chain (DESIGN part U) answers with these beside the gate's own.
+    DENIED_BY_RULE = "DENIED_BY_RULE", "Denied by an operator's rule"
+    ALLOWED_BY_RULE = "ALLOWED_BY_RULE", "Allowed by an operator's rule"
+    ASKED_BY_RULE = "ASKED_BY_RULE", "An operator's rule says to ask"
+    PRE_APPROVED = "PRE_APPROVED", "Unattended, and answered by a pre-approval"
+    GRANTED = "GRANTED", "A person allowed it"
+    DENIED = "DENIED", "A person denied it"
 
 
 class ReviewFinding(models.TextChoices):

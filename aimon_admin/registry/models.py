@@ -309,3 +309,36 @@ class RelayFinding(models.Model):
 
     def __str__(self) -> str:
         return f"relay finding on {self.tool} from {self.runtime}"
+
+
+class ToolSubject(models.Model):
+    """U1: which argument of a tool is its call's *subject* (`command` for a shell tool,
+    `path` for a file tool), so argument rules and grants can match its value. Named by
+    tool, not by row: a runtime's own tools are replaced whole on every registration, and a
+    subject may be set before the tool is first seen. None by default."""
+
+    server = models.CharField(
+        max_length=100, blank=True, default="", help_text="Empty: a runtime's own tool."
+    )
+    tool = models.CharField(max_length=200)
+    argument = models.CharField(max_length=200)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["server", "tool"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["server", "tool"],
+                name="tool_subject_one_per_tool",
+                violation_error_message="This tool already has a subject argument.",
+            ),
+            models.CheckConstraint(
+                condition=~Q(tool="") & ~Q(argument=""),
+                name="tool_subject_names_both",
+                violation_error_message="A subject names its tool and the argument.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        name = f"{self.server}/{self.tool}" if self.server else self.tool
+        return f"{name}: {self.argument}"

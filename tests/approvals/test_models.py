@@ -16,11 +16,11 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 
-from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, Session, SkillRule
+from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, Session, SkillRule, ToolRule
 from aimon_admin.runtimes.models import AgentRuntime
 
 pytestmark = pytest.mark.django_db
-MODELS = (Session, Grant, ApprovalRequest, ApprovalItem, SkillRule)
+MODELS = (Session, Grant, ApprovalRequest, ApprovalItem, SkillRule, ToolRule)
 
 
 @dataclass
@@ -76,6 +76,30 @@ class World:
         }
         values.update(fields)
         return SkillRule(**values)
+
+    def tool_rule(self, **fields: object) -> ToolRule:
+        now = timezone.now()
+        values: dict[str, object] = {
+            "runtime": self.runtime,
+            "tool": "Bash",
+            "pattern": "git status:*",
+            "action": "ALLOW",
+            "created_at": now,
+            "updated_at": now,
+        }
+        values.update(fields)
+        return ToolRule(**values)
+
+    def tool_request(self, **fields: object) -> ApprovalRequest:
+        values: dict[str, object] = {
+            "kind": "TOOL",
+            "tool": "Bash",
+            "arguments": {"command": "ls"},
+            "arguments_digest": "sha256:" + "0" * 64,
+            "session": self.session,
+        }
+        values.update(fields)
+        return self.new_request(**values)
 
     def new_session(self, **fields: object) -> Session:
         now = timezone.now()
@@ -311,6 +335,84 @@ CASES: list[tuple[str, type[models.Model], Builder, Builder]] = [
         SkillRule,
         lambda w: (saved(w.rule(runtime=None)), w.rule(runtime=None, action="ALLOW"))[1],
         lambda w: (saved(w.rule(runtime=None)), w.rule())[1],  # a runtime's own rule beside a global one
+    ),
+    # Tool grants (U3): a skill grant carries no tool fields; keys include the pattern
+    ("grant_kind_valid", Grant, lambda w: w.grant(kind="HOOK"), lambda w: w.grant(kind="TOOL", pattern="ls")),
+    (
+        "grant_skill_has_no_tool_fields",
+        Grant,
+        lambda w: w.grant(pattern="git:*"),
+        lambda w: w.grant(kind="TOOL", server="git", pattern="git:*"),
+    ),
+    (
+        "grant_skill_has_no_tool_fields",
+        Grant,
+        lambda w: w.grant(server="git"),
+        lambda w: w.grant(kind="TOOL", server="git"),
+    ),
+    (
+        "grant_one_active_agent_grant",
+        Grant,
+        lambda w: (saved(w.grant(kind="TOOL", pattern="ls")), w.grant(kind="TOOL", pattern="ls"))[1],
+        lambda w: (saved(w.grant(kind="TOOL", pattern="ls")), w.grant(kind="TOOL", pattern="ls:*"))[1],
+    ),
+    (
+        "grant_one_active_session_grant",
+        Grant,
+        lambda w: (saved(w.session_grant(kind="TOOL")), w.session_grant(kind="TOOL", decision="DENY"))[1],
+        lambda w: (saved(w.session_grant(kind="TOOL")), w.session_grant())[1],  # the skill of that name
+    ),
+    # Tool requests (U2)
+    ("request_kind_valid", ApprovalRequest, lambda w: w.new_request(kind="HOOK"), lambda w: w.tool_request()),
+    (
+        "request_tool_fields_match_kind",
+        ApprovalRequest,
+        lambda w: w.tool_request(arguments_digest=""),
+        lambda w: w.tool_request(arguments={}),
+    ),
+    (
+        "request_tool_fields_match_kind",
+        ApprovalRequest,
+        lambda w: w.new_request(tool="Bash"),
+        lambda w: w.new_request(),
+    ),
+    # Tool rules (U1, U5)
+    (
+        "tool_rule_action_valid",
+        ToolRule,
+        lambda w: w.tool_rule(action="MAYBE"),
+        lambda w: w.tool_rule(action="DENY"),
+    ),
+    ("tool_rule_tool_name_valid", ToolRule, lambda w: w.tool_rule(tool=""), lambda w: w.tool_rule(pattern="")),
+    (
+        "tool_rule_pre_approval_is_runtime_allow",
+        ToolRule,
+        lambda w: w.tool_rule(unattended=True, action="ASK"),
+        lambda w: w.tool_rule(unattended=True),
+    ),
+    (
+        "tool_rule_pre_approval_is_runtime_allow",
+        ToolRule,
+        lambda w: w.tool_rule(unattended=True, runtime=None),
+        lambda w: w.tool_rule(runtime=None),
+    ),
+    (
+        "tool_rule_note_length",
+        ToolRule,
+        lambda w: w.tool_rule(note="n" * 1001),
+        lambda w: w.tool_rule(note="n" * 1000),
+    ),
+    (
+        "tool_rule_unique_per_runtime",
+        ToolRule,
+        lambda w: (saved(w.tool_rule()), w.tool_rule(action="DENY"))[1],
+        lambda w: (saved(w.tool_rule()), w.tool_rule(unattended=True))[1],  # a pre-approval beside it
+    ),
+    (
+        "tool_rule_unique_global",
+        ToolRule,
+        lambda w: (saved(w.tool_rule(runtime=None)), w.tool_rule(runtime=None, action="ASK"))[1],
+        lambda w: (saved(w.tool_rule(runtime=None)), w.tool_rule(runtime=None, server="git"))[1],
     ),
     # Text a person or a runtime fills has a limit (issue 13 item 8).
     ("rule_note_length", SkillRule, lambda w: w.rule(note="n" * 1001), lambda w: w.rule(note="n" * 1000)),

@@ -142,10 +142,11 @@ class NamedEnumField(serializers.ChoiceField):
     naming collisions without a settings entry per enum.
     """
 
-    def __init__(self, enum: type, enum_name: str, **kwargs: Any) -> None:
+    def __init__(self, enum: type, enum_name: str, *, only: Any = None, **kwargs: Any) -> None:
         self.enum = enum
         self.enum_name = enum_name
-        super().__init__(enum.choices, **kwargs)
+        self.values = [member.value for member in (only if only is not None else enum)]
+        super().__init__([(value, enum(value).label) for value in self.values], **kwargs)
 
 
 class NamedEnumFieldExtension(OpenApiSerializerFieldExtension):
@@ -157,7 +158,7 @@ class NamedEnumFieldExtension(OpenApiSerializerFieldExtension):
             name=field.enum_name,
             type=ResolvedComponent.SCHEMA,
             object=field.enum_name,
-            schema={"type": "string", "enum": list(field.enum.values)},
+            schema={"type": "string", "enum": list(field.values)},
         )
         auto_schema.registry.register_on_missing(component)
         if field.allow_null:
@@ -181,6 +182,7 @@ class ApprovalItemOut(serializers.Serializer):
     scope = NamedEnumField(
         ItemScope,
         "ApprovalItemScopeEnum",
+        only=[ItemScope.TURN, ItemScope.SESSION, ItemScope.AGENT, ItemScope.REQUEST],
         allow_null=True,
         help_text="Where a person's answer holds; null while unanswered and for items the chain "
         "decided at creation. REQUEST (with DENY): *Deny this request*, for this request only; "

@@ -14,6 +14,7 @@ from aimon_admin.approvals import policy, rules
 from aimon_admin.approvals.choices import (
     DecisionSource,
     GrantDecision,
+    GrantKind,
     GrantScope,
     SkillDecision,
 )
@@ -98,7 +99,8 @@ def _decision_sql(vendor: str, n_ids: int, n_skills: int, *, fused: bool) -> str
         )
         parts.append(
             f"SELECT 'G', {pad}session_id, scope, turn_id, skill, decision, 0 FROM {grant_table} "  # noqa: S608 - no input in the text # nosec B608
-            f"WHERE runtime_id = {runtime} AND revoked_at IS NULL AND skill IN ({marks}) "
+            f"WHERE runtime_id = {runtime} AND revoked_at IS NULL AND kind = '{GrantKind.SKILL.value}' "
+            f"AND skill IN ({marks}) "
             "AND (expires_at IS NULL OR expires_at > %s) "
             f"AND (scope = '{GrantScope.AGENT.value}'{holders})"
         )

@@ -1,0 +1,494 @@
+"""DESIGN part U as pure functions: a tool call's subject, argument rules, the canonical
+digest an *Allow this call* is bound to, and the order of the tool chain. Standard library,
+enums, the registry's pure policy and `rfc8785` (the JSON Canonicalization Scheme) only.
+
+The chain (U, first match wins): ceiling → operator DENY rules → this call's approval →
+turn → session → invoking session → agent grants → operator ALLOW / ASK rules → the gate →
+ASK; an unattended ASK becomes DENY unless a pre-approval answers it (T8, U5).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import rfc8785
+
+from aimon_admin.approvals.choices import GrantDecision, RuleAction, ToolCallSource
+from aimon_admin.registry.choices import DestructiveBehavior, GateReason, ToolDecision
+from aimon_admin.registry.policy import GateResult, ToolAxes
+
+# --- The arguments (U2, U4) --------------------------------------------------------------------
+
+ARGUMENTS_MAX_BYTES = 64 * 1024  # of the canonical JSON
+ARGUMENTS_MAX_DEPTH = 32
+
+ARGUMENTS_NOT_OBJECT = 'Must be a JSON object of the call\'s arguments, e.g. {"command": "ls"}.'
+ARGUMENTS_TOO_LARGE = "At most {limit} bytes as canonical JSON; these are {size}."
+ARGUMENTS_TOO_DEEP = "Nested deeper than {limit} levels."
+ARGUMENTS_NOT_FINITE = "Numbers must be finite: NaN and infinities (such as 1e999) are not JSON."
+ARGUMENTS_BIG_INTEGER = "Whole numbers must lie within ±(2^53 - 1) to have one canonical form (at {where})."
+ARGUMENTS_SURROGATE = "Text must be valid Unicode: a lone surrogate (\\ud800-\\udfff) at {where}."
+
+
+def _walk_problem(value: Any, depth: int, where: str) -> str | None:
+    if depth > ARGUMENTS_MAX_DEPTH:
+        return ARGUMENTS_TOO_DEEP.format(limit=ARGUMENTS_MAX_DEPTH)
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else ARGUMENTS_NOT_FINITE
+    if isinstance(value, int):
+        return None if abs(value) <= 2**53 - 1 else ARGUMENTS_BIG_INTEGER.format(where=where)
+    if isinstance(value, str):
+        return ARGUMENTS_SURROGATE.format(where=where) if _has_surrogate(value) else None
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return ARGUMENTS_NOT_OBJECT
+            if _has_surrogate(key):
+                return ARGUMENTS_SURROGATE.format(where=f"{where}, a key")
+            problem = _walk_problem(item, depth + 1, f"{where}.{key}")
+            if problem:
+                return problem
+        return None
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            problem = _walk_problem(item, depth + 1, f"{where}[{index}]")
+            if problem:
+                return problem
+        return None
+    return ARGUMENTS_NOT_OBJECT
+
+
+def _has_surrogate(text: str) -> bool:
+    return any("\ud800" <= char <= "\udfff" for char in text)
+
+
+def arguments_problem(arguments: Any) -> str | None:
+    """What makes `arguments` unfit to be a call's arguments, or None.
+
+    They must be a JSON object whose canonical form (RFC 8785) exists and is at most 64 KiB:
+    finite numbers, integers a double holds exactly, valid Unicode, a sane depth."""
+    if not isinstance(arguments, Mapping):
+        return ARGUMENTS_NOT_OBJECT
+    problem = _walk_problem(arguments, 1, "arguments")
+    if problem:
+        return problem
+    size = len(rfc8785.dumps(arguments))
+    if size > ARGUMENTS_MAX_BYTES:
+        return ARGUMENTS_TOO_LARGE.format(limit=ARGUMENTS_MAX_BYTES, size=size)
+    return None
+
+
+def arguments_digest(arguments: Mapping[str, Any]) -> str:
+    """U3/U4: `sha256:` and the hex SHA-256 of the arguments' RFC 8785 canonical JSON, so
+    reordered keys or another spelling of the same number give the same digest, and any
+    changed value (whitespace inside a string included) gives another. Call only on
+    arguments `arguments_problem` passed."""
+    return "sha256:" + hashlib.sha256(rfc8785.dumps(dict(arguments))).hexdigest()
+
+
+# --- The subject (U1) ---------------------------------------------------------------------------
+
+SUBJECT_NOT_NAMED = "This tool has no subject argument, so only rules for the whole tool apply."
+SUBJECT_ABSENT = "The subject argument {name!r} is absent, so only rules for the whole tool apply."
+SUBJECT_NOT_TEXT = "The subject argument {name!r} is not a string, so only rules for the whole tool apply."
+
+
+@dataclass(frozen=True)
+class Subject:
+    """A call's subject: the string value of the tool's subject argument, or None with a
+    note saying why there is none (given in the decision's answer)."""
+
+    value: str | None
+    note: str = ""
+
+
+def subject_of(arguments: Mapping[str, Any] | None, argument: str) -> Subject:
+    if not argument:
+        return Subject(None, SUBJECT_NOT_NAMED)
+    if not arguments or argument not in arguments:
+        return Subject(None, SUBJECT_ABSENT.format(name=argument))
+    value = arguments[argument]
+    if not isinstance(value, str):
+        return Subject(None, SUBJECT_NOT_TEXT.format(name=argument))
+    return Subject(value)
+
+
+# --- Subject patterns (U1, U3) ------------------------------------------------------------------
+#
+# A pattern is matched against the subject's whole string value. `*` stands for any run of
+# characters; a trailing `:*` means "this prefix, then anything" (the prefix alone matches
+# too: `git push:*` matches `git push` and `git push origin main`). No other character is
+# special. An empty pattern stands for the whole tool, whatever the subject.
+#
+# Fail closed: where an ALLOW (a rule, a grant) is matched, a wildcard never stands for the
+# characters that chain, substitute or redirect shell commands (; & | ` $ < > and line
+# breaks) nor for a `..` step of a path: `git push:*` does not allow
+# `git push origin main && rm -rf /`, which asks instead; and an ALLOW's prefix ends where a
+# word ends (`git push:*` does not allow `git pushx`). A DENY's wildcard stands for anything
+# and its prefix covers longer words (`rm:*` denies `rmdir` too): a DENY matches at least
+# what it says.
+
+SUBJECT_PATTERN_MAX = 300  # approvals.models.SUBJECT_PATTERN_MAX (a unique index holds it)
+
+TOOL_NAME_MAX = 200
+SERVER_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+SUBJECT_PATTERN_TOO_LONG = "A subject pattern is at most {limit} characters; this has {length}."
+SUBJECT_PATTERN_CONTROL = "No control characters in a subject pattern (one at position {position})."
+SUBJECT_PATTERN_STARS = "No runs of **: one * already matches any run of characters (at position {position})."
+TOOL_NAME_EMPTY = "Name the tool, e.g. Bash(git status:*) or git/git_push."
+TOOL_NAME_TOO_LONG = "A tool name is at most {limit} characters; this has {length}."
+TOOL_NAME_CONTROL = "No control characters in a tool name (one at position {position})."
+TOOL_NAME_PARENS = "A tool name has no brackets: write the subject pattern in Tool(pattern)."
+SERVER_NAME_BAD = "{server!r} is not an MCP server name: 1-100 letters, digits, dots, dashes or underscores."
+RULE_TEXT_UNCLOSED = "A subject pattern is written in brackets after the tool: Tool(pattern)."
+PATTERN_WHOLE_DESTRUCTIVE = (
+    "This tool is destructive: an allow for it must name a subject pattern, never the whole tool."
+)
+
+
+def _control_position(text: str) -> int | None:
+    for position, char in enumerate(text, start=1):
+        if unicodedata.category(char) in ("Cc", "Cf", "Cs", "Zl", "Zp"):
+            return position
+    return None
+
+
+def tool_name_problems(name: str) -> list[str]:
+    if not name:
+        return [TOOL_NAME_EMPTY]
+    problems: list[str] = []
+    if len(name) > TOOL_NAME_MAX:
+        problems.append(TOOL_NAME_TOO_LONG.format(limit=TOOL_NAME_MAX, length=len(name)))
+    position = _control_position(name)
+    if position is not None:
+        problems.append(TOOL_NAME_CONTROL.format(position=position))
+    if "(" in name or ")" in name:
+        problems.append(TOOL_NAME_PARENS)
+    return problems
+
+
+def subject_pattern_problems(pattern: str) -> list[str]:
+    """What is wrong with a subject pattern, each problem named once; empty if none. The
+    empty pattern (the whole tool) is valid here; whether it may allow is decided apart."""
+    problems: list[str] = []
+    if len(pattern) > SUBJECT_PATTERN_MAX:
+        problems.append(SUBJECT_PATTERN_TOO_LONG.format(limit=SUBJECT_PATTERN_MAX, length=len(pattern)))
+    position = _control_position(pattern)
+    if position is not None:
+        problems.append(SUBJECT_PATTERN_CONTROL.format(position=position))
+    stars = pattern.find("**")
+    if stars != -1:
+        problems.append(SUBJECT_PATTERN_STARS.format(position=stars + 1))
+    return problems
+
+
+@dataclass(frozen=True)
+class RuleText:
+    """`Tool(pattern)` parsed: a local tool by name, an MCP tool as `server/tool`."""
+
+    server: str
+    tool: str
+    pattern: str
+
+    def __str__(self) -> str:
+        return rule_text(server=self.server, tool=self.tool, pattern=self.pattern)
+
+
+class RuleTextError(ValueError):
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__(" ".join(problems))
+        self.problems = problems
+
+
+def parse_rule_text(text: str) -> RuleText:
+    """`Bash(git push:*)`, `Bash`, `git/git_push(origin:*)` → its parts; RuleTextError
+    naming every problem otherwise. The first `(` opens the pattern, the last `)` closes it."""
+    text = text.strip()
+    head, pattern = text, ""
+    if "(" in text:
+        if not text.endswith(")"):
+            raise RuleTextError([RULE_TEXT_UNCLOSED])
+        head, pattern = text[: text.index("(")], text[text.index("(") + 1 : -1]
+    elif text.endswith(")"):
+        raise RuleTextError([RULE_TEXT_UNCLOSED])
+    server, tool = head.split("/", 1) if "/" in head else ("", head)
+    problems = tool_name_problems(tool)
+    if "/" in head and not SERVER_NAME_RE.match(server):
+        problems.append(SERVER_NAME_BAD.format(server=server))
+    problems.extend(subject_pattern_problems(pattern))
+    if problems:
+        raise RuleTextError(problems)
+    return RuleText(server=server, tool=tool, pattern=pattern)
+
+
+def tool_label(*, server: str, tool: str) -> str:
+    return f"{server}/{tool}" if server else tool
+
+
+def rule_text(*, server: str, tool: str, pattern: str) -> str:
+    label = tool_label(server=server, tool=tool)
+    return f"{label}({pattern})" if pattern else label
+
+
+_ALLOW_RUN = r"[^;&|`$<>\r\n]*"
+_DENY_RUN = r".*"
+
+
+def _compile(pattern: str, *, for_allow: bool) -> re.Pattern[str]:
+    run = _ALLOW_RUN if for_allow else _DENY_RUN
+    body, tail = (pattern[:-2], run) if pattern.endswith(":*") else (pattern, "")
+    if tail and for_allow and body[-1:].isalnum():
+        # An ALLOW's prefix ends at a word's end: `git push:*` is not `git pushx`.
+        tail = r"(?:[^\w;&|`$<>\r\n]" + run + ")?"
+    return re.compile(run.join(re.escape(part) for part in body.split("*")) + tail, re.DOTALL)
+
+
+@dataclass(frozen=True)
+class SubjectPattern:
+    """A compiled subject pattern (see the grammar above)."""
+
+    text: str
+    _allow: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
+    _deny: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def compile(cls, text: str) -> SubjectPattern:
+        if not text:
+            return cls(text)
+        return cls(text, _compile(text, for_allow=True), _compile(text, for_allow=False))
+
+    @property
+    def whole_tool(self) -> bool:
+        return not self.text
+
+    def matches(self, subject: str | None, *, for_allow: bool) -> bool:
+        """Whether a call with this subject falls under the pattern. The whole tool matches
+        every call; any other pattern matches only a subject that is a string."""
+        if self._allow is None or self._deny is None:
+            return True
+        if subject is None:
+            return False
+        if not for_allow:
+            return self._deny.fullmatch(subject) is not None
+        if self._allow.fullmatch(subject) is None:
+            return False
+        # A `..` can straddle a literal part and a wildcard, so it is counted on the whole:
+        # an ALLOW matches a path step up only where the operator wrote it themselves.
+        return subject.count("..") <= self.text.replace("*", "").count("..")
+
+
+def subject_matches(pattern: str, subject: str | None, *, for_allow: bool) -> bool:
+    return SubjectPattern.compile(pattern).matches(subject, for_allow=for_allow)
+
+
+def whole_tool_allowed(axes: ToolAxes) -> bool:
+    """U3, U5: a DESTRUCTIVE tool is never allowed wholesale (its grants and ALLOW rules
+    carry a pattern); an unregistered tool counts as destructive (T9)."""
+    return axes.effective_destructive != DestructiveBehavior.DESTRUCTIVE
+
+
+def pattern_choices(subject: str | None, axes: ToolAxes) -> list[str]:
+    """The patterns an approver may pick for a session or agent answer (U3), narrowest
+    first: the exact value, then its word prefixes as `prefix:*`, then (unless destructive)
+    the whole tool as "". A subject too long for a pattern offers only its prefixes."""
+    choices: list[str] = []
+    if subject is not None and subject and not subject_pattern_problems(subject) and "*" not in subject:
+        choices.append(subject)
+    if subject:
+        words = subject.split(" ")
+        for count in range(min(len(words) - 1, 3), 0, -1):
+            prefix = " ".join(words[:count])
+            if prefix and "*" not in prefix and not subject_pattern_problems(prefix):
+                choices.append(f"{prefix}:*")
+    if whole_tool_allowed(axes):
+        choices.append("")
+    return choices
+
+
+# --- Tool rules (U1, U5) ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToolRuleSpec:
+    id: int
+    runtime_id: int | None
+    server: str
+    tool: str
+    pattern: str
+    action: RuleAction
+    unattended: bool = False
+
+    @property
+    def text(self) -> str:
+        return rule_text(server=self.server, tool=self.tool, pattern=self.pattern)
+
+
+@dataclass(frozen=True)
+class ToolRuleMatch:
+    """The rules that match one call, by what they do (None where none matches)."""
+
+    deny: ToolRuleSpec | None = None
+    allow: ToolRuleSpec | None = None
+    ask: ToolRuleSpec | None = None
+    pre_approval: ToolRuleSpec | None = None
+
+
+def _precedence(rule: ToolRuleSpec) -> tuple[int, int, int]:
+    # Most specific first: a pattern over the whole tool, a longer pattern, this runtime's.
+    return (0 if rule.pattern else 1, -len(rule.pattern), 0 if rule.runtime_id is not None else 1)
+
+
+class ToolRuleIndex:
+    """Tool rules by (server, tool), each with its pattern compiled once."""
+
+    def __init__(self, rules: Iterable[ToolRuleSpec]) -> None:
+        self._by_tool: dict[tuple[str, str], list[tuple[ToolRuleSpec, SubjectPattern]]] = {}
+        for rule in sorted(rules, key=lambda r: (_precedence(r), r.id)):
+            compiled = SubjectPattern.compile(rule.pattern)
+            self._by_tool.setdefault((rule.server, rule.tool), []).append((rule, compiled))
+
+    def __len__(self) -> int:
+        return sum(len(bucket) for bucket in self._by_tool.values())
+
+    def match(
+        self,
+        *,
+        runtime_id: int,
+        server: str,
+        tool: str,
+        subject: str | None,
+        axes: ToolAxes,
+        unattended: bool,
+    ) -> ToolRuleMatch:
+        """Which rule of each kind applies to this call. An ALLOW rule (or pre-approval) for
+        the whole of a destructive tool applies to nothing (U5: fail closed if it was
+        saved before the tool turned out destructive); a pre-approval only to unattended
+        calls of its own runtime."""
+        deny = allow = ask = pre = None
+        whole_ok = whole_tool_allowed(axes)
+        for rule, compiled in self._by_tool.get((server, tool), ()):
+            if rule.runtime_id is not None and rule.runtime_id != runtime_id:
+                continue
+            if rule.action == RuleAction.DENY:
+                if deny is None and compiled.matches(subject, for_allow=False):
+                    deny = rule
+            elif rule.action == RuleAction.ASK:
+                if ask is None and compiled.matches(subject, for_allow=False):
+                    ask = rule
+            elif compiled.whole_tool and not whole_ok:
+                continue
+            elif rule.unattended:
+                if pre is None and unattended and compiled.matches(subject, for_allow=True):
+                    pre = rule
+            elif allow is None and compiled.matches(subject, for_allow=True):
+                allow = rule
+        return ToolRuleMatch(deny=deny, allow=allow, ask=ask, pre_approval=pre)
+
+
+# --- Grants held for a tool (U3) ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HeldToolGrant:
+    """A tool grant in force at some layer: its decision and subject pattern."""
+
+    id: int
+    decision: GrantDecision
+    pattern: str
+
+
+def layer_decision(
+    grants: Iterable[HeldToolGrant], subject: str | None, axes: ToolAxes
+) -> HeldToolGrant | None:
+    """What one layer (turn, session, invoking session, agent) holds for this call: a
+    matching DENY beats a matching ALLOW in the same layer, and an ALLOW of the whole of a
+    destructive tool applies to nothing (U3: never granted wholesale)."""
+    allowed: HeldToolGrant | None = None
+    whole_ok = whole_tool_allowed(axes)
+    for grant in grants:
+        compiled = SubjectPattern.compile(grant.pattern)
+        if grant.decision == GrantDecision.DENY:
+            if compiled.matches(subject, for_allow=False):
+                return grant
+        elif allowed is None and (whole_ok or grant.pattern) and compiled.matches(subject, for_allow=True):
+            allowed = grant
+    return allowed
+
+
+# --- The chain (U) ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToolLayers:
+    """Everything the chain reads for one call, gathered by the service."""
+
+    gate: GateResult  # registry.policy.gate_decision(..., attended=True): the chain itself applies T8
+    rules: ToolRuleMatch = ToolRuleMatch()
+    call_approved: bool = False  # U4/U6: a valid, unused *Allow this call* was presented
+    turn: HeldToolGrant | None = None
+    session: HeldToolGrant | None = None
+    invoking_session: HeldToolGrant | None = None
+    agent: HeldToolGrant | None = None
+
+
+@dataclass(frozen=True)
+class ToolVerdict:
+    decision: ToolDecision
+    reason: GateReason
+    source: ToolCallSource
+    rule: ToolRuleSpec | None = None
+    grant: HeldToolGrant | None = None
+
+
+def tool_chain_decide(layers: ToolLayers, *, attended: bool) -> ToolVerdict:
+    """U: ceiling → DENY rules → this call's approval → turn → session → invoking session →
+    agent → ALLOW / ASK rules → the gate; an unattended question is DENY unless a
+    pre-approval answers it, and nothing else turns it into ALLOW (U5)."""
+    if layers.gate.reason == GateReason.ABOVE_CEILING:
+        return ToolVerdict(ToolDecision.DENY, GateReason.ABOVE_CEILING, ToolCallSource.CEILING)
+    if layers.rules.deny is not None:
+        return ToolVerdict(
+            ToolDecision.DENY, GateReason.DENIED_BY_RULE, ToolCallSource.RULE, rule=layers.rules.deny
+        )
+    if layers.call_approved:
+        return ToolVerdict(ToolDecision.ALLOW, GateReason.GRANTED, ToolCallSource.CALL)
+    for held, source in (
+        (layers.turn, ToolCallSource.TURN),
+        (layers.session, ToolCallSource.SESSION),
+        (layers.invoking_session, ToolCallSource.INVOKING_SESSION),
+        (layers.agent, ToolCallSource.AGENT),
+    ):
+        if held is not None:
+            if held.decision == GrantDecision.ALLOW:
+                return ToolVerdict(ToolDecision.ALLOW, GateReason.GRANTED, source, grant=held)
+            return ToolVerdict(ToolDecision.DENY, GateReason.DENIED, source, grant=held)
+    if layers.rules.allow is not None:
+        return ToolVerdict(
+            ToolDecision.ALLOW, GateReason.ALLOWED_BY_RULE, ToolCallSource.RULE, rule=layers.rules.allow
+        )
+    if layers.rules.ask is not None:
+        asked = ToolVerdict(ToolDecision.ASK, layers.gate.reason, ToolCallSource.RULE, rule=layers.rules.ask)
+        if layers.gate.decision == ToolDecision.ALLOW:
+            asked = ToolVerdict(
+                ToolDecision.ASK, GateReason.ASKED_BY_RULE, ToolCallSource.RULE, rule=layers.rules.ask
+            )
+    elif layers.gate.decision != ToolDecision.ASK:
+        return ToolVerdict(layers.gate.decision, layers.gate.reason, ToolCallSource.GATE)
+    else:
+        asked = ToolVerdict(ToolDecision.ASK, layers.gate.reason, ToolCallSource.GATE)
+    if attended:
+        return asked
+    if layers.rules.pre_approval is not None:
+        return ToolVerdict(
+            ToolDecision.ALLOW, GateReason.PRE_APPROVED, ToolCallSource.RULE, rule=layers.rules.pre_approval
+        )
+    return ToolVerdict(ToolDecision.DENY, GateReason.UNATTENDED_NO_CHANNEL, asked.source, rule=asked.rule)
