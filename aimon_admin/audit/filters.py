@@ -2,13 +2,15 @@
 
 Filters are combinable (AND between fields; repeated `action` values are OR'ed) and live
 in the URL, so a filtered log can be bookmarked, shared and exported as it is. A value
-that cannot be read is an error naming its field (the page answers 400), never a filter
-silently dropped. Blank values (an empty form field) mean "no filter".
+that cannot be read is an error naming its field (the page shows it beside the field, the
+form kept as typed), never a filter silently dropped. Blank values (an empty form field)
+mean "no filter". Times are UTC, as every time the pages show, unless they say otherwise.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
@@ -18,16 +20,32 @@ from django.utils.dateparse import parse_date, parse_datetime
 
 from aimon_admin.audit.choices import AuditAction, AuditLevel
 
-# Messages users see (tests import these).
-UNKNOWN_FIELD_MESSAGE = "is not a filter of the audit log"
-UNKNOWN_ACTION_MESSAGE = "{value!r} is not an audit action"
-UNKNOWN_LEVEL_MESSAGE = "{value!r} is not a level (INFO or WARNING)"
-ONE_VALUE_MESSAGE = "takes one value, not {count}"
-TOO_LONG_MESSAGE = "is longer than {limit} characters"
-BAD_TIME_MESSAGE = "{value!r} is not an ISO 8601 date or date and time (2025-01-31 or 2025-01-31T14:05)"
-UNTIL_BEFORE_SINCE_MESSAGE = "is before 'since'"
-BAD_CURSOR_MESSAGE = "{value!r} is not an event number"
-CONTROL_CHARACTER_MESSAGE = "holds a control character"
+# Messages users see (tests import these). Each is a whole sentence: the page shows it
+# next to the field it is about, and as "<label>: <sentence>" above the results.
+UNKNOWN_FIELD_MESSAGE = "The audit log has no filter named {name!r}."
+UNKNOWN_ACTION_MESSAGE = "{value!r} is not an audit action."
+UNKNOWN_LEVEL_MESSAGE = "{value!r} is not a level: choose Info or Warning."
+ONE_VALUE_MESSAGE = "Give one value, not {count}."
+TOO_LONG_MESSAGE = "Give at most {limit} characters: no recorded value is longer."
+BAD_TIME_MESSAGE = (
+    "{value!r} is not a date or a date and time: write 2025-01-31 or 2025-01-31T14:05 (UTC), or pick one."
+)
+UNTIL_BEFORE_SINCE_MESSAGE = "Until must be later than Since."
+BAD_CURSOR_MESSAGE = "{value!r} is not an event number."
+CONTROL_CHARACTER_MESSAGE = "This holds a control character, which no recorded value does."
+
+# What the page calls each field (the form's labels).
+FIELD_LABELS = {
+    "action": "Action",
+    "level": "Level",
+    "actor": "Actor",
+    "runtime": "Runtime",
+    "session": "Session",
+    "subject": "Skill or tool",
+    "since": "Since",
+    "until": "Until",
+    "before": "Page",
+}
 
 # Column widths of AuditEvent: a longer value can match nothing, so it is a mistake.
 TEXT_LIMITS = {"actor": 200, "runtime": 200, "session": 200, "subject": 300}
@@ -93,30 +111,74 @@ def _text(params: Mapping[str, Sequence[str]], name: str) -> str:
     return value
 
 
-def parse_time(name: str, value: str, *, end_of_day: bool) -> dt.datetime:
-    """An ISO 8601 date or date-time; naive values are in the site's time zone.
+# The time of day in an ISO 8601 date-time as typed: hours, then minutes, seconds and a
+# fraction, each optional after the one before.
+_TIME_OF_DAY = re.compile(
+    r"^\d{4}-\d{2}-\d{2}[T ]\d{2}(?P<minute>:?\d{2}(?P<second>:?\d{2}(?:[.,](?P<fraction>\d+))?)?)?"
+)
 
-    A bare date means the start of that day for `since` and the end of it for `until`
-    (`end_of_day`: the start of the next day, the bound being exclusive).
-    """
+
+def _last_unit(value: str) -> dt.timedelta:
+    """The smallest unit a date-time was typed to: "14:05" is a minute, "14:05:07" a second."""
+    match = _TIME_OF_DAY.match(value)
+    if match is None:
+        return dt.timedelta(microseconds=1)
+    if match["fraction"]:
+        return dt.timedelta(microseconds=10 ** max(0, 6 - len(match["fraction"])))
+    if match["second"]:
+        return dt.timedelta(seconds=1)
+    if match["minute"]:
+        return dt.timedelta(minutes=1)
+    return dt.timedelta(hours=1)
+
+
+def _parse_moment(name: str, value: str) -> tuple[dt.datetime, bool]:
+    """(the moment, whether only a date was given); naive values are UTC."""
     try:
         # A bare date first: Python reads "2025-01-31" as a date-time at midnight too.
         day = parse_date(value)
         moment = parse_datetime(value) if day is None else None
     except ValueError:  # well-formed but impossible, such as 2025-02-30
         raise FilterError(name, BAD_TIME_MESSAGE.format(value=value)) from None
-    if day is None and moment is None:
-        raise FilterError(name, BAD_TIME_MESSAGE.format(value=value))
     if day is not None:
-        moment = dt.datetime.combine(day, dt.time.min)
-        if end_of_day:
-            moment += dt.timedelta(days=1)
-    elif end_of_day:
-        # "until 14:05" includes 14:05 itself, to the microsecond.
-        moment += dt.timedelta(microseconds=1)
+        return dt.datetime.combine(day, dt.time.min, tzinfo=dt.UTC), True
+    if moment is None:
+        raise FilterError(name, BAD_TIME_MESSAGE.format(value=value))
     if timezone.is_naive(moment):
-        moment = timezone.make_aware(moment)
+        moment = moment.replace(tzinfo=dt.UTC)
+    return moment, False
+
+
+def parse_time(name: str, value: str, *, end: bool) -> dt.datetime:
+    """An ISO 8601 date or date-time, in UTC unless it names its offset.
+
+    A start (`end` false) is the moment given. An end is exclusive and includes the whole
+    last unit given: a bare date the whole day, "14:05" the whole minute, "14:05:07" the
+    whole second, a time to the microsecond that microsecond.
+    """
+    moment, date_only = _parse_moment(name, value)
+    if end:
+        moment += dt.timedelta(days=1) if date_only else _last_unit(value)
     return moment
+
+
+def time_input_value(value: str, *, end: bool) -> str | None:
+    """`value` as an <input type="datetime-local"> shows it (UTC, to the millisecond at
+    most), meaning the same range bound; None when it cannot be read."""
+    try:
+        moment, date_only = _parse_moment("", value)
+    except FilterError:
+        return None
+    moment = moment.astimezone(dt.UTC)
+    if date_only:
+        # The whole day: from its first minute, or to the end of its last one.
+        return moment.strftime("%Y-%m-%dT23:59" if end else "%Y-%m-%dT00:00")
+    unit = _last_unit(value)
+    if unit >= dt.timedelta(minutes=1):
+        return moment.strftime("%Y-%m-%dT%H:%M")
+    if unit >= dt.timedelta(seconds=1):
+        return moment.strftime("%Y-%m-%dT%H:%M:%S")
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]
 
 
 def parse_filters(
@@ -130,7 +192,7 @@ def parse_filters(
     """
     for name in params:
         if name not in LOG_FIELDS and name not in allowed_extra:
-            raise FilterError(name, UNKNOWN_FIELD_MESSAGE)
+            raise FilterError(name, UNKNOWN_FIELD_MESSAGE.format(name=name))
     actions = []
     for value in _values(params, "action"):
         if value not in AuditAction.values:
@@ -142,8 +204,8 @@ def parse_filters(
         raise FilterError("level", UNKNOWN_LEVEL_MESSAGE.format(value=level))
     texts = {name: _text(params, name) for name in TEXT_LIMITS}
     since_text, until_text = _single(params, "since"), _single(params, "until")
-    since = parse_time("since", since_text, end_of_day=False) if since_text else None
-    until = parse_time("until", until_text, end_of_day=True) if until_text else None
+    since = parse_time("since", since_text, end=False) if since_text else None
+    until = parse_time("until", until_text, end=True) if until_text else None
     if since is not None and until is not None and until <= since:
         raise FilterError("until", UNTIL_BEFORE_SINCE_MESSAGE)
     raw = {

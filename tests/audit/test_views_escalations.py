@@ -4,6 +4,7 @@ a moment (S10, S12: grants are revoked, never deleted, so history answers)."""
 from __future__ import annotations
 
 import datetime as dt
+import html
 import re
 from collections.abc import Callable
 
@@ -16,6 +17,7 @@ from aimon_admin.approvals.audit_pages import selectors
 from aimon_admin.approvals.choices import Answer
 from aimon_admin.approvals.models import Grant
 from aimon_admin.approvals.services import agent_grants_revoke, request_answer, session_clear
+from aimon_admin.audit import filters
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.core.actors import Actor
@@ -170,18 +172,48 @@ def test_in_force_at_a_moment_answers_from_history(
 
 
 @pytest.mark.parametrize(
-    ("query", "field"),
+    ("query", "field", "message"),
     [
-        ({"runtime": "nope"}, "runtime"),
-        ({"runtime": "agent-one", "session": "never-seen"}, "session"),
-        ({"session": "s-1"}, "runtime"),
-        ({"runtime": "agent-one", "at": "noon"}, "at"),
-        ({"runtime": "agent-one", "when": "now"}, "when"),
+        ({"runtime": "nope"}, "runtime", "Runtime: No runtime is named 'nope'."),
+        (
+            {"runtime": "agent-one", "session": "never-seen"},
+            "session",
+            "Session: Runtime 'agent-one' has no session 'never-seen'.",
+        ),
+        ({"session": "s-1"}, "runtime", "Runtime: Name the runtime too: sessions are named per runtime."),
+        (
+            {"runtime": "agent-one", "at": "noon"},
+            "at",
+            "At: " + filters.BAD_TIME_MESSAGE.format(value="noon"),
+        ),
+        ({"runtime": "agent-one", "when": "now"}, "when", "This page has no field named 'when'."),
     ],
 )
-def test_in_force_refuses_what_it_cannot_read_naming_the_field(
-    auditor: User, runtime: AgentRuntime, query: dict[str, str], field: str
+def test_in_force_says_what_it_cannot_read_on_its_page_the_form_kept(
+    auditor: User, runtime: AgentRuntime, query: dict[str, str], field: str, message: str
 ) -> None:
+    # Issue 17: a sentence naming the field, on the page with its form as typed.
     response = logged_in(auditor).get(reverse("audit:in-force"), query)
     assert response.status_code == 400
-    assert f"The filter &#x27;{field}&#x27;" in response.content.decode()
+    page = html.unescape(response.content.decode())
+    assert f'data-field="{field}"' in page
+    assert message in page
+    assert '<form method="get" action="/audit/in-force/"' in page
+    for name, value in query.items():
+        if name in ("runtime", "session", "at"):
+            assert f'name="{name}" type="text" value="{value}"' in page
+    if field in ("session", "at"):
+        assert f'id="f-{field}" name="{field}" type="text" value="{query[field]}" aria-invalid="true"' in page
+
+
+def test_in_force_at_is_a_utc_date_time_picker(auditor: User, runtime: AgentRuntime) -> None:
+    # Issue 17: "At" is a native date-time picker, in UTC; a moment given with its offset
+    # (as the event page's links give it) shows as the same moment in UTC.
+    client = logged_in(auditor)
+    page = client.get(reverse("audit:in-force"), {"runtime": runtime.name}).content.decode()
+    assert 'name="at" type="datetime-local" value="">' in page
+    assert "(UTC; leave it empty for now)" in page
+    page = client.get(
+        reverse("audit:in-force"), {"runtime": runtime.name, "at": "2025-01-31T14:05:07.123456+02:00"}
+    ).content.decode()
+    assert 'name="at" type="datetime-local" value="2025-01-31T12:05:07.123" step="0.001"' in page

@@ -1,9 +1,11 @@
 """The audit log page: combinable filters kept in the URL, keyset pages with no COUNT
-and no OFFSET, htmx fragments, and a 400 naming any filter that cannot be read (A1)."""
+and no OFFSET, htmx fragments, and any filter that cannot be read said in a sentence
+beside its field, on the page with the form kept as typed (A1, issue 17)."""
 
 from __future__ import annotations
 
 import datetime as dt
+import html
 import re
 from urllib.parse import parse_qsl, urlsplit
 
@@ -12,7 +14,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from aimon_admin.accounts.models import User
-from aimon_admin.approvals.audit_pages import selectors
+from aimon_admin.approvals.audit_pages import selectors, views
 from aimon_admin.audit import filters
 from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.models import AuditEvent
@@ -100,41 +102,111 @@ def test_time_range_filters_take_dates_and_date_times(auditor: User, runtime: Ag
 
 
 @pytest.mark.parametrize(
-    ("query", "field"),
+    ("query", "field", "problem"),
     [
-        ("action=NOT_AN_ACTION", "action"),
-        ("level=DEBUG", "level"),
-        ("level=INFO&level=WARNING", "level"),
-        ("since=yesterday", "since"),
-        ("until=2025-02-30", "until"),
-        ("since=2025-02-01&until=2025-01-01", "until"),
-        ("before=abc", "before"),
-        ("before=0", "before"),
-        ("runtime=no-such-runtime", "runtime"),
-        ("colour=red", "colour"),
-        ("actor=" + "x" * 201, "actor"),
-        ("session=a%00b", "session"),
+        ("action=NOT_AN_ACTION", "action", filters.UNKNOWN_ACTION_MESSAGE.format(value="NOT_AN_ACTION")),
+        ("level=DEBUG", "level", filters.UNKNOWN_LEVEL_MESSAGE.format(value="DEBUG")),
+        ("level=INFO&level=WARNING", "level", filters.ONE_VALUE_MESSAGE.format(count=2)),
+        ("since=yesterday", "since", filters.BAD_TIME_MESSAGE.format(value="yesterday")),
+        ("until=2025-02-30", "until", filters.BAD_TIME_MESSAGE.format(value="2025-02-30")),
+        ("since=2025-02-01&until=2025-01-01", "until", filters.UNTIL_BEFORE_SINCE_MESSAGE),
+        ("before=abc", "before", filters.BAD_CURSOR_MESSAGE.format(value="abc")),
+        ("before=0", "before", filters.BAD_CURSOR_MESSAGE.format(value="0")),
+        ("runtime=no-such-runtime", "runtime", "No runtime is named 'no-such-runtime'."),
+        ("colour=red", "colour", "The audit log has no filter named 'colour'."),
+        ("actor=" + "x" * 201, "actor", filters.TOO_LONG_MESSAGE.format(limit=200)),
+        ("session=a%00b", "session", filters.CONTROL_CHARACTER_MESSAGE),
     ],
 )
-def test_a_filter_that_cannot_be_read_is_a_400_naming_it(
-    auditor: User, runtime: AgentRuntime, query: str, field: str
+def test_a_filter_that_cannot_be_read_is_said_on_the_page_the_form_kept(
+    auditor: User, runtime: AgentRuntime, query: str, field: str, problem: str
 ) -> None:
-    # Fail closed: never a 500, never the whole log shown as if it were filtered.
+    # Fail closed: never a 500, never the whole log shown as if it were filtered; and
+    # (issue 17) the page stays, its form as typed, the sentence beside the field.
     response = logged_in(auditor).get(f"{LOG}?{query}")
     assert response.status_code == 400
-    page = response.content.decode()
-    assert f"The filter &#x27;{field}&#x27;" in page
+    page = html.unescape(response.content.decode())
     assert "<tr data-seq=" not in page
+    assert 'role="search" aria-label="Filter the log"' in page
+    assert f'data-field="{field}"' in page
+    label = filters.FIELD_LABELS.get(field)
+    assert (views.BAD_FILTER_MESSAGE.format(label=label, problem=problem) if label else problem) in page
+    if field in ("actor", "runtime", "session", "since", "until"):
+        assert f'aria-invalid="true" aria-describedby="f-{field}-error"' in page
+        assert f'<p class="error" id="f-{field}-error">{problem}</p>' in page
+
+
+def test_a_filter_error_reads_as_a_sentence_and_keeps_the_other_filters(
+    auditor: User, runtime: AgentRuntime
+) -> None:
+    # Issue 17: it read "The filter 'runtime' no runtime is named 'nope'", on a 400 page
+    # with no form.
+    response = logged_in(auditor).get(LOG, {"runtime": "nope", "actor": "alice", "level": "WARNING"})
+    page = html.unescape(response.content.decode())
+    assert "Runtime: No runtime is named 'nope'." in page
+    assert 'name="runtime" type="text" value="nope" aria-invalid="true"' in page
+    assert 'name="actor" type="text" value="alice"' in page
+    assert '<option value="WARNING" selected>' in page
+    assert '<a href="#f-runtime">in the form</a>' in page
 
 
 def test_an_unreadable_filter_sent_by_htmx_is_shown_in_the_results(auditor: User) -> None:
     # htmx 2 swaps no 4xx: the results area says what is wrong, with status 200.
     response = logged_in(auditor).get(f"{LOG}?since=last+week", headers=HTMX)
     assert response.status_code == 200
-    page = response.content.decode()
+    page = html.unescape(response.content.decode())
     assert page.lstrip().startswith('<div id="log-results"')
     assert 'data-field="since"' in page
-    assert "The filter &#x27;since&#x27; &#x27;last week&#x27; is not an ISO 8601 date" in page
+    assert "Since: 'last week' is not a date or a date and time" in page
+
+
+def test_times_are_utc_date_time_pickers_showing_the_same_bounds(auditor: User) -> None:
+    # Issue 17: Since and Until are native date-time pickers in UTC; a date or a time with
+    # an offset, given in the address, shows as the same bound; text that is no time stays
+    # a text box holding it, beside its error.
+    client = logged_in(auditor)
+    page = client.get(LOG, {"since": "2025-01-31", "until": "2025-01-31"}).content.decode()
+    assert 'name="since" type="datetime-local" value="2025-01-31T00:00">' in page
+    assert 'name="until" type="datetime-local" value="2025-01-31T23:59">' in page
+    assert 'Since <span class="help">(UTC)</span>' in page
+    page = client.get(LOG, {"since": "2025-01-31T14:05:07+02:00"}).content.decode()
+    assert 'name="since" type="datetime-local" value="2025-01-31T12:05:07" step="1"' in page
+    page = client.get(LOG, {"since": "soon"}).content.decode()
+    assert 'name="since" type="text" value="soon" aria-invalid="true"' in page
+
+
+@pytest.mark.parametrize(
+    ("typed", "end", "moment"),
+    [
+        ("2025-01-31", False, dt.datetime(2025, 1, 31, tzinfo=dt.UTC)),
+        ("2025-01-31", True, dt.datetime(2025, 2, 1, tzinfo=dt.UTC)),
+        ("2025-01-31T14:05", True, dt.datetime(2025, 1, 31, 14, 6, tzinfo=dt.UTC)),
+        ("2025-01-31T14:05:07", True, dt.datetime(2025, 1, 31, 14, 5, 8, tzinfo=dt.UTC)),
+        ("2025-01-31T14:05:07.123", True, dt.datetime(2025, 1, 31, 14, 5, 7, 124000, tzinfo=dt.UTC)),
+        ("2025-01-31T14:05:07.123456", True, dt.datetime(2025, 1, 31, 14, 5, 7, 123457, tzinfo=dt.UTC)),
+        ("2025-01-31T14:05+02:00", False, dt.datetime(2025, 1, 31, 12, 5, tzinfo=dt.UTC)),
+        ("2025-01-31T14:05", False, dt.datetime(2025, 1, 31, 14, 5, tzinfo=dt.UTC)),
+    ],
+)
+def test_until_includes_the_whole_last_unit_typed(typed: str, end: bool, moment: dt.datetime) -> None:
+    # "Until 14:05" from a picker includes 14:05:30; a bare date, the whole day; and the
+    # picker's value for a date means the same bound as the date.
+    assert filters.parse_time("until" if end else "since", typed, end=end) == moment
+    shown = filters.time_input_value(typed, end=end)
+    assert shown is not None
+    if "." not in typed:
+        assert filters.parse_time("x", shown, end=end) == moment
+
+
+def test_rows_show_the_exact_utc_time_with_the_relative_one_on_hover(auditor: User) -> None:
+    # Issue 17: times were only relative ("less than a minute ago").
+    event = write(subject="timed")
+    page = logged_in(auditor).get(LOG).content.decode()
+    row = re.search(rf'<tr data-seq="{event.seq}".*?</tr>', page, re.S).group(0)
+    stamp = event.created_at.astimezone(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    shown = event.created_at.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    assert f'<time datetime="{stamp}" title="less than a minute ago">{shown}</time>' in row
+    assert '<td title="timed">timed</td>' in row  # a cut value keeps its whole on hover
 
 
 def test_htmx_gets_the_results_fragment_and_the_canonical_url(auditor: User, mixed_log: dict) -> None:
@@ -157,7 +229,7 @@ def test_the_full_page_keeps_the_filters_in_its_form_and_export_links(
     )
     assert '<option value="SESSION_CLEARED" selected>' in page
     assert '<option value="SESSION_REVOKED" selected>' in page
-    assert 'name="actor" value="alice"' in page
+    assert 'name="actor" type="text" value="alice"' in page
     query = "action=SESSION_CLEARED&amp;action=SESSION_REVOKED&amp;actor=alice"
     assert f'href="/audit/events/export.csv?{query}"' in page
     assert f'href="/audit/events/export.jsonl?{query}"' in page

@@ -35,8 +35,8 @@ IN_FORCE_COUNT_LIMIT = 50
 # log's order. Time filters are turned into seq ranges (so the seq indexes serve them)
 # that are wider than the times by this margin; the times themselves still filter.
 CLOCK_SKEW_MARGIN = dt.timedelta(minutes=5)
-UNKNOWN_RUNTIME_MESSAGE = "no runtime is named {name!r}"
-UNKNOWN_SESSION_MESSAGE = "runtime {runtime!r} has no session {session!r}"
+UNKNOWN_RUNTIME_MESSAGE = "No runtime is named {name!r}."
+UNKNOWN_SESSION_MESSAGE = "Runtime {runtime!r} has no session {session!r}."
 
 # A skill named in an event's details, as text. The wrapper makes "=" compare text (a bare
 # KT compares JSON on SQLite); migration 0005 indexes this very expression.

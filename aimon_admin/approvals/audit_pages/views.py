@@ -2,9 +2,10 @@
 and the streamed exports.
 
 Read-only: every view is GET (a POST is 405) and needs `audit.view_auditevent`, which the
-auditor and operator roles hold. Filters live in the query string; one that cannot be
-read is a 400 page naming it (for htmx, the results area says so with status 200, as
-htmx 2 does not swap a 4xx).
+auditor and operator roles hold. Filters live in the query string. One that cannot be
+read is said in a sentence beside its field, the form kept as typed, on the same page
+with status 400 (for htmx, the results area says so with status 200, as htmx 2 does not
+swap a 4xx); pages without a form (escalations, exports) answer the 400 error page.
 """
 
 from __future__ import annotations
@@ -31,14 +32,29 @@ from aimon_admin.approvals.choices import GrantScope
 from aimon_admin.approvals.models import Grant
 from aimon_admin.audit import chain, export
 from aimon_admin.audit.choices import AuditAction, AuditLevel
-from aimon_admin.audit.filters import FilterError, LogFilters, parse_cursor, parse_filters, parse_time
+from aimon_admin.audit.filters import (
+    FIELD_LABELS,
+    LOG_FIELDS,
+    ONE_VALUE_MESSAGE,
+    FilterError,
+    LogFilters,
+    parse_cursor,
+    parse_filters,
+    parse_time,
+    time_input_value,
+)
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.audit.verification import last_verification
 
 PERMISSION = "audit.view_auditevent"
 # Messages users see (tests import these).
 BAD_FILTER_TITLE = "This filter cannot be read"
-BAD_FILTER_MESSAGE = "The filter '{field}' {problem}."
+BAD_FILTER_MESSAGE = "{label}: {problem}"
+NOT_A_FILTER_MESSAGE = "This page has no filter named {name!r}."
+NOT_A_FIELD_MESSAGE = "This page has no field named {name!r}."
+SESSION_NEEDS_RUNTIME_MESSAGE = "Name the runtime too: sessions are named per runtime."
+# The fields of the pages' forms, by the names they have in the query string.
+LABELS = {**FIELD_LABELS, "at": "At"}
 REACH_WORDS = (
     "All sessions of runtime {runtime}",
     "no expiry",
@@ -72,14 +88,19 @@ def _render(
     return response
 
 
-def _bad_filter(request: HttpRequest, error: FilterError, template: str | None = None) -> HttpResponse:
-    message = BAD_FILTER_MESSAGE.format(field=error.field, problem=error.problem)
-    if template and getattr(request, "htmx", None):
-        return _render(request, template, {"filter_error": message, "filter_field": error.field}, "results")
+def filter_message(error: FilterError) -> str:
+    """The sentence above the results: "Runtime: No runtime is named 'nope'." (a field the
+    page does not have is named in the problem itself)."""
+    label = LABELS.get(error.field)
+    return BAD_FILTER_MESSAGE.format(label=label, problem=error.problem) if label else error.problem
+
+
+def _bad_filter(request: HttpRequest, error: FilterError) -> HttpResponse:
+    """The 400 error page, for pages with no form to keep."""
     context = {
         "status": 400,
         "title": BAD_FILTER_TITLE,
-        "message": message,
+        "message": filter_message(error),
         "request_id": getattr(request, "request_id", ""),
     }
     return render(request, "core/error.html", context, status=400)
@@ -135,27 +156,102 @@ def _log_context(filters: LogFilters, page: selectors.EventPage, before: int | N
     }
 
 
-def _form_context(filters: LogFilters | None) -> dict[str, Any]:
-    raw: Mapping[str, tuple[str, ...]] = filters.raw if filters else {}
+@dataclass(frozen=True)
+class FilterField:
+    """One field of a filter form as the page shows it: the value as typed, its error."""
+
+    name: str
+    label: str
+    value: str
+    kind: str = "text"  # the <input> type
+    hint: str = ""  # said after the label
+    placeholder: str = ""
+    error: str = ""
+    datalist: str = ""  # the id of a <datalist> of suggestions
+    required: bool = False
+
+    @property
+    def id(self) -> str:
+        return f"f-{self.name}"
+
+    @property
+    def step(self) -> str:
+        """A picker's step: minutes (the default, left out), or the second or millisecond of
+        a value given to one, so the browser takes the value as it is."""
+        if "." in self.value:
+            return "0.001"
+        return "1" if self.value.count(":") == 2 else ""
+
+
+# The log's text filters: (name, placeholder).
+TEXT_FILTERS = (("actor", "username or runtime:name"), ("runtime", ""), ("session", ""), ("subject", ""))
+TIME_HINT = "UTC"
+AT_HINT = "UTC; leave it empty for now"
+
+
+def _first(params: Mapping[str, list[str]], name: str) -> str:
+    return next((value.strip() for value in params.get(name, ()) if value.strip()), "")
+
+
+def time_field(
+    name: str, typed: str, *, end: bool, error: FilterError | None, hint: str = TIME_HINT
+) -> FilterField:
+    """A date-time picker (UTC), showing what was typed as the same bound; a value it
+    cannot show (text that is no time) stays a text box holding it, to be corrected."""
+    shown = time_input_value(typed, end=end) if typed else ""
+    wrong = error.problem if error and error.field == name else ""
+    if shown is None:
+        return FilterField(name, LABELS[name], typed, kind="text", hint=hint, error=wrong)
+    return FilterField(name, LABELS[name], shown, kind="datetime-local", hint=hint, error=wrong)
+
+
+def _form_context(params: Mapping[str, list[str]], error: FilterError | None = None) -> dict[str, Any]:
+    """The filter form as typed (also when a value cannot be read), with the error beside
+    the field it is about."""
+
+    def wrong(name: str) -> str:
+        return error.problem if error and error.field == name else ""
+
+    actions = {value.strip() for value in params.get("action", ())}
     return {
         "action_choices": [
-            {"value": value, "label": label, "selected": value in raw.get("action", ())}
+            {"value": value, "label": label, "selected": value in actions}
             for value, label in AuditAction.choices
         ],
+        "action_error": wrong("action"),
         "level_choices": AuditLevel.choices,
-        "values": {name: (values[0] if values else "") for name, values in raw.items() if name != "action"},
+        "level": _first(params, "level"),
+        "level_error": wrong("level"),
+        "text_fields": [
+            FilterField(name, LABELS[name], _first(params, name), placeholder=placeholder, error=wrong(name))
+            for name, placeholder in TEXT_FILTERS
+        ],
+        "time_fields": [
+            time_field(name, _first(params, name), end=name == "until", error=error)
+            for name in ("since", "until")
+        ],
     }
 
 
 @_auditor
 def log_view(request: HttpRequest) -> HttpResponse:
+    params = _params(request)
     try:
-        filters = parse_filters(_params(request))
-        before = parse_cursor(_params(request))
+        filters = parse_filters(params)
+        before = parse_cursor(params)
         page = selectors.event_page(filters=filters, before=before, size=selectors.PAGE_SIZE)
     except FilterError as error:
-        return _bad_filter(request, error, "audit/log.html")
-    context = {**_log_context(filters, page, before), **_form_context(filters)}
+        # The page as it was asked for, the form kept, the error beside its field; for htmx
+        # the results area says it (with 200: htmx 2 does not swap a 4xx).
+        context = {
+            **_form_context(params, error),
+            "filter_error": filter_message(error),
+            "filter_field": error.field,
+            "filter_anchor": f"f-{error.field}" if error.field in LOG_FIELDS else "",
+        }
+        htmx = getattr(request, "htmx", None)
+        return _render(request, "audit/log.html", context, "results", status=200 if htmx else 400)
+    context = {**_log_context(filters, page, before), **_form_context(params)}
     response = _render(request, "audit/log.html", context, "results")
     if getattr(request, "htmx", None):
         # The address bar gets the canonical query (no blank filters), not the raw form.
@@ -342,7 +438,7 @@ def escalations_view(request: HttpRequest) -> HttpResponse:
     try:
         for name in params:
             if name not in ("runtime", "before"):
-                raise FilterError(name, "is not a filter of this page")
+                raise FilterError(name, NOT_A_FILTER_MESSAGE.format(name=name))
         runtime_name = ",".join(v.strip() for v in params.get("runtime", []) if v.strip())
         runtime = selectors.runtime_named(runtime_name) if runtime_name else None
         before = parse_cursor(params)
@@ -380,17 +476,18 @@ def escalations_view(request: HttpRequest) -> HttpResponse:
 @_auditor
 def in_force_view(request: HttpRequest) -> HttpResponse:
     params = _params(request)
-    values = {name: (params.get(name) or [""])[0].strip() for name in ("runtime", "session", "at")}
-    context: dict[str, Any] = {"values": values, "result": None}
+    values = {name: _first(params, name) for name in ("runtime", "session", "at")}
+    context: dict[str, Any] = {"result": None}
+    failed: FilterError | None = None
     try:
         for name, given in params.items():
             if name not in values:
-                raise FilterError(name, "is not a field of this page")
+                raise FilterError(name, NOT_A_FIELD_MESSAGE.format(name=name))
             if len(given) > 1:
-                raise FilterError(name, f"takes one value, not {len(given)}")
+                raise FilterError(name, ONE_VALUE_MESSAGE.format(count=len(given)))
         if values["session"] and not values["runtime"]:
-            raise FilterError("runtime", "is needed with a session (sessions are named per runtime)")
-        at = parse_time("at", values["at"], end_of_day=False) if values["at"] else timezone.now()
+            raise FilterError("runtime", SESSION_NEEDS_RUNTIME_MESSAGE)
+        at = parse_time("at", values["at"], end=False) if values["at"] else timezone.now()
         if values["runtime"]:
             runtime = selectors.runtime_named(values["runtime"])
             session = (
@@ -400,7 +497,25 @@ def in_force_view(request: HttpRequest) -> HttpResponse:
             )
             context["result"] = selectors.grants_in_force_at(runtime=runtime, session=session, at=at)
     except FilterError as error:
-        return _bad_filter(request, error)
+        failed = error
+        context["filter_error"] = filter_message(error)
+        context["filter_field"] = error.field
+
+    def wrong(name: str) -> str:
+        return failed.problem if failed and failed.field == name else ""
+
+    context["fields"] = [
+        FilterField(
+            "runtime",
+            "Runtime",
+            values["runtime"],
+            error=wrong("runtime"),
+            datalist="runtime-names",
+            required=True,
+        ),
+        FilterField("session", "Session (optional)", values["session"], error=wrong("session")),
+        time_field("at", values["at"], end=False, error=failed, hint=AT_HINT),
+    ]
     if context["result"] is not None:
         now = timezone.now()
         context["rows"] = [
@@ -412,7 +527,7 @@ def in_force_view(request: HttpRequest) -> HttpResponse:
             for grant in context["result"].grants
         ]
     context["runtime_names"] = selectors.runtime_names()
-    return render(request, "audit/in_force.html", context)
+    return render(request, "audit/in_force.html", context, status=400 if failed else 200)
 
 
 # --- Export -------------------------------------------------------------------------------------
