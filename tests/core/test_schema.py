@@ -60,3 +60,14 @@ def test_each_decision_endpoint_documents_its_own_body() -> None:
     assert tool["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith(
         "/ToolDecisionInRequest"
     )
+
+
+def test_docs_page_carries_the_products_header_and_a_way_back(client: Client) -> None:
+    # Issue 17: /api/docs/ had no header and no way back to the product.
+    html = client.get("/api/docs/").content.decode()
+    header = re.search(r'<header class="docs-topbar">.*?</header>', html, re.S)
+    assert header is not None
+    assert '<a class="docs-brand" href="/">AIMON Admin</a>' in header.group(0)
+    assert '<a href="/" data-testid="docs-back">Back to AIMON Admin</a>' in header.group(0)
+    assert '<a href="/api/schema/">The OpenAPI schema</a>' in header.group(0)
+    assert html.index("</header>") < html.index('<main id="swagger-ui">')
