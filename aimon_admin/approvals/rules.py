@@ -81,10 +81,14 @@ def rule_index_reset() -> None:
     """Forget this process's cached rule index: the next `rule_index` builds it afresh.
 
     For tests (a rolled-back test's rules must not judge the next one) and for anything
-    else that changed rules without bumping the version."""
+    else that changed rules without bumping the version. The tool rule index is forgotten
+    with it (tool_rules.py)."""
     global _cached
     with _lock:
         _cached = None
+    from aimon_admin.approvals import tool_rules  # imports this module: read at call time
+
+    tool_rules.tool_rule_index_reset()
 
 
 def _bump_version() -> None:

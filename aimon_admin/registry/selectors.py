@@ -15,7 +15,7 @@ from aimon_admin.registry.choices import (
     SideEffectLevel,
     ToolSource,
 )
-from aimon_admin.registry.models import McpServer, RelayFinding, Tool
+from aimon_admin.registry.models import McpServer, RelayFinding, Tool, ToolSubject
 from aimon_admin.runtimes.models import AgentRuntime
 
 
@@ -130,6 +130,29 @@ def tool_gate(*, runtime: AgentRuntime, name: str, server: str | None, attended:
         attended=attended,
     )
     return ToolGateAnswer(registered=axes is not None, axes=axes or policy.UNREGISTERED, result=result)
+
+
+# Plain SQL for the same reason as `tool_axes`: it runs on every tool decision. One row at most
+# (the unique index on server, tool answers it); the table holds one row per named subject.
+_SUBJECT_SQL = f"SELECT argument FROM {ToolSubject._meta.db_table} WHERE server = %s AND tool = %s"  # noqa: S608 # nosec B608
+
+
+def subject_argument_for(server: str | None, tool: str) -> str:
+    """U1: the name of the argument whose value is a call's subject for this tool (a local
+    tool: `server` None or ""), or "" when the operator named none.
+
+    Read on every tool decision, so one indexed lookup and no cache: a cache would need the
+    same round trip to know it is fresh (a subject set on one node must count on the next
+    decision of every node)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_SUBJECT_SQL, [server or "", tool])
+        row = cursor.fetchone()
+    return row[0] if row else ""
+
+
+def tool_subjects() -> QuerySet[ToolSubject]:
+    """Every subject argument the operator has named, by server and tool."""
+    return ToolSubject.objects.order_by("server", "tool")
 
 
 def mcp_servers_enabled() -> QuerySet[McpServer]:
