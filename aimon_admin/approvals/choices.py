@@ -69,6 +69,13 @@ class ToolCallSource(models.TextChoices):
     GATE = "GATE", "The tool's side-effect gate"
 
 
+# What an answered item's `source` may hold: the layer that decided it at creation, of the skill
+# chain (S2) or of a tool call's chain (part U), which names the same layers and a few more.
+ITEM_SOURCE_CHOICES: list[tuple[str, str]] = DecisionSource.choices + [
+    (value, label) for value, label in ToolCallSource.choices if value not in DecisionSource.values
+]
+
+
 class RequestKind(models.TextChoices):
     """What a request asks about: skills (part S) or one tool call (part U)."""
 
@@ -77,9 +84,12 @@ class RequestKind(models.TextChoices):
 
 
 class Answer(models.TextChoices):
-    """The buttons (S4; labels fixed by API.md), and S13's *Deny this request*, which stores
-    nothing: offered where a Deny would hold beyond what this person may give or a rule allows."""
+    """The buttons (S4, U3; labels fixed by API.md), and S13's *Deny this request*, which stores
+    nothing: offered where a Deny would hold beyond what this person may give or a rule allows.
+    *Allow this call* is a tool request's only: it stores no grant, the request's digest is the
+    approval (U4)."""
 
+    ALLOW_CALL = "ALLOW_CALL", "Allow this call"
     ALLOW_ONCE = "ALLOW_ONCE", "Allow once"
     ALLOW_SESSION = "ALLOW_SESSION", "Allow for this session"
     ALLOW_AGENT = "ALLOW_AGENT", "Always allow for this agent"

@@ -15,7 +15,7 @@ from django.db.models.functions import Length
 from django.db.models.lookups import LessThanOrEqual
 
 from aimon_admin.approvals.choices import (
-    DecisionSource,
+    ITEM_SOURCE_CHOICES,
     GrantDecision,
     GrantKind,
     GrantOrigin,
@@ -292,7 +292,7 @@ class ApprovalItem(models.Model):
     widest_scope = models.CharField(max_length=8, choices=GrantScope.choices, default=GrantScope.AGENT)
     decision = models.CharField(max_length=8, choices=GrantDecision.choices, blank=True, default="")
     scope = models.CharField(max_length=8, choices=ItemScope.choices, blank=True, default="")
-    source = models.CharField(max_length=20, choices=DecisionSource.choices, blank=True, default="")
+    source = models.CharField(max_length=20, choices=ITEM_SOURCE_CHOICES, blank=True, default="")
     answered_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )
@@ -322,7 +322,7 @@ class ApprovalItem(models.Model):
             ),
             _in("widest_scope", GrantScope, "approval_item_widest_scope_valid", "scope"),
             models.CheckConstraint(
-                condition=Q(source="") | Q(source__in=DecisionSource.values),
+                condition=Q(source="") | Q(source__in=[value for value, _ in ITEM_SOURCE_CHOICES]),
                 name="approval_item_source_valid",
                 violation_error_message="Unknown decision source.",
             ),

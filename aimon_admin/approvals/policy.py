@@ -114,6 +114,8 @@ def grant_for_answer(answer: Answer | str, shape: RequestShape) -> GrantTarget:
     answer = Answer(answer)
     if answer == Answer.DENY_REQUEST:
         raise AnswerNotOffered("Deny this request writes no grant")
+    if answer == Answer.ALLOW_CALL:
+        raise AnswerNotOffered("Allow this call writes no grant: the request's digest is the approval (U4)")
     if answer == Answer.ALLOW_AGENT:
         return GrantTarget(GrantScope.AGENT, GrantDecision.ALLOW, Holder.AGENT)
     holder = shape.session_holder

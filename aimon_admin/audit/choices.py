@@ -63,6 +63,15 @@ class AuditAction(models.TextChoices):
     RULE_CREATED = "RULE_CREATED", "Skill rule created"
     RULE_CHANGED = "RULE_CHANGED", "Skill rule changed"
     RULE_DELETED = "RULE_DELETED", "Skill rule deleted"
+    # Tool calls that ask (DESIGN U3, U4, U7): the twins of the skill events above
+    TOOL_GRANTED = "TOOL_GRANTED", "Tool approval granted for a subject pattern"
+    TOOL_CALL_APPROVED = "TOOL_CALL_APPROVED", "One tool call approved, bound to its arguments' digest"
+    TOOL_CALL_APPROVAL_USED = "TOOL_CALL_APPROVAL_USED", "An approved tool call was used"
+    TOOL_ABORT_DENIED = "TOOL_ABORT_DENIED", "Unanswered tool call denied on abort"
+    TOOL_ANSWER_SETTLED = (
+        "TOOL_ANSWER_SETTLED",
+        "Tool answer settled by a grant another answer had just written",
+    )
     # The audit log itself
     AUDIT_CHAIN_VERIFIED = "AUDIT_CHAIN_VERIFIED", "Audit chain verified"
     AUDIT_CHAIN_BROKEN = "AUDIT_CHAIN_BROKEN", "Audit chain found broken"

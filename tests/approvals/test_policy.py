@@ -204,6 +204,8 @@ GRANT_TABLE: dict[Answer, dict[tuple[bool, bool, bool], GrantTarget | str]] = {
     ALWAYS: {key: GrantTarget(AGENT, G_ALLOW, A_HOLD) for key in SHAPES},  # S4: never "escalated"
     # S13: Deny this request writes no grant anywhere.
     Answer.DENY_REQUEST: dict.fromkeys(SHAPES, NOT_OFFERED),
+    # U3, U4: Allow this call writes no grant either: the request's digest is the approval.
+    Answer.ALLOW_CALL: dict.fromkeys(SHAPES, NOT_OFFERED),
 }
 
 
@@ -213,7 +215,11 @@ GRANT_TABLE: dict[Answer, dict[tuple[bool, bool, bool], GrantTarget | str]] = {
 def test_grant_for_answer_table(answer: Answer, key: tuple[bool, bool, bool]) -> None:  # S4, S6
     expected = GRANT_TABLE[answer][key]
     if expected == NOT_OFFERED:
-        why = "writes no grant" if answer == Answer.DENY_REQUEST else "Allow once needs a turn of a session"
+        why = (
+            "writes no grant"
+            if answer in (Answer.DENY_REQUEST, Answer.ALLOW_CALL)
+            else "Allow once needs a turn of a session"
+        )
         with pytest.raises(AnswerNotOffered, match=why):
             grant_for_answer(answer, shape(*key))
     else:
@@ -268,6 +274,7 @@ def test_the_labels_read_exactly_as_api_md_and_design_s13_say() -> None:
         ALWAYS: "Always allow for this agent",
         NO: "Deny",
         Answer.DENY_REQUEST: "Deny this request",  # S13
+        Answer.ALLOW_CALL: "Allow this call",  # U3
     }
 
 
