@@ -6,9 +6,11 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
 from aimon_admin.core.actors import Actor
+from aimon_admin.core.prg import form_from_draft, redirect_invalid
 from aimon_admin.runtimes import selectors, services
 from aimon_admin.runtimes.forms import RuntimeCreateForm, RuntimeSettingsForm, TokenIssueForm
 from aimon_admin.runtimes.models import AgentRuntime, RuntimeToken
@@ -37,8 +39,11 @@ def runtime_list_view(request: HttpRequest) -> HttpResponse:
 @login_required
 @permission_required("runtimes.add_agentruntime", raise_exception=True)
 def runtime_create_view(request: HttpRequest) -> HttpResponse:
-    form = RuntimeCreateForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
+    if request.method == "GET":
+        form = form_from_draft(request, "runtime-create", RuntimeCreateForm)
+        return render(request, "runtimes/create.html", {"form": form})
+    form = RuntimeCreateForm(request.POST)
+    if form.is_valid():
         data = form.cleaned_data
         runtime = services.runtime_create(
             name=data["name"],
@@ -50,15 +55,27 @@ def runtime_create_view(request: HttpRequest) -> HttpResponse:
         )
         messages.success(request, f"Runtime {runtime.name} created. Issue it a token below.")
         return redirect("runtimes:detail", name=runtime.name)
-    return render(request, "runtimes/create.html", {"form": form})
+    return redirect_invalid(request, form, name="runtime-create", to=reverse("runtimes:create"))
+
+
+def _settings_draft(runtime: AgentRuntime) -> str:
+    return f"runtime-settings:{runtime.name}"
+
+
+def _token_draft(runtime: AgentRuntime) -> str:
+    return f"token-issue:{runtime.name}"
 
 
 def _detail_context(request: HttpRequest, runtime: AgentRuntime, **extra: object) -> dict:
+    # After an invalid POST (post/redirect/get), the form as typed and its errors.
+    settings_form = form_from_draft(
+        request, _settings_draft(runtime), lambda data: RuntimeSettingsForm.for_runtime(runtime, data=data)
+    )
     context = {
         "runtime": runtime,
         "tokens": selectors.runtime_tokens(runtime=runtime),
-        "settings_form": RuntimeSettingsForm.for_runtime(runtime),
-        "token_form": TokenIssueForm(),
+        "settings_form": settings_form,
+        "token_form": form_from_draft(request, _token_draft(runtime), TokenIssueForm),
         "can_change": request.user.has_perm("runtimes.change_agentruntime"),
         "can_issue": request.user.has_perm("runtimes.add_runtimetoken"),
     }
@@ -97,14 +114,20 @@ def runtime_settings_view(request: HttpRequest, name: str) -> HttpResponse:
         saved = SETTINGS_SAVED_MESSAGE if changed else SETTINGS_UNCHANGED_MESSAGE
         runtime.refresh_from_db()
         form = RuntimeSettingsForm.for_runtime(runtime)
-    context = _detail_context(request, runtime, settings_form=form, settings_saved=saved)
     if request.htmx:
         # An invalid form re-renders with 200: htmx 2 does not swap 4xx responses.
+        context = _detail_context(request, runtime, settings_form=form, settings_saved=saved)
         return render(request, "runtimes/detail.html#settings", context)
     if saved:
         messages.success(request, saved)
         return redirect("runtimes:detail", name=runtime.name)
-    return render(request, "runtimes/detail.html", context)
+    return redirect_invalid(
+        request,
+        form,
+        name=_settings_draft(runtime),
+        to=reverse("runtimes:detail", args=[runtime.name]),
+        anchor="runtime-settings",
+    )
 
 
 @require_http_methods(["GET", "POST"])
@@ -118,7 +141,13 @@ def token_issue_view(request: HttpRequest, name: str) -> HttpResponse:
         return redirect("runtimes:detail", name=runtime.name)
     form = TokenIssueForm(request.POST)
     if not form.is_valid():
-        return render(request, "runtimes/detail.html", _detail_context(request, runtime, token_form=form))
+        return redirect_invalid(
+            request,
+            form,
+            name=_token_draft(runtime),
+            to=reverse("runtimes:detail", args=[runtime.name]),
+            anchor="runtime-tokens",
+        )
     token, plaintext = services.token_issue(
         runtime=runtime, label=form.cleaned_data["label"], actor=Actor.for_user(request.user)
     )

@@ -15,6 +15,7 @@ from aimon_admin.runtimes.services import token_issue
 from aimon_admin.runtimes.tokens import token_hash
 from aimon_admin.runtimes.views import TOKEN_ALREADY_SHOWN_MESSAGE
 from tests.conftest import TEST_ACTOR
+from tests.core.prg_support import assert_invalid_post_redirects_and_reloads
 
 pytestmark = pytest.mark.django_db
 
@@ -117,14 +118,27 @@ def test_operator_creates_a_runtime(operator: User) -> None:
     assert AuditEvent.objects.get(action=AuditAction.RUNTIME_CREATED).actor == operator
 
 
-def test_create_form_names_the_bad_field(operator: User, runtime: AgentRuntime) -> None:
-    response = logged_in(operator).post(
-        "/runtimes/new/", {"name": "agent-one", "ceiling": "SOMETIMES", "exempt_at_or_below": "READ_ONLY"}
+def test_create_form_names_the_bad_field_and_a_reload_keeps_it(operator: User, runtime: AgentRuntime) -> None:
+    # Issue 17 item 6: post/redirect/get, what was typed and the errors kept.
+    page = assert_invalid_post_redirects_and_reloads(
+        logged_in(operator),
+        "/runtimes/new/",
+        {
+            "name": "agent-one",
+            "ceiling": "SOMETIMES",
+            "exempt_at_or_below": "READ_ONLY",
+            "description": "typed",
+        },
+        page="/runtimes/new/",
+        shows=[
+            "A runtime with this name already exists.",
+            "Select a valid choice. SOMETIMES is not one of the available choices.",
+            'value="agent-one"',
+            "typed</textarea>",
+        ],
     )
-    assert response.status_code == 200
-    page = response.content.decode()
-    assert "A runtime with this name already exists." in page
-    assert "Select a valid choice. SOMETIMES is not one of the available choices." in page
+    assert page.count("A runtime with this name already exists.") == 1
+    assert AgentRuntime.objects.count() == 1
 
 
 def test_settings_saved_by_htmx_return_the_settings_fragment(runtime: AgentRuntime, operator: User) -> None:
@@ -220,11 +234,33 @@ def test_a_get_on_a_form_address_goes_to_the_runtime_page_not_405(
     assert not RuntimeToken.objects.exists()
 
 
-def test_an_invalid_token_form_re_renders_with_its_error(runtime: AgentRuntime, operator: User) -> None:
-    response = logged_in(operator).post("/runtimes/agent-one/tokens/", {"label": "x" * 101})
-    assert response.status_code == 200
-    assert "at most 100 characters" in response.content.decode()
+def test_an_invalid_token_form_is_shown_again_with_its_error_and_a_reload_keeps_it(
+    runtime: AgentRuntime, operator: User
+) -> None:
+    # Issue 17 item 6: a reload gave "405 Not possible this way" and lost the label.
+    assert_invalid_post_redirects_and_reloads(
+        logged_in(operator),
+        "/runtimes/agent-one/tokens/",
+        {"label": "x" * 101},
+        page="/runtimes/agent-one/",
+        shows=["at most 100 characters", f'value="{"x" * 101}"'],
+    )
     assert not RuntimeToken.objects.exists()
+
+
+def test_invalid_settings_without_htmx_are_shown_again_and_a_reload_keeps_them(
+    runtime: AgentRuntime, operator: User
+) -> None:
+    # Issue 17 item 6: the settings form without htmx (no script), post/redirect/get.
+    assert_invalid_post_redirects_and_reloads(
+        logged_in(operator),
+        "/runtimes/agent-one/settings/",
+        {**SETTINGS, "ceiling": "EVERYTHING", "description": "kept"},
+        page="/runtimes/agent-one/",
+        shows=["kept</textarea>", "Select a valid choice. EVERYTHING is not one of the available choices."],
+    )
+    runtime.refresh_from_db()
+    assert runtime.description != "kept"
 
 
 def test_revoke_asks_for_confirmation_before_revoking(runtime: AgentRuntime, operator: User) -> None:
