@@ -31,6 +31,10 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
         "approvals.change_skillrule",
         "approvals.delete_skillrule",
         "audit.view_auditevent",
+        # The administration pages: people, their roles and access, locked sign-ins.
+        "accounts.view_user",
+        "accounts.add_user",
+        "accounts.change_user",
     ),
     Role.APPROVER: ("approvals.answer_approvalrequest",),
     Role.AUDITOR: (

@@ -10,11 +10,16 @@ from django.conf import settings
 from django.contrib.auth.management import create_permissions
 from django.contrib.auth.models import Group, Permission
 from django.contrib.auth.password_validation import validate_password
+from django.contrib.auth.tokens import default_token_generator
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
+from django.utils.encoding import force_bytes
+from django.utils.http import urlsafe_base64_encode
 
 from aimon_admin.accounts.models import User
 from aimon_admin.accounts.roles import ROLE_PERMISSIONS, Role
+from aimon_admin.accounts.selectors import password_link_valid_hours
 from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.services import audit_record
 from aimon_admin.core.actors import Actor
@@ -23,8 +28,20 @@ from aimon_admin.core.actors import Actor
 TYPED_USERNAME_MAX = 64
 
 
+LAST_OPERATOR_MESSAGE = (
+    "{username} is the last active operator: make someone else an operator first, so somebody "
+    "can still manage people and runtimes."
+)
+SELF_DEACTIVATE_MESSAGE = "You cannot deactivate yourself: ask another operator to do it."
+
+
 class UserExistsError(ValueError):
     pass
+
+
+class AccessChangeRefusedError(ValueError):
+    """A change to a person's access that would leave nobody able to administer (the words
+    are for the operator who tried)."""
 
 
 def role_groups_sync(*, using: str = "default") -> None:
@@ -85,13 +102,37 @@ def user_create(
     return user
 
 
+def _lock_operators_and(user: User) -> None:
+    """Lock the active operators' rows and `user`'s, in one order, so that two operators
+    removing each other at once wait for one another (PostgreSQL) rather than both passing
+    the last-operator check, or deadlocking. SQLite runs writes one at a time anyway."""
+    operators = User.objects.filter(groups__name=Role.OPERATOR, is_active=True).values("pk")
+    locked = User.objects.select_for_update().filter(Q(pk=user.pk) | Q(pk__in=operators)).order_by("pk")
+    list(locked.values_list("pk", flat=True))
+
+
+def _keep_an_operator(user: User) -> None:
+    """Refuse to take the last active operator away (call with the rows locked)."""
+    if not (user.is_active and user.has_role(Role.OPERATOR)):
+        return
+    others = User.objects.filter(groups__name=Role.OPERATOR, is_active=True).exclude(pk=user.pk)
+    if not others.exists():
+        raise AccessChangeRefusedError(LAST_OPERATOR_MESSAGE.format(username=user.username))
+
+
 @transaction.atomic
 def user_set_roles(*, user: User, roles: Iterable[str], actor: Actor) -> None:
+    """Give a person exactly these roles. The last active operator keeps theirs."""
     roles = sorted(set(roles))
     groups = _role_groups(roles)
+    user.__dict__.pop("roles", None)  # read them afresh, inside this transaction
     before = sorted(user.roles)
     if before == roles:
         return
+    if Role.OPERATOR in before and Role.OPERATOR not in roles:
+        _lock_operators_and(user)
+        user.refresh_from_db()
+        _keep_an_operator(user)
     user.groups.set(groups)
     user.__dict__.pop("roles", None)  # the cached roles are stale now
     audit_record(
@@ -101,6 +142,70 @@ def user_set_roles(*, user: User, roles: Iterable[str], actor: Actor) -> None:
         subject=user.username,
         details={"before": before, "after": roles},
     )
+
+
+@transaction.atomic
+def user_deactivate(*, user: User, actor: Actor) -> bool:
+    """Stop a person signing in (their open sessions end at their next request). Never a
+    deletion: their events, answers and grants keep naming them. Nobody deactivates
+    themselves, nor the last active operator. False (nothing recorded) if already inactive."""
+    if actor.user is not None and actor.user.pk == user.pk:
+        raise AccessChangeRefusedError(SELF_DEACTIVATE_MESSAGE)
+    _lock_operators_and(user)
+    user = User.objects.get(pk=user.pk)
+    if not user.is_active:
+        return False
+    _keep_an_operator(user)
+    # Conditional, so two deactivations at once record one.
+    if User.objects.filter(pk=user.pk, is_active=True).update(is_active=False) != 1:
+        return False
+    audit_record(
+        action=AuditAction.USER_DEACTIVATED,
+        actor=actor,
+        level=AuditLevel.WARNING,
+        subject_type="user",
+        subject=user.username,
+        details={"roles": sorted(user.roles)},
+    )
+    return True
+
+
+@transaction.atomic
+def user_reactivate(*, user: User, actor: Actor) -> bool:
+    """Let a deactivated person sign in again, with the roles they had. False (nothing
+    recorded) if already active."""
+    if User.objects.filter(pk=user.pk, is_active=False).update(is_active=True) != 1:
+        return False
+    user.refresh_from_db()
+    audit_record(
+        action=AuditAction.USER_REACTIVATED,
+        actor=actor,
+        subject_type="user",
+        subject=user.username,
+        details={"roles": sorted(user.roles)},
+    )
+    return True
+
+
+@transaction.atomic
+def user_password_link(*, user: User, actor: Actor) -> tuple[str, str]:
+    """A set-password link's two parts for an active person: (uidb64, token), Django's
+    password-reset token. It works once (setting the password changes what the token was
+    made from) and for password_link_valid_hours() hours; a sign-in since it was made ends it
+    too. The audit event records that a link was made, never the token."""
+    user = User.objects.get(pk=user.pk)
+    if not user.is_active:
+        raise AccessChangeRefusedError(f"{user.username} is deactivated: reactivate them first.")
+    uidb64 = urlsafe_base64_encode(force_bytes(user.pk))
+    token = default_token_generator.make_token(user)
+    audit_record(
+        action=AuditAction.USER_PASSWORD_LINK_ISSUED,
+        actor=actor,
+        subject_type="user",
+        subject=user.username,
+        details={"valid_hours": password_link_valid_hours(), "had_password": user.has_usable_password()},
+    )
+    return uidb64, token
 
 
 @transaction.atomic

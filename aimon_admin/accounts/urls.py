@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
+from aimon_admin.accounts import people_views
 from aimon_admin.accounts.forms import LoginForm
 
 app_name = "accounts"
@@ -18,4 +19,16 @@ urlpatterns = [
         name="login",
     ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("set-password/<uidb64>/<token>/", people_views.set_password_view, name="set-password"),
+    # Operators' administration: people and locked sign-ins.
+    path("people/", people_views.people_view, name="people"),
+    path("people/new/", people_views.person_create_view, name="person-create"),
+    path("people/<str:username>/", people_views.person_view, name="person"),
+    path("people/<str:username>/roles/", people_views.person_roles_view, name="person-roles"),
+    path("people/<str:username>/deactivate/", people_views.person_deactivate_view, name="person-deactivate"),
+    path("people/<str:username>/reactivate/", people_views.person_reactivate_view, name="person-reactivate"),
+    path("people/<str:username>/password-link/", people_views.person_link_view, name="person-link"),
+    path("sign-ins/locked/", people_views.locked_view, name="locked"),
+    # A username as typed at sign-in may hold any character, a slash too.
+    path("sign-ins/locked/<path:username>/unlock/", people_views.unlock_view, name="unlock"),
 ]

@@ -15,7 +15,7 @@ LOCKOUT_PAUSED = (
     "Sign-in for this username from your address is paused for {count} minutes",
 )
 LOCKOUT_AFTER = (" after {count} failed attempt.", " after {count} failed attempts.")
-LOCKOUT_ADVICE = " Wait and try again, or ask an operator to unlock it."
+LOCKOUT_ADVICE = " Wait and try again, or ask an operator, who can unlock it on their Locked sign-ins page."
 
 
 def lockout_message(*, minutes: int, limit: int) -> str:

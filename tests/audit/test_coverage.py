@@ -271,6 +271,11 @@ def _remember_token(w: World, result: tuple[RuntimeToken, str]) -> tuple[Runtime
     return result
 
 
+def _remember_link(w: World, result: tuple[str, str]) -> tuple[str, str]:
+    w.secrets.append(result[1])  # the set-password token: never in an event
+    return result
+
+
 def _check_trust_per_tool(w: World, events: list[AuditEvent]) -> None:
     (event,) = [e for e in events if e.action == AuditAction.MCP_TRUST_CHANGED]
     tools = event.details["tools"]
@@ -442,6 +447,29 @@ CASES: dict[str, list[Case]] = {
             run=lambda w: accounts.login_unlock(username="alice", actor=Actor.for_user(w.operator)),
             expect=(AuditAction.LOGIN_UNLOCKED,),
             actor=lambda w: Actor.for_user(w.operator),
+            changes=False,
+        )
+    ],
+    "aimon_admin.accounts.services.user_deactivate": [
+        Case(
+            run=lambda w: accounts.user_deactivate(user=w.approver, actor=w.op),
+            expect=(AuditAction.USER_DEACTIVATED,),
+            actor=_op,
+        )
+    ],
+    "aimon_admin.accounts.services.user_reactivate": [
+        Case(
+            run=lambda w: accounts.user_reactivate(user=w.approver, actor=w.op),
+            expect=(AuditAction.USER_REACTIVATED,),
+            actor=_op,
+            prepare=lambda w: accounts.user_deactivate(user=w.approver, actor=w.op),
+        )
+    ],
+    "aimon_admin.accounts.services.user_password_link": [
+        Case(
+            run=lambda w: _remember_link(w, accounts.user_password_link(user=w.approver, actor=w.op)),
+            expect=(AuditAction.USER_PASSWORD_LINK_ISSUED,),
+            actor=_op,
             changes=False,
         )
     ],

@@ -68,7 +68,7 @@ def test_every_counted_message_has_a_singular(message: tuple[str, str], values: 
 def test_lockout_page_words_one_minute_and_one_attempt() -> None:
     assert lockout_message(minutes=1, limit=1) == (
         "Sign-in for this username from your address is paused for 1 minute after 1 failed attempt. "
-        "Wait and try again, or ask an operator to unlock it."
+        "Wait and try again, or ask an operator, who can unlock it on their Locked sign-ins page."
     )
     assert "for 15 minutes after 5 failed attempts." in lockout_message(minutes=15, limit=5)
 

@@ -25,6 +25,8 @@ from django.db import transaction
 from django.middleware.csrf import _get_new_csrf_string
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from django.utils.encoding import force_bytes
+from django.utils.http import urlsafe_base64_encode
 
 from aimon_admin.accounts.models import User
 from aimon_admin.accounts.roles import Role
@@ -157,6 +159,18 @@ EXPECTED: dict[str, Expect] = {
     # A signed-in person is sent on from the sign-in page; to others an empty form is shown again.
     "accounts:login": Expect(get=SIGN_IN, post=SIGN_IN),
     "accounts:logout": Expect(get=everyone(NOT_ALLOWED), post=everyone(MOVED)),
+    # A set-password link's page is for whoever holds the link (here a token that never was).
+    "accounts:set-password": Expect(get=everyone(OK), post=everyone(OK)),
+    # Administration (issue 17 item 7): operators only; auditors do not read people either.
+    "accounts:people": only_get(operators(OK)),
+    "accounts:person-create": Expect(get=operators(OK), post=operators(OK)),  # invalid form, re-shown
+    "accounts:person": only_get(operators(OK)),
+    "accounts:person-roles": Expect(get=operators(MOVED), post=operators(MOVED)),  # GET: to the person
+    "accounts:person-deactivate": Expect(get=operators(OK), post=operators(MOVED)),
+    "accounts:person-reactivate": only_post(operators(MOVED)),
+    "accounts:person-link": Expect(get=operators(OK), post=operators(MOVED)),  # to the page that shows it
+    "accounts:locked": only_get(operators(OK)),
+    "accounts:unlock": Expect(get=operators(OK), post=operators(MOVED)),
     # Runtimes (operators change; auditors read)
     "runtimes:list": only_get(readers()),
     "runtimes:create": Expect(get=operators(OK), post=operators(OK)),  # invalid form, re-shown
@@ -424,6 +438,9 @@ def path_of(route: Route, world: World) -> str:
         "content_type_id": lambda: ContentType.objects.get_for_model(AgentRuntime).pk,
         "object_id": lambda: _admin_object_id(route.name or "", world),
         "id": lambda: world.users["alice"].pk,
+        "username": lambda: world.users["alice"].username,
+        "uidb64": lambda: urlsafe_base64_encode(force_bytes(world.users["alice"].pk)),
+        "token": lambda: "not-a-real-link-token",
         "url": lambda: "nowhere/",
     }
     pk_by_prefix = {
@@ -496,7 +513,8 @@ def fingerprint() -> dict[str, Any]:
         "runtimes": sorted(
             AgentRuntime.objects.values_list("pk", "ceiling", "exempt_at_or_below", "owner", "is_active")
         ),
-        "users": User.objects.count(),
+        "users": sorted(User.objects.values_list("pk", "is_active", "password")),
+        "roles": sorted(User.groups.through.objects.values_list("user_id", "group_id")),
         "sessions": Session.objects.count(),
     }
 

@@ -70,7 +70,7 @@ def test_limit_reached_locks_out_with_styled_page_and_audits_it(client: Client, 
     page = response.content.decode()
     assert LOCKOUT_TITLE in page
     assert 'class="card narrow"' in page  # templates/core/error.html, inside base.html
-    assert "ask an operator to unlock it" in page
+    assert "ask an operator, who can unlock it on their Locked sign-ins page" in page  # issue 17
 
     failed = _events(AuditAction.LOGIN_FAILED, person.username)
     assert len(failed) == LIMIT
