@@ -10,15 +10,29 @@ from __future__ import annotations
 
 import threading
 
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
 from aimon_admin.approvals.choices import RuleAction
 from aimon_admin.approvals.models import ToolRule
-from aimon_admin.approvals.rules import _current_version
+from aimon_admin.approvals.rules import _bump_version, _current_version
 from aimon_admin.approvals.tool_policy import (
+    PATTERN_WHOLE_DESTRUCTIVE,
+    RuleTextError,
     ToolRuleIndex,
     ToolRuleSpec,
+    parse_rule_text,
+    rule_text,
     subject_pattern_problems,
+    tool_label,
     tool_name_problems,
+    whole_tool_allowed,
 )
+from aimon_admin.audit.choices import AuditAction
+from aimon_admin.audit.services import audit_record
+from aimon_admin.core.actors import Actor
+from aimon_admin.registry import selectors as registry_selectors
+from aimon_admin.runtimes.models import AgentRuntime
 
 _lock = threading.Lock()
 _cached: tuple[int, ToolRuleIndex] | None = None
@@ -67,3 +81,180 @@ def tool_rule_index_reset() -> None:
     global _cached
     with _lock:
         _cached = None
+
+
+# --- Writes (U1, U5, U7) ------------------------------------------------------------------------
+
+PRE_APPROVAL_NEEDS_ALLOW = "Only an ALLOW can be a pre-approval for unattended runs."
+PRE_APPROVAL_NEEDS_RUNTIME = "A pre-approval answers one runtime's unattended runs: choose the runtime."
+WHOLE_TOOL_UNREGISTERED = (
+    "No runtime or enabled MCP server has registered {tool}, so it counts as destructive: an allow "
+    "for it must name a subject pattern, e.g. {tool}(git status:*), never the whole tool."
+)
+STORED_TOOL_RULE_INVALID = (
+    "This rule's stored text is not valid: {problems} Delete the rule and write it again."
+)
+
+
+def _whole_tool_problem(
+    *, server: str, tool: str, pattern: str, action: str, runtime: AgentRuntime | None
+) -> str | None:
+    """U3, U5: an ALLOW (or pre-approval) of the whole of a destructive or unregistered
+    tool is refused. For a rule of every runtime, every registration of the tool counts:
+    one destructive registration is enough to refuse it."""
+    if pattern or action != RuleAction.ALLOW:
+        return None
+    label = tool_label(server=server, tool=tool)
+    registered = [
+        found.axes for found in registry_selectors.tools_named(server=server, name=tool, runtime=runtime)
+    ]
+    if not registered:
+        return WHOLE_TOOL_UNREGISTERED.format(tool=label)
+    if not all(whole_tool_allowed(axes) for axes in registered):
+        return PATTERN_WHOLE_DESTRUCTIVE
+    return None
+
+
+def _check(
+    *, server: str, tool: str, pattern: str, action: str, runtime: AgentRuntime | None, unattended: bool
+) -> None:
+    problems: dict[str, list[str]] = {}
+    if action not in RuleAction.values:
+        problems["action"] = [f"Choose one of {', '.join(RuleAction.values)}."]
+    if unattended and action != RuleAction.ALLOW:
+        problems["unattended"] = [PRE_APPROVAL_NEEDS_ALLOW]
+    elif unattended and runtime is None:
+        problems["unattended"] = [PRE_APPROVAL_NEEDS_RUNTIME]
+    whole = _whole_tool_problem(server=server, tool=tool, pattern=pattern, action=action, runtime=runtime)
+    if whole:
+        problems["text"] = [whole]
+    if problems:
+        raise ValidationError(problems)
+
+
+def _snapshot(rule: ToolRule) -> dict[str, object]:
+    return {
+        "runtime": rule.runtime.name if rule.runtime else None,
+        "text": rule_text(server=rule.server, tool=rule.tool, pattern=rule.pattern),
+        "server": rule.server,
+        "tool": rule.tool,
+        "pattern": rule.pattern,
+        "action": rule.action,
+        "unattended": rule.unattended,
+        "note": rule.note,
+    }
+
+
+def _text_of(rule: ToolRule) -> str:
+    return rule_text(server=rule.server, tool=rule.tool, pattern=rule.pattern)
+
+
+@transaction.atomic
+def tool_rule_create(
+    *,
+    text: str,
+    action: str,
+    actor: Actor,
+    runtime: AgentRuntime | None = None,
+    unattended: bool = False,
+    note: str = "",
+) -> ToolRule:
+    """Writes an argument rule written as `Tool(pattern)` (U1): `Bash(git status:*)`,
+    `Bash` for the whole tool, `git/git_push(origin:*)` for an MCP server's tool.
+    `unattended` makes an ALLOW of one runtime a pre-approval for its unattended runs (U5).
+    Refused, each problem named by its field: text off the grammar, a pre-approval that is
+    not one runtime's ALLOW, an ALLOW of the whole of a destructive or unregistered tool,
+    a rule that already exists."""
+    try:
+        parsed = parse_rule_text(text)
+    except RuleTextError as exc:
+        raise ValidationError({"text": exc.problems}) from exc
+    _check(
+        server=parsed.server,
+        tool=parsed.tool,
+        pattern=parsed.pattern,
+        action=action,
+        runtime=runtime,
+        unattended=unattended,
+    )
+    rule = ToolRule(
+        runtime=runtime,
+        server=parsed.server,
+        tool=parsed.tool,
+        pattern=parsed.pattern,
+        action=RuleAction(action),
+        unattended=unattended,
+        note=note,
+    )
+    rule.full_clean()
+    rule.save()
+    _bump_version()
+    audit_record(
+        action=AuditAction.TOOL_RULE_CREATED,
+        actor=actor,
+        runtime=runtime,
+        subject_type="tool_rule",
+        subject=_text_of(rule),
+        details=_snapshot(rule),
+    )
+    return rule
+
+
+@transaction.atomic
+def tool_rule_update(
+    *, rule: ToolRule, actor: Actor, action: str, unattended: bool, note: str = ""
+) -> ToolRule:
+    """Changes a rule's action, pre-approval and note; its runtime and text stay (to change
+    those, delete the rule and write another). Checked as `tool_rule_create` checks."""
+    rule = ToolRule.objects.select_for_update(of=("self",)).select_related("runtime").get(pk=rule.pk)
+    try:
+        parse_rule_text(_text_of(rule))
+    except RuleTextError as exc:
+        # Written around the services: nothing keeps it alive but a deletion.
+        raise ValidationError(
+            {"text": [STORED_TOOL_RULE_INVALID.format(problems=" ".join(exc.problems))]}
+        ) from exc
+    before = _snapshot(rule)
+    _check(
+        server=rule.server,
+        tool=rule.tool,
+        pattern=rule.pattern,
+        action=action,
+        runtime=rule.runtime,
+        unattended=unattended,
+    )
+    rule.action = RuleAction(action)
+    rule.unattended = unattended
+    rule.note = note
+    after = _snapshot(rule)
+    if before == after:
+        return rule
+    rule.full_clean()
+    rule.save()
+    _bump_version()
+    audit_record(
+        action=AuditAction.TOOL_RULE_CHANGED,
+        actor=actor,
+        runtime=rule.runtime,
+        subject_type="tool_rule",
+        subject=_text_of(rule),
+        details={"before": before, "after": after},
+    )
+    return rule
+
+
+@transaction.atomic
+def tool_rule_delete(*, rule: ToolRule, actor: Actor) -> None:
+    rule = ToolRule.objects.select_related("runtime").get(pk=rule.pk)
+    before = _snapshot(rule)
+    runtime = rule.runtime
+    rule.delete()
+    _bump_version()
+    audit_record(
+        action=AuditAction.TOOL_RULE_DELETED,
+        actor=actor,
+        runtime=runtime,
+        subject_type="tool_rule",
+        subject=str(before["text"]),
+        details={"before": before},
+    )

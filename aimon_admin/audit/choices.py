@@ -63,6 +63,11 @@ class AuditAction(models.TextChoices):
     RULE_CREATED = "RULE_CREATED", "Skill rule created"
     RULE_CHANGED = "RULE_CHANGED", "Skill rule changed"
     RULE_DELETED = "RULE_DELETED", "Skill rule deleted"
+    # Tool argument rules and subjects (DESIGN U1, U5, U7)
+    TOOL_RULE_CREATED = "TOOL_RULE_CREATED", "Tool rule created"
+    TOOL_RULE_CHANGED = "TOOL_RULE_CHANGED", "Tool rule changed"
+    TOOL_RULE_DELETED = "TOOL_RULE_DELETED", "Tool rule deleted"
+    TOOL_SUBJECT_SET = "TOOL_SUBJECT_SET", "Tool's subject argument set"
     # Tool calls that ask (DESIGN U3, U4, U7): the twins of the skill events above
     TOOL_GRANTED = "TOOL_GRANTED", "Tool approval granted for a subject pattern"
     TOOL_CALL_APPROVED = "TOOL_CALL_APPROVED", "One tool call approved, bound to its arguments' digest"

@@ -150,6 +150,18 @@ def subject_argument_for(server: str | None, tool: str) -> str:
     return row[0] if row else ""
 
 
+def tools_named(*, server: str | None, name: str, runtime: AgentRuntime | None = None) -> QuerySet[Tool]:
+    """The present registrations a rule or subject for `server/name` names: an MCP tool on
+    its enabled server; a runtime's own tool for `runtime`, or for every runtime that
+    registered it when `runtime` is None. Empty when no one registered it (T9: then the
+    tool counts as unregistered wherever it is called)."""
+    tools = Tool.objects.filter(present=True, name=name).select_related("server", "runtime")
+    if server:
+        return tools.filter(source=ToolSource.MCP, server__name=server, server__enabled=True)
+    tools = tools.filter(source=ToolSource.LOCAL)
+    return tools.filter(runtime=runtime) if runtime is not None else tools.order_by("runtime__name")
+
+
 def tool_subjects() -> QuerySet[ToolSubject]:
     """Every subject argument the operator has named, by server and tool."""
     return ToolSubject.objects.order_by("server", "tool")

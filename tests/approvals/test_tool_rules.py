@@ -3,14 +3,22 @@ write rules (validated, audited)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from django.core.exceptions import ValidationError
 
 from aimon_admin.approvals import rules, tool_rules
 from aimon_admin.approvals.choices import RuleAction
 from aimon_admin.approvals.models import ToolRule
+from aimon_admin.approvals.tool_policy import PATTERN_WHOLE_DESTRUCTIVE, TOOL_NAME_EMPTY, ToolRuleMatch
+from aimon_admin.audit.choices import AuditAction
+from aimon_admin.audit.models import AuditEvent
 from aimon_admin.registry.choices import DestructiveBehavior, IdempotencyBehavior, SideEffectLevel
 from aimon_admin.registry.policy import ToolAxes
+from aimon_admin.registry.services import local_tools_replace
 from aimon_admin.runtimes.models import AgentRuntime
+from tests.conftest import TEST_ACTOR
 
 pytestmark = pytest.mark.django_db
 
@@ -19,7 +27,9 @@ WRITES = ToolAxes(
 )
 
 
-def _match(runtime: AgentRuntime, subject: str | None, *, tool: str = "Bash", unattended: bool = False):
+def _match(
+    runtime: AgentRuntime, subject: str | None, *, tool: str = "Bash", unattended: bool = False
+) -> ToolRuleMatch:
     return tool_rules.tool_rule_index().match(
         runtime_id=runtime.pk, server="", tool=tool, subject=subject, axes=WRITES, unattended=unattended
     )
@@ -71,3 +81,181 @@ def test_a_stored_allow_the_grammar_refuses_asks_instead(runtime: AgentRuntime) 
     assert found.allow is None
     assert found.ask is not None
     assert found.ask.id == bad.pk
+
+
+# --- The services -------------------------------------------------------------------------------
+
+
+def _register(runtime: AgentRuntime, **tools: dict[str, Any]) -> None:
+    local_tools_replace(
+        runtime=runtime,
+        tools=[{"name": name, "description": name, **axes} for name, axes in tools.items()],
+        actor=TEST_ACTOR,
+    )
+
+
+SAFE_WRITER = {
+    "side_effect_level": "MUTATING",
+    "destructive_behavior": "NON_DESTRUCTIVE",
+    "idempotency_behavior": "IDEMPOTENT",
+}
+DESTRUCTIVE = {"side_effect_level": "MUTATING", "destructive_behavior": "DESTRUCTIVE"}
+
+
+def _refusal(**kwargs: Any) -> dict[str, list[str]]:
+    before = (ToolRule.objects.count(), AuditEvent.objects.count())
+    with pytest.raises(ValidationError) as caught:
+        tool_rules.tool_rule_create(actor=TEST_ACTOR, **kwargs)
+    assert (ToolRule.objects.count(), AuditEvent.objects.count()) == before  # nothing written
+    return caught.value.message_dict
+
+
+def test_create_writes_the_rule_and_its_event(runtime: AgentRuntime) -> None:
+    # U1, U7: the rule text, action, runtime and pre-approval flag are in the event.
+    rule = tool_rules.tool_rule_create(
+        text="Bash(git status:*)", action="ALLOW", runtime=runtime, note="read-only git", actor=TEST_ACTOR
+    )
+    assert (rule.server, rule.tool, rule.pattern, rule.action) == ("", "Bash", "git status:*", "ALLOW")
+    event = AuditEvent.objects.get(action=AuditAction.TOOL_RULE_CREATED)
+    assert event.subject == "Bash(git status:*)"
+    assert event.subject_type == "tool_rule"
+    assert event.runtime_id == runtime.pk
+    assert event.details == {
+        "runtime": "agent-one",
+        "text": "Bash(git status:*)",
+        "server": "",
+        "tool": "Bash",
+        "pattern": "git status:*",
+        "action": "ALLOW",
+        "unattended": False,
+        "note": "read-only git",
+    }
+    # The next decision sees it without anyone resetting the index (the version moved).
+    assert _match(runtime, "git status").allow.id == rule.pk
+
+
+def test_create_reads_an_mcp_tool_as_server_slash_tool() -> None:
+    rule = tool_rules.tool_rule_create(text="git/git_push(origin:*)", action="DENY", actor=TEST_ACTOR)
+    assert (rule.server, rule.tool, rule.pattern, rule.runtime) == ("git", "git_push", "origin:*", None)
+
+
+def test_a_pre_approval_is_one_runtimes_allow_and_says_so_in_its_event(runtime: AgentRuntime) -> None:
+    # U5, U7
+    rule = tool_rules.tool_rule_create(
+        text="Bash(make test)", action="ALLOW", runtime=runtime, unattended=True, actor=TEST_ACTOR
+    )
+    assert rule.unattended
+    event = AuditEvent.objects.get(action=AuditAction.TOOL_RULE_CREATED)
+    assert event.details["unattended"] is True
+    assert _match(runtime, "make test", unattended=True).pre_approval.id == rule.pk
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("(git:*)", TOOL_NAME_EMPTY),  # an empty tool name
+        ("", TOOL_NAME_EMPTY),
+        (b"Bash(git\x1b:*)".decode("unicode_escape"), "No control characters in a subject pattern"),
+        (b"Ba\x07sh(git:*)".decode("unicode_escape"), "No control characters in a tool name"),
+        ("Bash(git:*", "written in brackets"),
+        ("Bash(git **)", "No runs of **"),
+        ("bad server!/tool(x)", "is not an MCP server name"),
+    ],
+)
+def test_text_off_the_grammar_is_refused_with_the_problem_named(text: str, problem: str) -> None:
+    # Issue 15, bad input: patterns with control characters or an empty tool name are refused at save.
+    refused = _refusal(text=text, action="DENY")
+    assert problem in " ".join(refused["text"])
+
+
+def test_a_pre_approval_must_be_an_allow_of_one_runtime(runtime: AgentRuntime) -> None:
+    # U5
+    refused = _refusal(text="Bash(make test)", action="ASK", runtime=runtime, unattended=True)
+    assert refused["unattended"] == [tool_rules.PRE_APPROVAL_NEEDS_ALLOW]
+    refused = _refusal(text="Bash(make test)", action="ALLOW", unattended=True)
+    assert refused["unattended"] == [tool_rules.PRE_APPROVAL_NEEDS_RUNTIME]
+
+
+def test_an_allow_of_the_whole_of_a_destructive_tool_is_refused(runtime: AgentRuntime) -> None:
+    # U3, U5: a DESTRUCTIVE tool's ALLOW rule always carries a pattern, pre-approvals included.
+    _register(runtime, Bash=DESTRUCTIVE)
+    assert _refusal(text="Bash", action="ALLOW")["text"] == [PATTERN_WHOLE_DESTRUCTIVE]
+    assert _refusal(text="Bash", action="ALLOW", runtime=runtime)["text"] == [PATTERN_WHOLE_DESTRUCTIVE]
+    refused = _refusal(text="Bash", action="ALLOW", runtime=runtime, unattended=True)
+    assert refused["text"] == [PATTERN_WHOLE_DESTRUCTIVE]
+    # With a pattern it is an ordinary rule; ASK and DENY of the whole tool are fine.
+    tool_rules.tool_rule_create(text="Bash(ls:*)", action="ALLOW", actor=TEST_ACTOR)
+    tool_rules.tool_rule_create(text="Bash", action="DENY", runtime=runtime, actor=TEST_ACTOR)
+    tool_rules.tool_rule_create(text="Bash", action="ASK", actor=TEST_ACTOR)
+
+
+def test_an_allow_of_the_whole_of_an_unregistered_tool_is_refused(runtime: AgentRuntime) -> None:
+    # T9: a tool nobody registered counts as destructive.
+    refused = _refusal(text="Bash", action="ALLOW", runtime=runtime)
+    assert refused["text"] == [tool_rules.WHOLE_TOOL_UNREGISTERED.format(tool="Bash")]
+    refused = _refusal(text="git/git_push", action="ALLOW")
+    assert refused["text"] == [tool_rules.WHOLE_TOOL_UNREGISTERED.format(tool="git/git_push")]
+
+
+def test_a_rule_of_every_runtime_is_refused_if_any_registration_is_destructive(
+    runtime: AgentRuntime, other_runtime: AgentRuntime
+) -> None:
+    _register(runtime, Bash=SAFE_WRITER)
+    _register(other_runtime, Bash=DESTRUCTIVE)
+    assert _refusal(text="Bash", action="ALLOW")["text"] == [PATTERN_WHOLE_DESTRUCTIVE]
+    # For the runtime whose Bash writes but destroys nothing, the whole tool may be allowed.
+    rule = tool_rules.tool_rule_create(text="Bash", action="ALLOW", runtime=runtime, actor=TEST_ACTOR)
+    assert rule.pattern == ""
+
+
+def test_the_same_rule_twice_is_refused(runtime: AgentRuntime) -> None:
+    tool_rules.tool_rule_create(text="Bash(rm:*)", action="DENY", runtime=runtime, actor=TEST_ACTOR)
+    refused = _refusal(text="Bash(rm:*)", action="ASK", runtime=runtime)
+    assert "already has a rule" in " ".join(refused["__all__"])
+    # Another runtime, every runtime, or a pre-approval of the same text are other rules.
+    tool_rules.tool_rule_create(text="Bash(rm:*)", action="DENY", actor=TEST_ACTOR)
+
+
+def test_update_records_before_and_after(runtime: AgentRuntime) -> None:
+    # U7
+    rule = tool_rules.tool_rule_create(text="Bash(make:*)", action="ASK", runtime=runtime, actor=TEST_ACTOR)
+    tool_rules.tool_rule_update(rule=rule, action="ALLOW", unattended=True, note="nightly", actor=TEST_ACTOR)
+    rule.refresh_from_db()
+    assert (rule.action, rule.unattended, rule.note) == ("ALLOW", True, "nightly")
+    event = AuditEvent.objects.get(action=AuditAction.TOOL_RULE_CHANGED)
+    assert event.subject == "Bash(make:*)"
+    assert event.details["before"]["action"] == "ASK"
+    assert event.details["after"]["action"] == "ALLOW"
+    assert event.details["after"]["unattended"] is True
+    assert _match(runtime, "make all", unattended=True).pre_approval.id == rule.pk
+
+
+def test_update_that_changes_nothing_writes_nothing(runtime: AgentRuntime) -> None:
+    rule = tool_rules.tool_rule_create(text="Bash(make:*)", action="ASK", actor=TEST_ACTOR)
+    count = AuditEvent.objects.count()
+    tool_rules.tool_rule_update(rule=rule, action="ASK", unattended=False, actor=TEST_ACTOR)
+    assert AuditEvent.objects.count() == count
+
+
+def test_update_is_checked_as_create_is(runtime: AgentRuntime) -> None:
+    # U3, U5: turning a whole-tool ASK into an ALLOW of an unregistered tool is refused.
+    rule = tool_rules.tool_rule_create(text="Bash", action="ASK", runtime=runtime, actor=TEST_ACTOR)
+    with pytest.raises(ValidationError) as caught:
+        tool_rules.tool_rule_update(rule=rule, action="ALLOW", unattended=False, actor=TEST_ACTOR)
+    assert "text" in caught.value.message_dict
+    with pytest.raises(ValidationError) as caught:
+        tool_rules.tool_rule_update(rule=rule, action="DENY", unattended=True, actor=TEST_ACTOR)
+    assert caught.value.message_dict["unattended"] == [tool_rules.PRE_APPROVAL_NEEDS_ALLOW]
+    rule.refresh_from_db()
+    assert rule.action == "ASK"
+
+
+def test_delete_is_audited_and_seen_by_the_next_decision(runtime: AgentRuntime) -> None:
+    rule = tool_rules.tool_rule_create(text="Bash(rm:*)", action="DENY", actor=TEST_ACTOR)
+    assert _match(runtime, "rm x").deny is not None
+    tool_rules.tool_rule_delete(rule=rule, actor=TEST_ACTOR)
+    assert not ToolRule.objects.exists()
+    event = AuditEvent.objects.get(action=AuditAction.TOOL_RULE_DELETED)
+    assert event.subject == "Bash(rm:*)"
+    assert event.details["before"]["action"] == "DENY"
+    assert _match(runtime, "rm x").deny is None

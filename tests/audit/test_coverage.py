@@ -45,7 +45,7 @@ import aimon_admin
 from aimon_admin.accounts import services as accounts
 from aimon_admin.accounts.models import User
 from aimon_admin.accounts.roles import Role
-from aimon_admin.approvals import rules
+from aimon_admin.approvals import rules, tool_rules
 from aimon_admin.approvals import services as approvals
 from aimon_admin.approvals.choices import Answer, GrantScope, RequestStatus, RuleAction
 from aimon_admin.approvals.models import ApprovalRequest, Grant, Session, SkillRule
@@ -74,6 +74,7 @@ SERVICE_MODULE_GLOBS = (
     "*/services.py",
     "*/services/*.py",
     "approvals/rules.py",
+    "approvals/tool_rules.py",
     "registry/config.py",
     "registry/sync/*.py",
     "audit/verification.py",
@@ -317,6 +318,10 @@ def _serve_catalog(w: World) -> str:
     )
     w.prepared = server
     return url
+
+
+def _tool_rule(w: World) -> None:
+    w.prepared = tool_rules.tool_rule_create(text="Bash(make:*)", action=RuleAction.ASK, actor=w.op)
 
 
 def _relay_finding(w: World) -> None:
@@ -640,6 +645,13 @@ CASES: dict[str, list[Case]] = {
             actor=_op,
         )
     ],
+    "aimon_admin.registry.services.subjects.tool_subject_set": [
+        Case(
+            run=lambda w: registry.tool_subject_set(server="", tool="Bash", argument="command", actor=w.op),
+            expect=(AuditAction.TOOL_SUBJECT_SET,),
+            actor=_op,
+        )
+    ],
     "aimon_admin.registry.services.reviews.relay_finding_accept": [
         Case(
             prepare=_relay_finding,
@@ -938,6 +950,46 @@ CASES: dict[str, list[Case]] = {
         Case(
             run=lambda w: rules.rule_delete(rule=w.rule, actor=w.op),
             expect=(AuditAction.RULE_DELETED,),
+            actor=_op,
+        )
+    ],
+    "aimon_admin.approvals.tool_rules.tool_rule_index": [
+        Case(run=lambda w: tool_rules.tool_rule_index(), reads="the cached tool rule index")
+    ],
+    "aimon_admin.approvals.tool_rules.tool_rule_index_reset": [
+        Case(
+            run=lambda w: tool_rules.tool_rule_index_reset(),
+            reads="forgets this process's cached tool rule index; no row is read or written",
+        )
+    ],
+    "aimon_admin.approvals.tool_rules.tool_rule_create": [
+        Case(
+            run=lambda w: tool_rules.tool_rule_create(
+                text="Bash(make test)",
+                action=RuleAction.ALLOW,
+                runtime=w.runtime,
+                unattended=True,
+                actor=w.op,
+            ),
+            expect=(AuditAction.TOOL_RULE_CREATED,),
+            actor=_op,
+        )
+    ],
+    "aimon_admin.approvals.tool_rules.tool_rule_update": [
+        Case(
+            prepare=_tool_rule,
+            run=lambda w: tool_rules.tool_rule_update(
+                rule=w.prepared, action=RuleAction.DENY, unattended=False, actor=w.op
+            ),
+            expect=(AuditAction.TOOL_RULE_CHANGED,),
+            actor=_op,
+        )
+    ],
+    "aimon_admin.approvals.tool_rules.tool_rule_delete": [
+        Case(
+            prepare=_tool_rule,
+            run=lambda w: tool_rules.tool_rule_delete(rule=w.prepared, actor=w.op),
+            expect=(AuditAction.TOOL_RULE_DELETED,),
             actor=_op,
         )
     ],

@@ -21,7 +21,7 @@ from aimon_admin.registry.choices import (
     SyncStatus,
     ToolSource,
 )
-from aimon_admin.registry.models import McpServer, McpSyncRun, RelayFinding, Tool
+from aimon_admin.registry.models import McpServer, McpSyncRun, RelayFinding, Tool, ToolSubject
 from aimon_admin.runtimes.models import AgentRuntime
 
 pytestmark = pytest.mark.django_db
@@ -172,7 +172,7 @@ def test_enum_columns_accept_every_known_value(
         obj.full_clean()
 
 
-@pytest.mark.parametrize("model", [McpServer, McpSyncRun, Tool])
+@pytest.mark.parametrize("model", [McpServer, McpSyncRun, Tool, ToolSubject])
 def test_every_named_constraint_exists_in_the_database(model: type[models.Model]) -> None:
     # The raw statements below can only be refused by constraints the database really has.
     # STYLE "Enums and constraints": named DB constraints, present on both databases.
@@ -529,3 +529,32 @@ def test_a_relay_finding_is_closed_exactly_when_it_has_a_closing_time(runtime: A
     assert_integrity_error(
         lambda: raw_update(finding, status="MAYBE", closed_at=timezone.now()), "relay_finding_status_valid"
     )
+
+
+# --- ToolSubject (U1) ----------------------------------------------------------------------------
+
+
+def test_a_tool_has_one_subject_argument() -> None:
+    # U1: one argument per tool, named by server and tool.
+    original = ToolSubject.objects.create(server="", tool="Bash", argument="command")
+    duplicate = ToolSubject(server="", tool="Bash", argument="cmd")
+    with pytest.raises(ValidationError) as caught:
+        duplicate.full_clean()
+    assert caught.value.messages == ["This tool already has a subject argument."]
+    assert_integrity_error(lambda: raw_insert(original, argument="cmd"), "tool_subject_one_per_tool")
+
+    # The same tool name on an MCP server is another tool.
+    elsewhere = ToolSubject(server="shell", tool="Bash", argument="cmd")
+    elsewhere.full_clean()
+    with transaction.atomic():
+        raw_insert(original, server="shell")
+    assert ToolSubject.objects.filter(tool="Bash").count() == 2
+
+
+@pytest.mark.parametrize(("column", "value"), [("tool", ""), ("argument", "")])
+def test_a_subject_names_its_tool_and_argument(column: str, value: str) -> None:
+    row = ToolSubject.objects.create(server="", tool="Bash", argument="command")
+    setattr(row, column, value)
+    assert "A subject names its tool and the argument." in constraint_messages(row)
+    row.refresh_from_db()
+    assert_integrity_error(lambda: raw_update(row, **{column: value}), "tool_subject_names_both")

@@ -4,9 +4,14 @@ the tool page and load_config write through."""
 from __future__ import annotations
 
 import pytest
+from django.core.exceptions import ValidationError
 
+from aimon_admin.audit.choices import AuditAction
+from aimon_admin.audit.models import AuditEvent
 from aimon_admin.registry.models import ToolSubject
 from aimon_admin.registry.selectors import subject_argument_for
+from aimon_admin.registry.services import subjects, tool_subject_set
+from tests.conftest import TEST_ACTOR
 
 pytestmark = pytest.mark.django_db
 
@@ -26,3 +31,61 @@ def test_subject_is_read_per_tool_and_server() -> None:
     # A local tool and an MCP tool of the same name are two tools.
     assert subject_argument_for("git", "Bash") == ""
     assert subject_argument_for("", "git_push") == ""
+
+
+# --- The service (U1, U7) -----------------------------------------------------------------------
+
+
+def test_setting_a_subject_writes_it_and_its_event() -> None:
+    row = tool_subject_set(server=None, tool="Bash", argument="command", actor=TEST_ACTOR)
+    assert (row.server, row.tool, row.argument) == ("", "Bash", "command")
+    event = AuditEvent.objects.get(action=AuditAction.TOOL_SUBJECT_SET)
+    assert event.subject == "Bash"
+    assert event.details == {"server": "", "tool": "Bash", "before": None, "after": "command"}
+    assert subject_argument_for("", "Bash") == "command"
+
+
+def test_changing_and_clearing_a_subject_are_audited_with_before_and_after() -> None:
+    tool_subject_set(server="git", tool="git_push", argument="remote", actor=TEST_ACTOR)
+    tool_subject_set(server="git", tool="git_push", argument="branch", actor=TEST_ACTOR)
+    assert subject_argument_for("git", "git_push") == "branch"
+    assert tool_subject_set(server="git", tool="git_push", argument="", actor=TEST_ACTOR) is None
+    assert subject_argument_for("git", "git_push") == ""
+    details = [
+        e.details for e in AuditEvent.objects.filter(action=AuditAction.TOOL_SUBJECT_SET).order_by("id")
+    ]
+    assert [(d["before"], d["after"]) for d in details] == [
+        (None, "remote"),
+        ("remote", "branch"),
+        ("branch", None),
+    ]
+    assert details[0]["server"] == "git"
+
+
+def test_a_subject_set_as_it_is_writes_nothing() -> None:
+    tool_subject_set(server="", tool="Bash", argument="command", actor=TEST_ACTOR)
+    count = AuditEvent.objects.count()
+    tool_subject_set(server="", tool="Bash", argument="command", actor=TEST_ACTOR)
+    tool_subject_set(server="", tool="Read", argument="", actor=TEST_ACTOR)  # none to clear
+    assert AuditEvent.objects.count() == count
+    assert not ToolSubject.objects.filter(tool="Read").exists()
+
+
+@pytest.mark.parametrize(
+    ("server", "tool", "argument", "field", "problem"),
+    [
+        ("", "", "command", "tool", subjects.SUBJECT_TOOL_EMPTY),
+        ("", "Bash", "com\x1bmand", "argument", subjects.SUBJECT_CONTROL.format(position=4)),
+        ("", "Ba\nsh", "command", "tool", subjects.SUBJECT_CONTROL.format(position=3)),
+        ("bad server", "x", "command", "server", subjects.SUBJECT_SERVER_BAD.format(server="bad server")),
+        ("", "Bash", "a" * 201, "argument", subjects.SUBJECT_ARGUMENT_TOO_LONG.format(limit=200, length=201)),
+    ],
+)
+def test_bad_names_are_refused_with_the_field_named(
+    server: str, tool: str, argument: str, field: str, problem: str
+) -> None:
+    with pytest.raises(ValidationError) as caught:
+        tool_subject_set(server=server, tool=tool, argument=argument, actor=TEST_ACTOR)
+    assert caught.value.message_dict[field] == [problem]
+    assert not ToolSubject.objects.exists()
+    assert not AuditEvent.objects.filter(action=AuditAction.TOOL_SUBJECT_SET).exists()

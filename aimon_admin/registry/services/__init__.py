@@ -5,7 +5,8 @@ reads claims at decision time.
 
 The modules: `catalog` (a runtime's own tools), `listings` (MCP listings, synced or
 relayed, and relay findings kept), `servers` (servers, trust, *Sync now*), `reviews`
-(definitions accepted, destructive reviews, relay findings decided) and `common` (the
+(definitions accepted, destructive reviews, relay findings decided), `subjects` (a tool's
+subject argument, U1) and `common` (the
 error, its messages and the shared resolution helpers). The public names are re-exported
 here, so `services.mcp_tools_record` and `from aimon_admin.registry.services import ...`
 read as they always have.
@@ -40,6 +41,7 @@ from aimon_admin.registry.services.servers import (
     mcp_sync_request,
     trust_change_preview,
 )
+from aimon_admin.registry.services.subjects import tool_subject_set
 
 __all__ = [
     "DEFINITION_NOT_AWAITING_REVIEW",
@@ -66,5 +68,6 @@ __all__ = [
     "relay_finding_dismiss",
     "tool_accept_definition",
     "tool_record_review",
+    "tool_subject_set",
     "trust_change_preview",
 ]
