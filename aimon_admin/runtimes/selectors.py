@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.db import connection
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, F, Q, QuerySet
 from django.utils import timezone
 
 from aimon_admin.core import rawsql
@@ -21,8 +21,11 @@ LAST_USED_RESOLUTION = dt.timedelta(seconds=60)
 
 
 def runtime_list() -> QuerySet[AgentRuntime]:
-    return AgentRuntime.objects.select_related("owner").annotate(
-        active_tokens=Count("tokens", filter=Q(tokens__revoked_at__isnull=True))
+    """Every runtime, the retired ones last."""
+    return (
+        AgentRuntime.objects.select_related("owner")
+        .annotate(active_tokens=Count("tokens", filter=Q(tokens__revoked_at__isnull=True)))
+        .order_by(F("retired_at").asc(nulls_first=True), "name")
     )
 
 

@@ -76,8 +76,10 @@ def _detail_context(request: HttpRequest, runtime: AgentRuntime, **extra: object
         "tokens": selectors.runtime_tokens(runtime=runtime),
         "settings_form": settings_form,
         "token_form": form_from_draft(request, _token_draft(runtime), TokenIssueForm),
-        "can_change": request.user.has_perm("runtimes.change_agentruntime"),
-        "can_issue": request.user.has_perm("runtimes.add_runtimetoken"),
+        # A retired runtime is frozen: its settings shown, not a form; no new tokens.
+        "can_manage": request.user.has_perm("runtimes.change_agentruntime"),
+        "can_change": request.user.has_perm("runtimes.change_agentruntime") and not runtime.is_retired,
+        "can_issue": request.user.has_perm("runtimes.add_runtimetoken") and not runtime.is_retired,
     }
     context.update(extra)
     return context
@@ -98,6 +100,9 @@ def runtime_settings_view(request: HttpRequest, name: str) -> HttpResponse:
     runtime = _runtime(name)
     if request.method == "GET":
         # A reload of an invalid form's page, or a typed address: the form lives on the runtime's page.
+        return redirect("runtimes:detail", name=runtime.name)
+    if runtime.is_retired:
+        messages.error(request, services.RUNTIME_RETIRED_MESSAGE)
         return redirect("runtimes:detail", name=runtime.name)
     form = RuntimeSettingsForm.for_runtime(runtime, data=request.POST)
     saved = None
@@ -138,6 +143,9 @@ def token_issue_view(request: HttpRequest, name: str) -> HttpResponse:
     reload never issues a second one."""
     runtime = _runtime(name)
     if request.method == "GET":
+        return redirect("runtimes:detail", name=runtime.name)
+    if runtime.is_retired:
+        messages.error(request, services.RUNTIME_RETIRED_MESSAGE)
         return redirect("runtimes:detail", name=runtime.name)
     form = TokenIssueForm(request.POST)
     if not form.is_valid():

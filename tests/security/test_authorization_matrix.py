@@ -179,6 +179,9 @@ EXPECTED: dict[str, Expect] = {
     "runtimes:token-issue": Expect(get=operators(MOVED), post=operators(MOVED)),  # to the page that shows it
     "runtimes:token-issued": only_get(operators(OK)),  # "already shown": the token waits in a session
     "runtimes:token-revoke": Expect(get=operators(OK), post=operators(MOVED)),
+    "runtimes:disable": Expect(get=operators(OK), post=operators(MOVED)),  # a confirmation, then the POST
+    "runtimes:enable": only_post(operators(MOVED)),
+    "runtimes:retire": Expect(get=operators(OK), post=operators(MOVED)),
     # Registry
     "registry:server-list": only_get(readers()),
     "registry:server-create": Expect(get=operators(OK), post=operators(OK)),
@@ -221,6 +224,9 @@ EXPECTED: dict[str, Expect] = {
     "audit:escalations": only_get(readers()),
     "audit:in-force": only_get(readers()),
     "audit:analytics": only_get(readers()),
+    # Verify now (issue 17): the chain verification, asked for at once; its card, polled.
+    "audit:verify": only_post(readers(MOVED)),
+    "audit:verification": only_get(readers()),
     # The runtime API: the token's own runtime; another runtime's request is a 404
     "api:runtime-self": Expect(
         get=api(token=OK, other_token=OK), post=api(token=NOT_ALLOWED, other_token=NOT_ALLOWED)
@@ -511,7 +517,9 @@ def fingerprint() -> dict[str, Any]:
         "findings": sorted(RelayFinding.objects.values_list("pk", "status")),
         "tools": sorted(Tool.objects.values_list("pk", "side_effect_level", "reviewed_at")),
         "runtimes": sorted(
-            AgentRuntime.objects.values_list("pk", "ceiling", "exempt_at_or_below", "owner", "is_active")
+            AgentRuntime.objects.values_list(
+                "pk", "ceiling", "exempt_at_or_below", "owner", "is_active", "retired_at"
+            )
         ),
         "users": sorted(User.objects.values_list("pk", "is_active", "password")),
         "roles": sorted(User.groups.through.objects.values_list("user_id", "group_id")),
