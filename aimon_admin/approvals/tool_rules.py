@@ -96,13 +96,19 @@ STORED_TOOL_RULE_INVALID = (
 )
 
 
+def _wholesale(pattern: str) -> bool:
+    """A pattern with nothing but wildcards (`*`, `:*`, `*:*`) stands for every text subject:
+    as an ALLOW it is the whole tool in all but name."""
+    return not pattern.removesuffix(":*").replace("*", "")
+
+
 def _whole_tool_problem(
     *, server: str, tool: str, pattern: str, action: str, runtime: AgentRuntime | None
 ) -> str | None:
     """U3, U5: an ALLOW (or pre-approval) of the whole of a destructive or unregistered
-    tool is refused. For a rule of every runtime, every registration of the tool counts:
-    one destructive registration is enough to refuse it."""
-    if pattern or action != RuleAction.ALLOW:
+    tool is refused, and so is one whose pattern is only wildcards. For a rule of every
+    runtime, every registration of the tool counts: one destructive registration refuses it."""
+    if action != RuleAction.ALLOW or not _wholesale(pattern):
         return None
     label = tool_label(server=server, tool=tool)
     registered = [

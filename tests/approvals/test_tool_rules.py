@@ -189,6 +189,15 @@ def test_an_allow_of_the_whole_of_a_destructive_tool_is_refused(runtime: AgentRu
     tool_rules.tool_rule_create(text="Bash", action="ASK", actor=TEST_ACTOR)
 
 
+@pytest.mark.parametrize("text", ["Bash(*)", "Bash(:*)", "Bash(*:*)"])
+def test_an_allow_of_only_wildcards_is_the_whole_tool(runtime: AgentRuntime, text: str) -> None:
+    # U3, U5: a pattern of nothing but wildcards allows every text subject: never for a
+    # destructive tool.
+    _register(runtime, Bash=DESTRUCTIVE)
+    assert _refusal(text=text, action="ALLOW", runtime=runtime)["text"] == [PATTERN_WHOLE_DESTRUCTIVE]
+    tool_rules.tool_rule_create(text=text, action="DENY", runtime=runtime, actor=TEST_ACTOR)
+
+
 def test_an_allow_of_the_whole_of_an_unregistered_tool_is_refused(runtime: AgentRuntime) -> None:
     # T9: a tool nobody registered counts as destructive.
     refused = _refusal(text="Bash", action="ALLOW", runtime=runtime)
