@@ -5,11 +5,12 @@ server refuses what a page does not offer."""
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -20,6 +21,7 @@ from aimon_admin.approvals.forms import AnswerForm, RuleForm
 from aimon_admin.approvals.models import ApprovalRequest, Grant, Session, SkillRule
 from aimon_admin.core.actors import Actor
 from aimon_admin.core.plurals import counted
+from aimon_admin.core.prg import form_from_draft, redirect_invalid
 from aimon_admin.runtimes.models import RUNTIME_NAME_VALIDATOR, AgentRuntime
 
 ANSWERED_MESSAGE = "Answered: {skills}."
@@ -445,6 +447,7 @@ def agent_revoke_view(request: HttpRequest, name: str) -> HttpResponse:
 
 
 RULE_SAVED_MESSAGE = "Rule for {pattern} saved."
+RULE_DRAFT = "rule-create"
 PREVIEW_EMPTY_MESSAGE = "Type a pattern to see how many known skills it matches."
 PREVIEW_SAMPLE = 10
 
@@ -503,7 +506,12 @@ def _rules_page(request: HttpRequest, form: RuleForm, preview: dict[str, Any] | 
 @login_required
 @permission_required("approvals.view_skillrule", raise_exception=True)
 def rule_list_view(request: HttpRequest) -> HttpResponse:
-    return _rules_page(request, RuleForm())
+    # After an invalid POST (post/redirect/get): the form as typed, its errors and its preview.
+    form = form_from_draft(request, RULE_DRAFT, RuleForm)
+    if not form.is_bound:
+        return _rules_page(request, form)
+    pattern = form.data.get("pattern", "")[: policy.SKILL_PATTERN_MAX + 1]
+    return _rules_page(request, form, _pattern_preview(pattern, form.data.get("runtime", "")))
 
 
 @require_GET
@@ -528,14 +536,12 @@ def rule_create_view(request: HttpRequest) -> HttpResponse:
     if request.method == "GET":
         # A reload of an invalid form's page, or a typed address: the form lives on the rules page.
         return redirect(reverse("approvals:rules") + "#new-rule")
-    pattern = request.POST.get("pattern", "")[: policy.SKILL_PATTERN_MAX + 1]
-    preview = _pattern_preview(pattern, request.POST.get("runtime", ""))
     if request.POST.get("check"):
-        # "Check pattern" (the no-script preview): the form as typed, and what it would match.
+        # "Check pattern" (the no-script preview): the form as typed and what it would
+        # match, on a page of its own address (a GET, so a reload asks nothing).
         fields = ("pattern", "runtime", "action", "widest_scope", "note")
-        return _rules_page(
-            request, RuleForm(initial={f: request.POST[f] for f in fields if f in request.POST}), preview
-        )
+        query = urlencode({f: request.POST[f] for f in fields if f in request.POST})
+        return HttpResponseRedirect(f"{reverse('approvals:rule-preview')}?{query}#new-rule", status=303)
     form = RuleForm(request.POST)
     if form.is_valid():
         data = form.cleaned_data
@@ -556,7 +562,7 @@ def rule_create_view(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, RULE_SAVED_MESSAGE.format(pattern=data["pattern"]))
             return redirect("approvals:rules")
-    return _rules_page(request, form, preview)
+    return redirect_invalid(request, form, name=RULE_DRAFT, to=reverse("approvals:rules"), anchor="new-rule")
 
 
 @require_http_methods(["GET", "POST"])

@@ -153,9 +153,11 @@ def test_a_new_rule_defaults_to_ask() -> None:
 @pytest.mark.django_db
 @pytest.mark.parametrize("pattern", ["***", "[a-z", "deploy prod"])
 def test_the_rules_page_refuses_a_bad_pattern_naming_the_problem(operator: User, pattern: str) -> None:
+    # Shown after post/redirect/get (issue 17 item 6), as often as the page is reloaded.
     response = logged_in(operator).post(
-        "/approvals/rules/new/", {"pattern": pattern, "action": "ALLOW", "widest_scope": "AGENT"}
+        "/approvals/rules/new/", {"pattern": pattern, "action": "ALLOW", "widest_scope": "AGENT"}, follow=True
     )
+    assert response.redirect_chain[0][1] == 303
     assert response.status_code == 200
     html = response.content.decode()
     for problem in skill_pattern_problems(pattern):
@@ -168,7 +170,7 @@ def test_the_rules_page_refuses_a_bad_pattern_naming_the_problem(operator: User,
 def test_allow_for_every_skill_needs_the_confirmation_box(operator: User) -> None:
     client = logged_in(operator)
     data = {"pattern": "*", "action": "ALLOW", "widest_scope": "AGENT", "note": ""}
-    refused = client.post("/approvals/rules/new/", data)
+    refused = client.post("/approvals/rules/new/", data, follow=True)
     assert refused.status_code == 200
     assert ALLOW_EVERYTHING_MESSAGE.format(where=" of every runtime") in refused.content.decode()
     assert CONFIRM_EVERYTHING_LABEL in refused.content.decode()
@@ -220,7 +222,11 @@ def test_check_pattern_without_script_shows_the_preview_and_saves_nothing(
             "widest_scope": "AGENT",
             "check": "1",
         },
+        follow=True,
     )
+    # A GET of the preview's own address (issue 17 item 6: a reload posts nothing).
+    assert page.redirect_chain[0][1] == 303
+    assert page.redirect_chain[0][0].startswith("/approvals/rules/preview/?pattern=deploy-%2A")
     assert page.status_code == 200
     html = page.content.decode()
     assert "<strong>1</strong> of the 1 skill seen so far for agent-one" in html
@@ -288,6 +294,7 @@ def test_a_20000_character_note_is_refused_by_the_form_and_the_service(operator:
     response = logged_in(operator).post(
         "/approvals/rules/new/",
         {"pattern": "deploy-*", "action": "ASK", "widest_scope": "AGENT", "note": "n" * 20_000},
+        follow=True,
     )
     assert response.status_code == 200
     assert "Ensure this value has at most 1000 characters (it has 20000)." in response.content.decode()
@@ -332,6 +339,6 @@ def test_a_nul_byte_in_the_preview_or_the_form_is_no_server_error(
         == 200
     )
     form = {"pattern": "a", "runtime": "x\x00y", "action": "ASK", "widest_scope": "AGENT"}
-    assert client.post("/approvals/rules/new/", form).status_code == 200
-    assert client.post("/approvals/rules/new/", {**form, "check": "1"}).status_code == 200
+    assert client.post("/approvals/rules/new/", form, follow=True).status_code == 200
+    assert client.post("/approvals/rules/new/", {**form, "check": "1"}, follow=True).status_code == 200
     assert not SkillRule.objects.exists()

@@ -31,6 +31,7 @@ from aimon_admin.audit.models import AuditEvent
 from aimon_admin.runtimes.models import AgentRuntime
 from aimon_admin.runtimes.services import runtime_create, runtime_update_settings
 from tests.conftest import TEST_ACTOR
+from tests.core.prg_support import assert_invalid_post_redirects_and_reloads
 
 pytestmark = pytest.mark.django_db
 HTMX = {"HX-Request": "true"}
@@ -310,10 +311,15 @@ def test_operators_write_rules_and_auditors_only_read_them(
     rule = SkillRule.objects.get()
     assert (rule.pattern, rule.action, rule.widest_scope, rule.runtime) == ("drop-*", "ASK", "SESSION", None)
     assert AuditEvent.objects.filter(action=AuditAction.RULE_CREATED).count() == 1
-    duplicate = client.post(
-        "/approvals/rules/new/", {"pattern": "drop-*", "action": "DENY", "widest_scope": "AGENT"}
+    # Refused by the service after the form's checks, and still kept through
+    # post/redirect/get with what was typed (issue 17 item 6).
+    assert_invalid_post_redirects_and_reloads(
+        client,
+        "/approvals/rules/new/",
+        {"pattern": "drop-*", "action": "DENY", "widest_scope": "AGENT", "note": "typed"},
+        page="/approvals/rules/",
+        shows=["already exists", 'value="drop-*"', 'value="DENY" selected', "typed</textarea>"],
     )
-    assert "already exists" in duplicate.content.decode()
     assert logged_in(auditor).get("/approvals/rules/").status_code == 200
     assert "Save rule" not in logged_in(auditor).get("/approvals/rules/").content.decode()
     assert (
