@@ -21,7 +21,8 @@ Format::
 
 A server named in the file is set to exactly what the file says: a setting left out takes
 its default (no args, no env, no headers, 30 seconds, IGNORE, enabled). Servers the file
-does not name are left as they are.
+does not name are left as they are. A file naming a retired server is refused whole: a
+retired server is never revived, and its name is never given to another.
 """
 
 from __future__ import annotations

@@ -63,6 +63,11 @@ class McpServer(models.Model):
         max_length=8, choices=AnnotationTrust.choices, default=AnnotationTrust.IGNORE
     )
     enabled = models.BooleanField(default=True)
+    # Retired: disabled for good, its stored secrets erased; the row and its tools stay.
+    retired_at = models.DateTimeField(null=True, blank=True)
+    retired_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -70,6 +75,16 @@ class McpServer(models.Model):
         ordering = ["name"]
         constraints = [
             _in("transport", McpTransport, "mcp_server_transport_valid", "transport"),
+            models.CheckConstraint(
+                condition=Q(retired_at__isnull=True) | Q(enabled=False),
+                name="mcp_server_retired_is_disabled",
+                violation_error_message="A retired MCP server cannot be enabled.",
+            ),
+            models.CheckConstraint(
+                condition=Q(retired_by__isnull=True) | Q(retired_at__isnull=False),
+                name="mcp_server_retired_by_needs_retired_at",
+                violation_error_message="A server can only name who retired it once it is retired.",
+            ),
             _in("annotation_trust", AnnotationTrust, "mcp_server_trust_valid", "annotation trust"),
             models.CheckConstraint(
                 condition=~Q(transport=McpTransport.STDIO) | ~Q(command=""),
@@ -90,6 +105,10 @@ class McpServer(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def is_retired(self) -> bool:
+        return self.retired_at is not None
 
     def clean(self) -> None:
         """Item 9: a Streamable HTTP URL is http(s) with a host, refused at save (full_clean)."""

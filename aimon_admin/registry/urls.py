@@ -16,6 +16,7 @@ urlpatterns = [
     path("servers/<str:name>/sync/", views.server_sync_view, name="server-sync"),
     path("servers/<str:name>/sync/<int:run_id>/", views.server_sync_run_view, name="server-sync-run"),
     path("servers/<str:name>/trust/", views.server_trust_view, name="server-trust"),
+    path("servers/<str:name>/retire/", views.server_retire_view, name="server-retire"),
     path("tools/", views.tool_list_view, name="tool-list"),
     path("tools/<int:pk>/", views.tool_detail_view, name="tool-detail"),
     path("tools/<int:pk>/accept/", views.tool_accept_view, name="tool-accept"),

@@ -619,6 +619,13 @@ CASES: dict[str, list[Case]] = {
             reads="a preview: resolves in memory and saves nothing",
         )
     ],
+    "aimon_admin.registry.services.servers.mcp_server_retire": [
+        Case(
+            run=lambda w: registry.mcp_server_retire(server=w.server, actor=w.op),
+            expect=(AuditAction.MCP_SERVER_RETIRED,),
+            actor=_op,
+        )
+    ],
     "aimon_admin.registry.services.servers.mcp_server_set_trust": [
         Case(
             run=lambda w: registry.mcp_server_set_trust(

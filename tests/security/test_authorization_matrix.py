@@ -190,6 +190,7 @@ EXPECTED: dict[str, Expect] = {
     "registry:server-sync": only_post(operators(MOVED)),
     "registry:server-sync-run": only_get(readers()),
     "registry:server-trust": Expect(get=operators(OK), post=operators(OK)),
+    "registry:server-retire": Expect(get=operators(OK), post=operators(MOVED)),  # a confirmation, then the POST
     "registry:tool-list": only_get(readers()),
     "registry:tool-detail": only_get(readers()),
     "registry:tool-accept": Expect(get=operators(OK), post=operators(MOVED)),
@@ -512,7 +513,9 @@ def fingerprint() -> dict[str, Any]:
         "grants": sorted(Grant.objects.values_list("pk", "revoked_at")),
         "tokens": sorted(RuntimeToken.objects.values_list("pk", "revoked_at")),
         "rules": SkillRule.objects.count(),
-        "servers": sorted(McpServer.objects.values_list("pk", "annotation_trust", "command")),
+        "servers": sorted(
+            McpServer.objects.values_list("pk", "annotation_trust", "command", "enabled", "retired_at")
+        ),
         "runs": McpSyncRun.objects.count(),
         "findings": sorted(RelayFinding.objects.values_list("pk", "status")),
         "tools": sorted(Tool.objects.values_list("pk", "side_effect_level", "reviewed_at")),

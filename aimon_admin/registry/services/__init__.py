@@ -29,6 +29,7 @@ from aimon_admin.registry.services.reviews import (
     tool_record_review,
 )
 from aimon_admin.registry.services.servers import (
+    MCP_SERVER_RETIRED_MESSAGE,
     QUEUED_RESEND_AFTER,
     RESERVED_SERVER_NAMES,
     SECRET_FIELDS,
@@ -36,6 +37,7 @@ from aimon_admin.registry.services.servers import (
     SYNC_ALREADY_ACTIVE,
     TrustChange,
     mcp_server_create,
+    mcp_server_retire,
     mcp_server_set_trust,
     mcp_server_update,
     mcp_sync_request,
@@ -47,6 +49,7 @@ __all__ = [
     "DEFINITION_NOT_AWAITING_REVIEW",
     "FINDING_NOT_OPEN",
     "LOCAL_AXES",
+    "MCP_SERVER_RETIRED_MESSAGE",
     "QUEUED_RESEND_AFTER",
     "RELAY_NEEDS_RUNTIME",
     "RESERVED_SERVER_NAMES",
@@ -59,6 +62,7 @@ __all__ = [
     "TrustChange",
     "local_tools_replace",
     "mcp_server_create",
+    "mcp_server_retire",
     "mcp_server_set_trust",
     "mcp_server_update",
     "mcp_sync_request",

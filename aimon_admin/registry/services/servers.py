@@ -26,6 +26,8 @@ from aimon_admin.registry.services.common import (
 
 # --- MCP servers -------------------------------------------------------------------------------
 
+MCP_SERVER_RETIRED_MESSAGE = "This MCP server is retired: it cannot be changed, enabled or synced any more."
+
 # Names the server pages' own URLs use (/registry/servers/new/).
 RESERVED_SERVER_NAMES = frozenset({"new"})
 SERVER_FIELDS = ("transport", "command", "args", "env", "url", "headers", "timeout_seconds", "enabled")
@@ -93,6 +95,8 @@ def mcp_server_update(*, server: McpServer, actor: Actor, **fields: Any) -> bool
     if unknown:
         raise RegistryError(f"unknown server settings: {', '.join(sorted(unknown))}")
     server = McpServer.objects.select_for_update().get(pk=server.pk)
+    if server.is_retired:
+        raise RegistryError(MCP_SERVER_RETIRED_MESSAGE)
     before = _server_snapshot(server)
     secrets_before = {secret: getattr(server, secret) for secret in SECRET_FIELDS}
     for key, value in fields.items():
@@ -116,6 +120,46 @@ def mcp_server_update(*, server: McpServer, actor: Actor, **fields: Any) -> bool
         },
     )
     return True
+
+
+@transaction.atomic
+def mcp_server_retire(*, server: McpServer, actor: Actor) -> McpServer:
+    """Retire a server for good: disabled (its tools offered to no runtime, never synced),
+    its settings frozen, and the secrets stored for it erased (env and header values, a URL's
+    credentials and query values), since nothing will connect to it again.
+
+    The row, its tools and its sync runs stay (tool pages, grants and audit events name
+    them), and so does its name: a configuration file naming it is refused, so the log never
+    mixes it with a new server. A server already retired raises RegistryError.
+    """
+    server = McpServer.objects.select_for_update().get(pk=server.pk)
+    if server.is_retired:
+        raise RegistryError(MCP_SERVER_RETIRED_MESSAGE)
+    before = _server_snapshot(server)
+    raw_url, url = server.url, _redact_url(server.url)
+    server.enabled = False
+    server.retired_at = timezone.now()
+    server.retired_by = actor.user
+    server.env, server.headers, server.url = {}, {}, url
+    server.full_clean()
+    server.save()
+    audit_record(
+        action=AuditAction.MCP_SERVER_RETIRED,
+        actor=actor,
+        level=AuditLevel.WARNING,
+        subject_type="mcp_server",
+        subject=server.name,
+        details={
+            "was_enabled": before["enabled"],
+            "erased": {
+                "env_names": before["env_names"],
+                "headers_names": before["headers_names"],
+                "url_credentials": raw_url != url,
+            },
+            "tools": server.tools.count(),
+        },
+    )
+    return server
 
 
 @dataclass(frozen=True)
@@ -148,6 +192,8 @@ def mcp_server_set_trust(*, server: McpServer, trust: str, actor: Actor) -> list
     """
     trust = AnnotationTrust(trust)
     server = McpServer.objects.select_for_update().get(pk=server.pk)
+    if server.is_retired:
+        raise RegistryError(MCP_SERVER_RETIRED_MESSAGE)
     if server.annotation_trust == trust:
         return []
     before_trust = server.annotation_trust
@@ -218,6 +264,8 @@ def mcp_sync_request(*, server: McpServer, actor: Actor) -> McpSyncRun:
     from aimon_admin.registry.tasks import sync_mcp_server
 
     server = McpServer.objects.select_for_update().get(pk=server.pk)
+    if server.is_retired:
+        raise RegistryError(MCP_SERVER_RETIRED_MESSAGE)
     # A run whose worker is gone (its lease lapsed) is failed first, so it does not block
     # this one: *Sync now* works without waiting for beat's sweep.
     sync_runs_fail_stale(server_id=server.pk)

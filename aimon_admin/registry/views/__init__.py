@@ -26,6 +26,7 @@ from aimon_admin.registry.views.gate import (
     simulator_view,
     worklist_view,
 )
+from aimon_admin.registry.views.retire import SERVER_RETIRED, server_retire_view
 from aimon_admin.registry.views.servers import (
     IGNORE_MEANS,
     SERVER_CREATED,
@@ -69,6 +70,7 @@ __all__ = [
     "RELAY_RULE",
     "REVIEW_RECORDED",
     "SERVER_CREATED",
+    "SERVER_RETIRED",
     "SERVER_SAVED",
     "SERVER_UNCHANGED",
     "SYNC_QUEUED",
@@ -84,6 +86,7 @@ __all__ = [
     "server_detail_view",
     "server_edit_view",
     "server_list_view",
+    "server_retire_view",
     "server_sync_run_view",
     "server_sync_view",
     "server_trust_view",

@@ -129,6 +129,9 @@ def server_create_view(request: HttpRequest) -> HttpResponse:
 @permission_required("registry.change_mcpserver", raise_exception=True)
 def server_edit_view(request: HttpRequest, name: str) -> HttpResponse:
     server = _server(name)
+    if server.is_retired:
+        messages.error(request, services.MCP_SERVER_RETIRED_MESSAGE)
+        return redirect("registry:server-detail", name=server.name)
     form = McpServerForm(request.POST or None, server=server)
     if request.method == "POST" and form.is_valid():
         try:
@@ -157,7 +160,8 @@ def _server_context(request: HttpRequest, server: McpServer, **extra: Any) -> di
         "header_names": sorted((server.headers or {}).keys()),
         "other_trust": _other_trust(server),
         "trust_means": TRUST_MEANS if server.annotation_trust == AnnotationTrust.TRUST else IGNORE_MEANS,
-        "can_change": request.user.has_perm("registry.change_mcpserver"),
+        # A retired server is frozen: no edit, trust switch or sync.
+        "can_change": request.user.has_perm("registry.change_mcpserver") and not server.is_retired,
     }
     context.update(extra)
     return context
@@ -243,6 +247,9 @@ def _preview_digest(changes: list[services.TrustChange]) -> str:
 def server_trust_view(request: HttpRequest, name: str) -> HttpResponse:
     """T13: show exactly what switching trust would change; switch only once confirmed."""
     server = _server(name)
+    if server.is_retired:
+        messages.error(request, services.MCP_SERVER_RETIRED_MESSAGE)
+        return redirect("registry:server-detail", name=server.name)
     trust = _other_trust(server)
     stale = False
     if request.method == "POST":
