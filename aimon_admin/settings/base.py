@@ -225,7 +225,7 @@ LOGOUT_REDIRECT_URL = "accounts:login"
 # AxesStandaloneBackend first: it refuses a locked-out sign-in before any password is checked.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    "aimon_admin.accounts.backends.AccessModelBackend",
 ]
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
