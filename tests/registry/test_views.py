@@ -50,6 +50,7 @@ from aimon_admin.registry.services import (
 )
 from aimon_admin.runtimes.models import AgentRuntime
 from tests.conftest import TEST_ACTOR
+from tests.core.prg_support import assert_invalid_post_redirects_and_reloads
 
 pytestmark = pytest.mark.django_db
 
@@ -1121,6 +1122,32 @@ def test_an_invalid_finding_re_renders_the_row_with_200_naming_the_field(
     assert html.lstrip().startswith(f'<tr id="review-{bash}">')
     assert field_invalid(html, f"review_{bash}_finding")
     assert "This field is required." in html
+    assert not AuditEvent.objects.filter(action=AuditAction.TOOL_REVIEW_RECORDED).exists()
+
+
+def test_an_invalid_finding_without_htmx_is_shown_again_and_a_reload_keeps_it(
+    runtime: AgentRuntime, local_tools: None, operator: User
+) -> None:
+    # Issue 17 item 6: post/redirect/get to the review page, what was typed and where to
+    # return kept; a service refusal (a read-only tool) too.
+    bash = tool_id("bash")
+    back = "/registry/simulator/worklist/?runtime=agent-one"
+    page = assert_invalid_post_redirects_and_reloads(
+        logged_in(operator),
+        f"/registry/tools/{bash}/review/",
+        {"finding": "", "note": "hmm", "return_to": back},
+        page=f"/registry/tools/{bash}/review/",
+        shows=["This field is required.", "hmm</textarea>", f'name="return_to" value="{back}"'],
+    )
+    assert field_invalid(page, f"review_{bash}_finding")
+    search = tool_id("search")
+    assert_invalid_post_redirects_and_reloads(
+        logged_in(operator),
+        f"/registry/tools/{search}/review/",
+        {"finding": ReviewFinding.CONFIRMED_DESTRUCTIVE},
+        page=f"/registry/tools/{search}/review/",
+        shows=["Only MUTATING tools are reviewed"],
+    )
     assert not AuditEvent.objects.filter(action=AuditAction.TOOL_REVIEW_RECORDED).exists()
 
 

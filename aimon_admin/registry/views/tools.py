@@ -16,6 +16,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import push_url
 
+from aimon_admin.core.prg import form_from_draft, redirect_invalid
 from aimon_admin.registry import policy, selectors, services
 from aimon_admin.registry.choices import SideEffectLevel
 from aimon_admin.registry.forms import (
@@ -207,7 +208,13 @@ def tool_accept_view(request: HttpRequest, pk: int) -> HttpResponse:
 def tool_review_view(request: HttpRequest, pk: int) -> HttpResponse:
     """Seed §8.1: record an operator's finding on a MUTATING tool still at DESTRUCTIVE."""
     tool = _tool(pk)
-    form = ReviewForm(request.POST or None, auto_id=f"id_review_{tool.pk}_%s")
+    draft = f"tool-review:{tool.pk}"
+
+    def make(data: Any) -> ReviewForm:
+        return ReviewForm(data, auto_id=f"id_review_{tool.pk}_%s")
+
+    # After an invalid POST (post/redirect/get), the form as typed and its errors.
+    form = make(request.POST) if request.method == "POST" else form_from_draft(request, draft, make)
     return_to = request.POST.get("return_to") or request.GET.get("return_to") or ""
     if not url_has_allowed_host_and_scheme(return_to, allowed_hosts={request.get_host()}):
         return_to = ""
@@ -227,6 +234,10 @@ def tool_review_view(request: HttpRequest, pk: int) -> HttpResponse:
             if not is_htmx(request):
                 messages.success(request, REVIEW_RECORDED.format(tool=tool))
                 return redirect(return_to or reverse("registry:tool-detail", args=[tool.pk]))
+    if request.method == "POST" and not recorded and not is_htmx(request):
+        here = reverse("registry:tool-review", args=[tool.pk])
+        to = f"{here}?{urlencode({'return_to': return_to})}" if return_to else here
+        return redirect_invalid(request, form, name=draft, to=to)
     item = {"tool": tool, "form": form, "recorded": recorded}
     context = {"item": item, "tool": tool, "return_to": return_to, "can_review": True}
     return render_page(request, "registry/review.html", context, "row")
