@@ -30,6 +30,10 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
         "approvals.add_skillrule",
         "approvals.change_skillrule",
         "approvals.delete_skillrule",
+        "approvals.view_toolrule",
+        "approvals.add_toolrule",
+        "approvals.change_toolrule",
+        "approvals.delete_toolrule",
         "audit.view_auditevent",
         # The administration pages: people, their roles and access, locked sign-ins.
         "accounts.view_user",
@@ -43,6 +47,7 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
         "registry.view_tool",
         "registry.view_mcpserver",
         "approvals.view_skillrule",
+        "approvals.view_toolrule",
         "audit.view_auditevent",
     ),
 }

@@ -14,6 +14,13 @@ from aimon_admin.approvals.policy import (
     skill_pattern_problems,
 )
 from aimon_admin.approvals.rules import ALLOW_EVERYTHING_MESSAGE
+from aimon_admin.approvals.tool_policy import (
+    SUBJECT_PATTERN_MAX,
+    TOOL_NAME_MAX,
+    RuleTextError,
+    parse_rule_text,
+)
+from aimon_admin.approvals.tool_rules import PRE_APPROVAL_NEEDS_ALLOW, PRE_APPROVAL_NEEDS_RUNTIME
 from aimon_admin.runtimes.models import AgentRuntime
 
 
@@ -103,4 +110,82 @@ class RuleForm(forms.Form):
             runtime = data.get("runtime")
             where = f" of {runtime.name}" if runtime else " of every runtime"
             self.add_error("confirm_everything", ALLOW_EVERYTHING_MESSAGE.format(where=where))
+        return data
+
+
+# --- Tool rules (U1, U5) ------------------------------------------------------------------------
+
+TOOL_RULE_TEXT_MAX = 100 + 1 + TOOL_NAME_MAX + 2 + SUBJECT_PATTERN_MAX  # server/tool(pattern)
+TOOL_RULE_HELP = (
+    "The tool, then the subject pattern in brackets: Bash(git status:*). A tool of an MCP "
+    "server is written server/tool, e.g. git/git_push(origin:*); the tool's name alone covers "
+    "every call of it."
+)
+PRE_APPROVAL_LABEL = "Pre-approval: only this runtime's unattended runs"
+PRE_APPROVAL_HELP = (
+    "An ALLOW that answers this runtime's calls when nobody can be asked (a scheduled run, say), "
+    "instead of refusing them. Attended calls still ask a person. Needs ALLOW and a runtime."
+)
+
+
+class ToolRuleForm(forms.Form):
+    text = forms.CharField(label="Rule", max_length=TOOL_RULE_TEXT_MAX, help_text=TOOL_RULE_HELP)
+    runtime = forms.ModelChoiceField(
+        queryset=AgentRuntime.objects.order_by("name"),
+        required=False,
+        to_field_name="name",
+        empty_label="Every runtime",
+    )
+    action = forms.ChoiceField(
+        choices=RuleAction.choices,
+        initial=RuleAction.ASK,
+        help_text=(
+            "DENY applies before any answer a person gave and cannot be granted away; ALLOW and ASK "
+            "apply when no person's answer decides the call."
+        ),
+    )
+    unattended = forms.BooleanField(label=PRE_APPROVAL_LABEL, required=False, help_text=PRE_APPROVAL_HELP)
+    note = forms.CharField(
+        required=False,
+        max_length=RULE_NOTE_MAX,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text=f"Why this rule exists; at most {RULE_NOTE_MAX} characters.",
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("prefix", "tool")  # the skill rule form shares the page
+        super().__init__(*args, **kwargs)
+        # The preview follows the text, the runtime and the action as they change; each
+        # sends the three values, never the whole form (its CSRF token is no URL's business).
+        preview = {
+            "hx-get": reverse("approvals:tool-rule-preview"),
+            "hx-target": "#tool-rule-preview",
+            "hx-swap": "outerHTML",
+            "data-what": "Looking up the tool and the calls this rule matches",
+        }
+        others = {
+            "text": "[name='tool-runtime'], [name='tool-action']",
+            "runtime": "[name='tool-text'], [name='tool-action']",
+            "action": "[name='tool-text'], [name='tool-runtime']",
+        }
+        for name, include in others.items():
+            trigger = "input changed delay:300ms, change" if name == "text" else "change"
+            self.fields[name].widget.attrs.update(preview, **{"hx-trigger": trigger, "hx-include": include})
+        self.fields["text"].widget.attrs["autocomplete"] = "off"
+
+    def clean_text(self) -> str:
+        text = self.cleaned_data["text"].strip()
+        try:
+            parse_rule_text(text)
+        except RuleTextError as exc:
+            raise forms.ValidationError(exc.problems) from exc
+        return text
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if data.get("unattended"):
+            if data.get("action") and data["action"] != RuleAction.ALLOW:
+                self.add_error("unattended", PRE_APPROVAL_NEEDS_ALLOW)
+            elif not data.get("runtime") and "runtime" not in self.errors:
+                self.add_error("unattended", PRE_APPROVAL_NEEDS_RUNTIME)
         return data

@@ -9,16 +9,18 @@ skill or tool rule change, so one read tells both caches whether they are fresh.
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass, field
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from aimon_admin.approvals.choices import RuleAction
-from aimon_admin.approvals.models import ToolRule
+from aimon_admin.approvals.choices import RequestKind, RuleAction
+from aimon_admin.approvals.models import ApprovalRequest, ToolRule
 from aimon_admin.approvals.rules import _bump_version, _current_version
 from aimon_admin.approvals.tool_policy import (
     PATTERN_WHOLE_DESTRUCTIVE,
     RuleTextError,
+    SubjectPattern,
     ToolRuleIndex,
     ToolRuleSpec,
     parse_rule_text,
@@ -32,6 +34,7 @@ from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.services import audit_record
 from aimon_admin.core.actors import Actor
 from aimon_admin.registry import selectors as registry_selectors
+from aimon_admin.registry.policy import axes_words
 from aimon_admin.runtimes.models import AgentRuntime
 
 _lock = threading.Lock()
@@ -263,4 +266,101 @@ def tool_rule_delete(*, rule: ToolRule, actor: Actor) -> None:
         subject_type="tool_rule",
         subject=str(before["text"]),
         details={"before": before},
+    )
+
+
+# --- What a rule would match, before it is saved (U1) -------------------------------------------
+
+PREVIEW_RECENT_REQUESTS = 200  # the newest tool requests a preview looks through
+PREVIEW_SAMPLE = 10
+
+
+@dataclass(frozen=True)
+class Registration:
+    """One place a rule's tool is registered: a runtime's own tool or an MCP server's."""
+
+    where: str
+    words: tuple[str, str, str]
+    destructive: bool
+
+
+@dataclass(frozen=True)
+class ToolRulePreview:
+    """What a rule written as text would name and match: its problems if it is off the
+    grammar; else the registrations of its tool, its subject argument, and which subjects
+    of recent calls asked about it would match (for an ALLOW: also those that start the
+    same way but which an allow never covers: a chained command, a `..` step)."""
+
+    text: str
+    problems: list[str] = field(default_factory=list)
+    label: str = ""
+    pattern: str = ""
+    registrations: list[Registration] = field(default_factory=list)
+    subject_argument: str = ""
+    recent: int = 0
+    matched: list[str] = field(default_factory=list)
+    not_covered: list[str] = field(default_factory=list)
+    refusal: str = ""
+
+    @property
+    def whole_tool(self) -> bool:
+        return not self.pattern
+
+
+def _recent_subjects(*, server: str, tool: str, runtime: AgentRuntime | None) -> list[str]:
+    """The distinct subjects of the newest tool requests for this tool, newest first."""
+    requests = ApprovalRequest.objects.filter(
+        kind=RequestKind.TOOL, server=server, tool=tool, subject__isnull=False
+    )
+    if runtime is not None:
+        requests = requests.filter(runtime=runtime)
+    subjects = requests.order_by("-created_at").values_list("subject", flat=True)[:PREVIEW_RECENT_REQUESTS]
+    return list(dict.fromkeys(subjects))
+
+
+def tool_rule_preview(*, text: str, action: str, runtime: AgentRuntime | None = None) -> ToolRulePreview:
+    """What `text` would name and match as a rule with this action (of this runtime, or of
+    every runtime): the preview beside the form, read before anything is saved."""
+    try:
+        parsed = parse_rule_text(text)
+    except RuleTextError as exc:
+        return ToolRulePreview(text=text, problems=exc.problems)
+    label = tool_label(server=parsed.server, tool=parsed.tool)
+    registrations = [
+        Registration(
+            where=f"MCP server {found.server.name}" if found.server else f"runtime {found.runtime.name}",
+            words=axes_words(found.axes),
+            destructive=not whole_tool_allowed(found.axes),
+        )
+        for found in registry_selectors.tools_named(server=parsed.server, name=parsed.tool, runtime=runtime)
+    ]
+    subjects = _recent_subjects(server=parsed.server, tool=parsed.tool, runtime=runtime)
+    compiled = SubjectPattern.compile(parsed.pattern)
+    for_allow = action == RuleAction.ALLOW
+    matched = [subject for subject in subjects if compiled.matches(subject, for_allow=for_allow)]
+    not_covered = []
+    if for_allow:
+        not_covered = [
+            subject
+            for subject in subjects
+            if not compiled.matches(subject, for_allow=True) and compiled.matches(subject, for_allow=False)
+        ]
+    refusal = ""
+    if action in RuleAction.values:
+        refusal = (
+            _whole_tool_problem(
+                server=parsed.server, tool=parsed.tool, pattern=parsed.pattern, action=action, runtime=runtime
+            )
+            or ""
+        )
+    return ToolRulePreview(
+        text=text,
+        label=label,
+        pattern=parsed.pattern,
+        registrations=registrations,
+        subject_argument=registry_selectors.subject_argument_for(parsed.server, parsed.tool),
+        recent=len(subjects),
+        matched=matched,
+        not_covered=not_covered,
+        refusal=refusal,
     )

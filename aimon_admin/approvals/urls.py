@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from aimon_admin.approvals import views
+from aimon_admin.approvals import tool_rule_views, views
 
 app_name = "approvals"
 
@@ -23,4 +23,7 @@ urlpatterns = [
     path("rules/new/", views.rule_create_view, name="rule-create"),
     path("rules/preview/", views.rule_preview_view, name="rule-preview"),
     path("rules/<int:pk>/delete/", views.rule_delete_view, name="rule-delete"),
+    path("rules/tools/new/", tool_rule_views.tool_rule_create_view, name="tool-rule-create"),
+    path("rules/tools/preview/", tool_rule_views.tool_rule_preview_view, name="tool-rule-preview"),
+    path("rules/tools/<int:pk>/delete/", tool_rule_views.tool_rule_delete_view, name="tool-rule-delete"),
 ]

@@ -15,7 +15,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from aimon_admin.approvals import policy, rules, selectors, services
+from aimon_admin.approvals import policy, rules, selectors, services, tool_rule_views
 from aimon_admin.approvals.choices import Answer, GrantDecision, GrantScope, ItemScope
 from aimon_admin.approvals.forms import AnswerForm, RuleForm
 from aimon_admin.approvals.models import ApprovalRequest, Grant, Session, SkillRule
@@ -489,7 +489,14 @@ def _pattern_preview(pattern: str, runtime_name: str) -> dict[str, Any]:
     }
 
 
-def _rules_page(request: HttpRequest, form: RuleForm, preview: dict[str, Any] | None = None) -> HttpResponse:
+def _rules_page(
+    request: HttpRequest,
+    form: RuleForm,
+    preview: dict[str, Any] | None = None,
+    *,
+    tool_rules: dict[str, Any] | None = None,
+) -> HttpResponse:
+    """The rules page: skill rules, then tool rules (tool_rule_views.py, U1)."""
     return render(
         request,
         "approvals/rules.html",
@@ -498,6 +505,7 @@ def _rules_page(request: HttpRequest, form: RuleForm, preview: dict[str, Any] | 
             "form": form,
             "preview": preview or {"empty": PREVIEW_EMPTY_MESSAGE},
             "can_change": request.user.has_perm("approvals.add_skillrule"),
+            "tool_rules": tool_rules or tool_rule_views.tool_rules_context(request),
         },
     )
 

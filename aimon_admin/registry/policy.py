@@ -56,6 +56,17 @@ class ToolAxes:
 UNREGISTERED = ToolAxes()
 
 
+def axes_words(axes: ToolAxes) -> tuple[str, str, str]:
+    """A tool's axes in the plain words a page shows: ("writes", "destructive", "not
+    idempotent"), ("read-only", "not destructive", "idempotent"), … (T5: a read-only tool
+    destroys nothing, whatever it declared)."""
+    return (
+        "read-only" if axes.level == SideEffectLevel.READ_ONLY else "writes",
+        "destructive" if axes.effective_destructive == DestructiveBehavior.DESTRUCTIVE else "not destructive",
+        "idempotent" if axes.idempotency == IdempotencyBehavior.IDEMPOTENT else "not idempotent",
+    )
+
+
 @dataclass(frozen=True)
 class GateResult:
     decision: ToolDecision

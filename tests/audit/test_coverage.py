@@ -969,6 +969,12 @@ CASES: dict[str, list[Case]] = {
             reads="forgets this process's cached tool rule index; no row is read or written",
         )
     ],
+    "aimon_admin.approvals.tool_rules.tool_rule_preview": [
+        Case(
+            run=lambda w: tool_rules.tool_rule_preview(text="Bash(git:*)", action=RuleAction.ALLOW),
+            reads="what a rule would match, before it is saved",
+        )
+    ],
     "aimon_admin.approvals.tool_rules.tool_rule_create": [
         Case(
             run=lambda w: tool_rules.tool_rule_create(
