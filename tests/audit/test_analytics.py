@@ -21,7 +21,7 @@ from django.utils import timezone
 from aimon_admin.accounts.models import User
 from aimon_admin.approvals.audit_pages import analytics
 from aimon_admin.approvals.audit_pages.analytics import Box, Plot
-from aimon_admin.approvals.audit_pages.analytics_views import BAD_INPUT_MESSAGE, UNKNOWN_RUNTIME
+from aimon_admin.approvals.audit_pages.analytics_views import BAD_INPUT_MESSAGE, UNKNOWN_RUNTIME, QuietDays
 from aimon_admin.approvals.choices import Answer, GrantOrigin
 from aimon_admin.approvals.models import ApprovalRequest, Grant
 from aimon_admin.approvals.services import (
@@ -444,7 +444,10 @@ def test_one_runtime_over_the_default_thirty_days(
     response = signed_in(operator).get(URL, {"runtime": "agent-one"})
 
     assert response.status_code == 200
-    assert len(response.context["rows"]) == 30
+    # Issue 17: each run of days without a decision is one row; the rows still cover 30 days.
+    shape = [row.days if isinstance(row, QuietDays) else row["day"] for row in response.context["rows"]]
+    ten_days_ago = known.today - dt.timedelta(days=10)
+    assert shape == [19, ten_days_ago, 7, known.d0, known.d1, known.today]
     assert figures(response.context["report"].totals) == (10, 7, 1, 1, 1, 5, 2, 6, 70.0, 650.0, 1, 9)
     assert response.context["runtime_rows"] == []
     assert b"Runtime <strong>agent-one</strong>" in response.content

@@ -94,6 +94,11 @@ class Figures:
         return self.requests - self.answered - self.expired - self.cancelled
 
     @property
+    def quiet(self) -> bool:
+        """Nothing happened: no request opened, no answer, escalation or revocation."""
+        return not (self.requests or self.allowed or self.denied or self.escalations or self.revocations)
+
+    @property
     def approval_rate(self) -> float | None:
         """Allowed share of the skills a person answered, 0..1 (None: nobody answered)."""
         answered = self.allowed + self.denied

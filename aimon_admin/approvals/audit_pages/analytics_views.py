@@ -21,6 +21,7 @@ from django.views.decorators.http import require_GET
 
 from aimon_admin.approvals.audit_pages import analytics
 from aimon_admin.approvals.audit_pages.analytics import AnalyticsInputError, Figures, Report
+from aimon_admin.core.plurals import counted
 from aimon_admin.runtimes.models import AgentRuntime
 
 PERMISSION = "audit.view_auditevent"
@@ -28,6 +29,8 @@ TEMPLATE = "audit/analytics.html"
 # Messages users see (tests import these).
 UNKNOWN_RUNTIME = "names no runtime"
 BAD_INPUT_MESSAGE = "The value of '{field}' {problem}."
+QUIET_ONE = "No decisions that day."
+QUIET_MANY = ("No decisions on this {count} day.", "No decisions on these {count} days.")
 
 
 @dataclass
@@ -51,6 +54,34 @@ class Chart:
     plot: analytics.Plot = field(default_factory=analytics.Plot)
     width: int = analytics.CHART_WIDTH
     height: int = analytics.CHART_HEIGHT
+
+
+@dataclass(frozen=True)
+class QuietDays:
+    """Consecutive days of the table without a decision, shown as one row."""
+
+    first: Any  # dt.date
+    last: Any
+    days: int
+    quiet: bool = True
+
+    @property
+    def text(self) -> str:
+        return QUIET_ONE if self.days == 1 else counted(QUIET_MANY, self.days)
+
+
+def table_rows(series: list[tuple[Any, Figures]]) -> list[dict[str, Any] | QuietDays]:
+    """The daily table: a row per day with a decision, one row per run of quiet days."""
+    rows: list[dict[str, Any] | QuietDays] = []
+    for day, figures in series:
+        last = rows[-1] if rows else None
+        if not figures.quiet:
+            rows.append(_row(day, figures))
+        elif isinstance(last, QuietDays):
+            rows[-1] = QuietDays(last.first, day, last.days + 1)
+        else:
+            rows.append(QuietDays(day, day, 1))
+    return rows
 
 
 def _runtime(value: str | None) -> AgentRuntime | None:
@@ -91,7 +122,7 @@ def analytics_view(request: HttpRequest) -> HttpResponse:
         runtime=runtime,
         days=days,
         report=report,
-        rows=[_row(day, figures) for day, figures in report.series()],
+        rows=table_rows(report.series()),
         totals=_row(None, report.totals),
         charts=_charts(report, runtime),
         runtime_rows=_runtime_rows(report) if runtime is None else [],
