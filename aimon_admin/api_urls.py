@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from django.urls import URLPattern, re_path
 
+from aimon_admin.approvals.api import tool_views
 from aimon_admin.approvals.api import views as approvals_views
 from aimon_admin.registry.api import views as registry_views
 from aimon_admin.runtimes.api.views import runtime_self
@@ -40,7 +41,18 @@ urlpatterns = [
         r"sessions/(?P<session_id>(?s:.+))/revoke", approvals_views.session_revoke, name="session-revoke"
     ),
     api_path("tools", registry_views.tools, name="tools"),
-    api_path("tool-decisions", registry_views.tool_decisions, name="tool-decisions"),
+    api_path("tool-decisions", tool_views.tool_decisions, name="tool-decisions"),
+    api_path("tool-approval-requests", tool_views.tool_approval_requests, name="tool-approval-requests"),
+    api_path(
+        r"tool-approval-requests/(?P<request_id>[^/]+)",
+        tool_views.tool_approval_request_detail,
+        name="tool-approval-request-detail",
+    ),
+    api_path(
+        r"tool-approval-requests/(?P<request_id>[^/]+)/cancel",
+        tool_views.tool_approval_request_cancel,
+        name="tool-approval-request-cancel",
+    ),
     api_path("mcp-servers", registry_views.mcp_servers, name="mcp-servers"),
     api_path(r"mcp-servers/(?P<name>[^/]+)/tools", registry_views.mcp_server_tools, name="mcp-server-tools"),
 ]

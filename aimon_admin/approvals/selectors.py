@@ -4,14 +4,19 @@ for the inbox, the request pages and the API alike."""
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 
 from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet
 from django.utils import timezone
 
 from aimon_admin.accounts.models import User
 from aimon_admin.accounts.roles import Role
-from aimon_admin.approvals.choices import GrantScope, RequestStatus
+from aimon_admin.approvals import tool_policy
+from aimon_admin.approvals.choices import GrantKind, GrantScope, RequestKind, RequestStatus
 from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, Session
+from aimon_admin.registry import policy as registry_policy
+from aimon_admin.registry import selectors as registry_selectors
+from aimon_admin.registry.models import Tool
 from aimon_admin.runtimes.models import AgentRuntime
 
 
@@ -71,15 +76,17 @@ def sessions_visible_to(*, user: User) -> QuerySet[Session]:
 
 def session_skills(*, session: Session) -> list[str]:
     """The skills worth showing for a session: any it holds a grant for, any its runtime
-    holds agent-wide, and any it was asked about."""
+    holds agent-wide, and any it was asked about. Skills only: a tool's grants and requests
+    are not skills, whatever they are named."""
     skills = set(
         Grant.objects.active()
-        .filter(Q(session=session) | Q(runtime=session.runtime, scope=GrantScope.AGENT))
+        .filter(Q(session=session) | Q(runtime=session.runtime, scope=GrantScope.AGENT), kind=GrantKind.SKILL)
         .values_list("skill", flat=True)
     )
     skills |= set(
         ApprovalItem.objects.filter(
-            Q(request__session=session) | Q(request__invoking_session=session)
+            Q(request__session=session) | Q(request__invoking_session=session),
+            request__kind=RequestKind.SKILL,
         ).values_list("skill", flat=True)[:500]
     )
     return sorted(skills)
@@ -111,10 +118,49 @@ KNOWN_SKILLS_LIMIT = 10_000
 def known_skills(*, runtime: AgentRuntime | None = None) -> list[str]:
     """Skill names seen so far, in approval requests and in grants (of one runtime, or of
     every runtime), sorted; what a rule's pattern is measured against before it is saved."""
-    items = ApprovalItem.objects.order_by()
-    grants = Grant.objects.order_by()
+    items = ApprovalItem.objects.filter(request__kind=RequestKind.SKILL).order_by()
+    grants = Grant.objects.filter(kind=GrantKind.SKILL).order_by()
     if runtime is not None:
         items = items.filter(request__runtime=runtime)
         grants = grants.filter(runtime=runtime)
     names = items.values_list("skill", flat=True).union(grants.values_list("skill", flat=True))
     return list(names.order_by("skill")[:KNOWN_SKILLS_LIMIT])
+
+
+# --- Tool requests (U2, U3) ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToolCallPatterns:
+    """A tool request's tool as it stands now (its axes, read when the request is shown or
+    answered, so a tool found destructive since is never granted wholesale), and the subject
+    patterns its answers may carry (U3)."""
+
+    axes: registry_policy.ToolAxes
+    registered: bool
+    allow: list[str]
+    deny: list[str]
+
+
+def tool_call_patterns(*, request: ApprovalRequest) -> ToolCallPatterns:
+    found = registry_selectors.tool_axes(
+        runtime=request.runtime, name=request.tool, server=request.server or None
+    )
+    axes = found or registry_policy.UNREGISTERED  # T9
+    return ToolCallPatterns(
+        axes=axes,
+        registered=found is not None,
+        allow=tool_policy.allow_patterns(request.subject, axes),
+        deny=tool_policy.deny_patterns(request.subject, axes),
+    )
+
+
+def tool_for_request(*, request: ApprovalRequest) -> Tool | None:
+    """The registered tool a tool request is about (its server, trust and raw claims shown
+    to the approver, U2), or None: nobody registered it (T9)."""
+    tool = registry_selectors.tool_lookup(
+        runtime=request.runtime, name=request.tool, server=request.server or None
+    )
+    if tool is not None and tool.server_id is not None:
+        tool = Tool.objects.select_related("server").get(pk=tool.pk)
+    return tool

@@ -150,6 +150,33 @@ def subject_argument_for(server: str | None, tool: str) -> str:
     return row[0] if row else ""
 
 
+@dataclass(frozen=True)
+class ToolFactsQuery:
+    """The two reads `tool_axes` and `subject_argument_for` make, as SQL for a caller that
+    runs them inside a statement of its own (the tool decision, approvals' DESIGN part U: one
+    round trip per call). Each SELECT gives at most one row: `axes_sql` the tool's
+    (side_effect_level, destructive_behavior, idempotency_behavior), `subject_sql` its
+    (argument); each with its parameters."""
+
+    axes_sql: str
+    axes_params: tuple[object, ...]
+    subject_sql: str
+    subject_params: tuple[object, ...]
+
+
+def tool_facts_query(*, runtime_pk: int, name: str, server: str | None) -> ToolFactsQuery:
+    if server is None:
+        axes_sql, axes_params = _LOCAL_AXES_SQL, (runtime_pk, name, True)
+    else:
+        axes_sql, axes_params = _MCP_AXES_SQL, (server, True, name, True)
+    return ToolFactsQuery(axes_sql, axes_params, _SUBJECT_SQL, (server or "", name))
+
+
+def tool_axes_of(row: tuple[str, str, str]) -> policy.ToolAxes:
+    """A `tool_facts_query` axes row as the tool's axes."""
+    return policy.ToolAxes(SideEffectLevel(row[0]), DestructiveBehavior(row[1]), IdempotencyBehavior(row[2]))
+
+
 def tools_named(*, server: str | None, name: str, runtime: AgentRuntime | None = None) -> QuerySet[Tool]:
     """The present registrations a rule or subject for `server/name` names: an MCP tool on
     its enabled server; a runtime's own tool for `runtime`, or for every runtime that

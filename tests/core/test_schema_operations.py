@@ -80,6 +80,23 @@ def _open_request(api: APIClient) -> str:
     return response.json()["id"]
 
 
+TOOL_CALL = {
+    "tool": "bash",
+    "server": None,
+    "session_id": "s-1",
+    "invoking_session_id": None,
+    "turn_id": "t-1",
+    "principal": None,
+    "arguments": {"command": "git push origin main"},
+}
+
+
+def _open_tool_request(api: APIClient) -> str:
+    response = api.post("/api/v1/tool-approval-requests", TOOL_CALL, format="json")
+    assert response.status_code == 201, response.content
+    return response.json()["id"]
+
+
 def _local_tools(api: APIClient) -> None:
     response = api.put("/api/v1/tools", {"tools": [{"name": "bash"}]}, format="json")
     assert response.status_code == 200, response.content
@@ -132,8 +149,21 @@ CALLS: dict[tuple[str, str], Callable[[APIClient], Call]] = {
     ),
     ("post", "/api/v1/tool-decisions"): lambda api: (
         _local_tools(api),
-        Call("/api/v1/tool-decisions", {"tool": "bash", "server": None, "session_id": "s-1"}, 200),
+        Call(
+            "/api/v1/tool-decisions",
+            {**TOOL_CALL, "replay": False, "approval_id": "0f9c2a44-2c1e-4c33-9b51-3f1b8f0c9d11"},
+            200,
+        ),
     )[1],
+    ("post", "/api/v1/tool-approval-requests"): lambda api: Call(
+        "/api/v1/tool-approval-requests", {**TOOL_CALL, "reason": "ship it", "timeout_seconds": 60}, 201
+    ),
+    ("get", "/api/v1/tool-approval-requests/{request_id}"): lambda api: Call(
+        f"/api/v1/tool-approval-requests/{_open_tool_request(api)}?wait=0", None, 200
+    ),
+    ("post", "/api/v1/tool-approval-requests/{request_id}/cancel"): lambda api: Call(
+        f"/api/v1/tool-approval-requests/{_open_tool_request(api)}/cancel", {}, 200
+    ),
     ("get", "/api/v1/mcp-servers"): lambda api: (_server(), Call("/api/v1/mcp-servers", None, 200))[1],
     ("post", "/api/v1/mcp-servers/{name}/tools"): lambda api: (
         _server(),

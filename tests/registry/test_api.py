@@ -16,12 +16,12 @@ from django.test.utils import CaptureQueriesContext
 from rest_framework.exceptions import ValidationError
 from rest_framework.test import APIClient
 
+from aimon_admin.approvals.api.serializers import ToolDecisionIn, tool_decision_input
 from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.core.api import validate_flat
 from aimon_admin.core.context import Channel
 from aimon_admin.registry import selectors, services
-from aimon_admin.registry.api.serializers import ToolDecisionIn, tool_decision_input
 from aimon_admin.registry.choices import AnnotationTrust, McpTransport
 from aimon_admin.registry.models import McpServer, RelayFinding, Tool
 from aimon_admin.runtimes.models import AgentRuntime
@@ -462,6 +462,8 @@ def decision(
     return {
         "decision": decision,
         "reason": reason,
+        # Part U names the layer that answered; without its fields, the ceiling or the gate.
+        "source": "CEILING" if reason == "ABOVE_CEILING" else "GATE",
         "side_effect_level": level,
         "destructive_behavior": destructive,
         "idempotency_behavior": idempotency,
@@ -595,7 +597,12 @@ def test_an_absent_local_tool_counts_as_unregistered(api: APIClient) -> None:  #
     [
         (
             {"tool": "Bash", "sesion_id": "s-1"},
-            {"sesion_id": ["Unknown field. Allowed fields: server, session_id, tool."]},
+            {
+                "sesion_id": [
+                    "Unknown field. Allowed fields: approval_id, arguments, invoking_session_id, "
+                    "principal, replay, server, session_id, tool, turn_id."
+                ]
+            },
         ),
         ({"session_id": "s-1"}, {"tool": ["This field is required."]}),
         ({"tool": ""}, {"tool": ["This field may not be blank."]}),
@@ -723,12 +730,16 @@ def test_a_decision_body_with_a_charset_is_read_too(api: APIClient) -> None:
 def test_a_decision_costs_one_query_beyond_the_token_lookup(api: APIClient) -> None:
     put_tools(api, [BASH])  # also refreshes the token's last use, a write at most once a minute
     sync(make_server("git"), [{"name": "git_status", "annotations": {"readOnlyHint": True}}])
-
-    for body in (
+    bodies = (
         {"tool": "Bash", "session_id": "s-1"},
         {"tool": "git_status", "server": "git"},
-        {"tool": "x"},
-    ):
+        {"tool": "x", "arguments": {"command": "ls"}},
+    )
+    decide(api, **bodies[0])  # a session is created when first seen (S12): a write, once
+
+    for body in bodies:
+        # One statement reads the axes, the subject argument, the sessions, the grants and
+        # the rule set's version (DESIGN part U).
         with CaptureQueriesContext(connection) as queries:
             assert decide(api, **body).status_code == 200
         assert len(queries) == 2, [q["sql"] for q in queries]

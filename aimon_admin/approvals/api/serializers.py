@@ -1,5 +1,5 @@
 """Input and output shapes of the approvals runtime API (API.md "Skill decisions",
-"Approval requests", "Session commands").
+"Approval requests", "Session commands", "Tools" and "Tool calls that ask").
 
 Input serializers are strict: an unknown field is a 400 naming it, so a typo can never
 be read as "no session", and a field such as ``decision`` or ``approved`` can never
@@ -19,15 +19,26 @@ from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.plumbing import ResolvedComponent
 from rest_framework import serializers
 
+from aimon_admin.approvals import tool_policy
 from aimon_admin.approvals.choices import (
     DecisionSource,
     GrantDecision,
     ItemScope,
+    RequestKind,
     RequestStatus,
     SkillDecision,
+    ToolCallSource,
 )
 from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest
-from aimon_admin.core.api import NameField, OptionalIdField, StrictSerializer
+from aimon_admin.core.api import NameField, OptionalIdField, StrictSerializer, validate_flat
+from aimon_admin.registry.api.serializers import ToolNameField, json_problem
+from aimon_admin.registry.choices import (
+    DestructiveBehavior,
+    GateReason,
+    IdempotencyBehavior,
+    SideEffectLevel,
+    ToolDecision,
+)
 
 MAX_SKILLS = 100
 MAX_REASON = 2000
@@ -114,6 +125,130 @@ class ApprovalRequestIn(SkillDecisionIn):
     @staticmethod
     def validate_reason(value: str | None) -> str:
         # NUL and lone surrogates (which no database stores) are refused by the field itself.
+        return value or ""
+
+
+class ArgumentsField(serializers.DictField):
+    """A tool call's arguments as the runtime will run them (U2, U4): a JSON object whose
+    canonical form (RFC 8785) exists and is at most 64 KiB, that the database can hold."""
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        problem = tool_policy.arguments_problem(data) or json_problem(data)
+        if problem:
+            raise serializers.ValidationError(problem)
+        return data
+
+
+class ToolDecisionIn(StrictSerializer):
+    """A tool call to decide (T6-T9, U). Only `tool` is required; without the fields of part U
+    the answer is the gate's, as it always was."""
+
+    tool = ToolNameField()
+    server = OptionalIdField(help_text="The MCP server's name; null or absent for a local tool.")
+    session_id = OptionalIdField(
+        help_text="Null or absent (with no invoking_session_id): unattended, so ASK becomes DENY (T8)."
+    )
+    invoking_session_id = OptionalIdField(
+        help_text="The session that launched this run (a fork): its approvals and denials hold here (S3)."
+    )
+    turn_id = OptionalIdField(help_text="The turn, for approvals that hold for one turn only.")
+    principal = OptionalIdField(
+        help_text="The end user's AIMON Admin username; fixed for a session when first seen (S12)."
+    )
+    arguments = ArgumentsField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="The call's input, a JSON object (at most 64 KiB as canonical JSON): its subject "
+        "argument is matched by argument rules and grants (U1); its digest by an Allow this call (U4).",
+    )
+    replay = StrictBooleanField(
+        required=False,
+        default=False,
+        help_text="A retry or rewake replay: a NON_IDEMPOTENT tool's replay is never answered by an "
+        "earlier Allow this call (U6).",
+    )
+    approval_id = serializers.UUIDField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="The tool approval request answered Allow this call: ALLOW once, for the same "
+        "arguments in the same session (U4).",
+    )
+
+
+_PLAIN_DECISION_FIELDS = frozenset(("tool", "server", "session_id"))
+_DECISION_DEFAULTS = {
+    "invoking_session_id": None,
+    "turn_id": None,
+    "principal": None,
+    "arguments": None,
+    "replay": False,
+    "approval_id": None,
+}
+_NAME_MAX = 200
+
+
+def _plain_name(value: Any) -> bool:
+    # Stricter than the fields (isprintable() is false for every control character and
+    # surrogate, and for some rarer characters too): anything it refuses goes the slow way.
+    return type(value) is str and 0 < len(value) <= _NAME_MAX and value.isprintable()
+
+
+def tool_decision_input(data: Any) -> dict[str, Any]:
+    """A tool decision request, validated: the common gate-only case (tool, server, session)
+    checked directly, everything else by the fields themselves, so every error is exactly
+    the serializer's."""
+    if type(data) is dict and data.keys() <= _PLAIN_DECISION_FIELDS:
+        tool, server, session_id = data.get("tool"), data.get("server"), data.get("session_id")
+        if (
+            _plain_name(tool)
+            and (server is None or _plain_name(server))
+            and (session_id is None or _plain_name(session_id))
+        ):
+            return {"tool": tool, "server": server, "session_id": session_id, **_DECISION_DEFAULTS}
+    return validate_flat(ToolDecisionIn, data)
+
+
+class ToolApprovalRequestIn(StrictSerializer):
+    """One tool call to ask a person about (U2), with its exact arguments."""
+
+    tool = ToolNameField()
+    server = OptionalIdField(help_text="The MCP server's name; null or absent for a local tool.")
+    session_id = OptionalIdField(help_text="The session asking. With no invoking_session_id, required (T8).")
+    invoking_session_id = OptionalIdField(
+        help_text="The session that launched this run: a fork's session answers land there (S3, S4)."
+    )
+    turn_id = OptionalIdField(help_text="The turn asking.")
+    principal = OptionalIdField(
+        help_text="The end user's AIMON Admin username; fixed for a session when first seen (S12)."
+    )
+    arguments = ArgumentsField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="The call's exact input, shown in full to the approver; absent means {}.",
+    )
+    reason = serializers.CharField(
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        max_length=MAX_REASON,
+        trim_whitespace=False,
+        default="",
+        help_text="Shown to the approver.",
+    )
+    timeout_seconds = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=MIN_TIMEOUT,
+        max_value=MAX_TIMEOUT,
+        default=None,
+        help_text="Seconds until the request expires (S9); 300 when omitted.",
+    )
+
+    @staticmethod
+    def validate_reason(value: str | None) -> str:
         return value or ""
 
 
@@ -206,6 +341,70 @@ class ApprovalRequestOut(serializers.Serializer):
     answered_at = serializers.DateTimeField(allow_null=True)
 
 
+class ToolRuleRefOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    pattern = serializers.CharField(help_text="The rule as written: Tool(pattern), e.g. Bash(git push:*).")
+
+
+class ToolDecisionOut(serializers.Serializer):
+    decision = serializers.ChoiceField(ToolDecision.choices)
+    reason = serializers.ChoiceField(GateReason.choices)
+    source = NamedEnumField(
+        ToolCallSource, "ToolCallSourceEnum", help_text="The layer of the chain that answered (U)."
+    )
+    side_effect_level = serializers.ChoiceField(SideEffectLevel.choices)
+    destructive_behavior = serializers.ChoiceField(DestructiveBehavior.choices)
+    idempotency_behavior = serializers.ChoiceField(
+        IdempotencyBehavior.choices, help_text="Retry advice only; no gate reads it (T3)."
+    )
+    registered = serializers.BooleanField(
+        help_text="False: nobody registered this tool, so it counts as MUTATING + DESTRUCTIVE (T9)."
+    )
+    rule = ToolRuleRefOut(required=False, help_text="Present when an operator's rule decided.")
+    note = serializers.CharField(
+        required=False,
+        help_text="Present when something about the call is worth saying: its subject argument absent "
+        "or not a string (so only whole-tool rules and grants apply, U1), an approval_id not used (U4, U6).",
+    )
+
+
+class ToolApprovalRequestOut(serializers.Serializer):
+    id = serializers.UUIDField()
+    status = NamedEnumField(RequestStatus, "ApprovalRequestStatusEnum")
+    created_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField()
+    tool = serializers.CharField()
+    server = serializers.CharField(allow_null=True, help_text="Null for the runtime's own tool.")
+    subject = serializers.CharField(
+        allow_null=True, help_text="The value of the tool's subject argument; null when there is none (U1)."
+    )
+    arguments_digest = serializers.CharField(
+        help_text="`sha256:` and the hex SHA-256 of the arguments' RFC 8785 canonical JSON (U4)."
+    )
+    decision = NamedEnumField(GrantDecision, "ApprovalItemDecisionEnum", allow_null=True)
+    scope = NamedEnumField(
+        ItemScope,
+        "ToolApprovalScopeEnum",
+        only=[ItemScope.CALL, ItemScope.TURN, ItemScope.SESSION, ItemScope.AGENT, ItemScope.REQUEST],
+        allow_null=True,
+        help_text="Where a person's answer holds: CALL (Allow this call: this call, once, U4), SESSION "
+        "or AGENT; null while unanswered and when the chain decided at creation.",
+    )
+    pattern = serializers.CharField(
+        allow_null=True,
+        help_text="The subject pattern of a session or agent answer; null for the whole tool, and for a "
+        "call answer or none.",
+    )
+    source = NamedEnumField(
+        ToolCallSource,
+        "ToolCallSourceEnum",
+        required=False,
+        help_text="Present only when the chain decided the call when the request was opened.",
+    )
+    answered_by = serializers.CharField(allow_null=True, help_text="Username of whoever answered.")
+    answered_at = serializers.DateTimeField(allow_null=True)
+
+
 class SessionClearOut(serializers.Serializer):
     removed = serializers.IntegerField(help_text="Turn and session approvals (and denials) removed.")
 
@@ -230,6 +429,41 @@ def approval_item_body(item: ApprovalItem) -> dict[str, Any]:
         "skill": item.skill,
         "decision": item.decision or None,
         "scope": item.scope or None,
+    }
+    if item.source:
+        body["source"] = item.source
+    return body
+
+
+def request_body(request: ApprovalRequest) -> dict[str, Any]:
+    """A request of either kind, as its endpoints return it."""
+    if request.kind == RequestKind.TOOL:
+        return tool_request_body(request)
+    return approval_request_body(request)
+
+
+def tool_request_body(request: ApprovalRequest) -> dict[str, Any]:
+    """A tool approval request as every endpoint returns it (API.md "Tool calls that ask").
+    Load it as `approval_request_body` asks."""
+    (item,) = request.items.all()
+    answered_by = request.answered_by
+    scope = item.scope or None
+    body: dict[str, Any] = {
+        "id": str(request.pk),
+        "status": request.status,
+        "created_at": iso(request.created_at),
+        "expires_at": iso(request.expires_at),
+        "tool": request.tool,
+        "server": request.server or None,
+        "subject": request.subject,
+        "arguments_digest": request.arguments_digest,
+        "decision": item.decision or None,
+        "scope": scope,
+        "pattern": (item.pattern or None)
+        if scope in (ItemScope.SESSION, ItemScope.AGENT, ItemScope.TURN)
+        else None,
+        "answered_by": answered_by.get_username() if answered_by is not None else None,
+        "answered_at": iso(request.answered_at),
     }
     if item.source:
         body["source"] = item.source

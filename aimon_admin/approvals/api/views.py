@@ -1,5 +1,5 @@
-"""The approvals runtime API: skill decisions, approval requests and their long-poll,
-cancel, and the session commands (API.md; DESIGN S1-S13).
+"""The approvals runtime API: skill and tool decisions, approval requests (of skills and of
+tool calls) and their long-poll, cancel, and the session commands (API.md; DESIGN S1-S13, U).
 
 Every view acts for the runtime its token names; another runtime's request is a 404.
 No endpoint takes an answer: of approvals a runtime can only ask, cancel, clear and
@@ -49,9 +49,9 @@ from aimon_admin.approvals.api.serializers import (
     SessionRevokeOut,
     SkillDecisionIn,
     SkillDecisionsOut,
-    approval_request_body,
+    request_body,
 )
-from aimon_admin.approvals.choices import RequestStatus
+from aimon_admin.approvals.choices import RequestKind, RequestStatus
 from aimon_admin.approvals.models import ApprovalRequest, Session
 from aimon_admin.core.api import Unavailable, error_response, validate_flat, validate_value
 from aimon_admin.runtimes.authentication import (
@@ -64,6 +64,10 @@ from aimon_admin.runtimes.models import AgentRuntime
 logger = logging.getLogger(__name__)
 
 NOT_FOUND_MESSAGE = "No approval request with that id."
+TOOL_NOT_FOUND_MESSAGE = "No tool approval request with that id."
+KEY_OF_OTHER_KIND_MESSAGE = (
+    "This Idempotency-Key already opened a {kind} request; use a new key for this one."
+)
 
 # Wake this long after `expires_at`, so the re-read finds the request due and expires it.
 EXPIRY_SLACK_SECONDS = 0.05
@@ -85,8 +89,11 @@ class Conflict(exceptions.APIException):
     default_code = "conflict"
 
 
-def _load(runtime_id: int, request_id: str | uuid.UUID) -> ApprovalRequest | None:
-    """The runtime's own request with everything rendering and expiry need, or None."""
+def _load(
+    runtime_id: int, request_id: str | uuid.UUID, kind: RequestKind = RequestKind.SKILL
+) -> ApprovalRequest | None:
+    """The runtime's own request of this kind with everything rendering and expiry need, or
+    None (a tool request under the skill requests' path, and the reverse, is not found)."""
     try:
         pk = request_id if isinstance(request_id, uuid.UUID) else uuid.UUID(request_id)
     except ValueError:
@@ -94,15 +101,21 @@ def _load(runtime_id: int, request_id: str | uuid.UUID) -> ApprovalRequest | Non
     return (
         ApprovalRequest.objects.select_related("runtime", "session", "invoking_session", "answered_by")
         .prefetch_related("items")
-        .filter(runtime_id=runtime_id, pk=pk)
+        .filter(runtime_id=runtime_id, pk=pk, kind=kind)
         .first()
     )
 
 
-def _own_request(runtime: AgentRuntime, request_id: str | uuid.UUID) -> ApprovalRequest:
-    approval = _load(runtime.pk, request_id)
+def _not_found(kind: RequestKind) -> exceptions.NotFound:
+    return exceptions.NotFound(TOOL_NOT_FOUND_MESSAGE if kind == RequestKind.TOOL else NOT_FOUND_MESSAGE)
+
+
+def _own_request(
+    runtime: AgentRuntime, request_id: str | uuid.UUID, kind: RequestKind = RequestKind.SKILL
+) -> ApprovalRequest:
+    approval = _load(runtime.pk, request_id, kind)
     if approval is None:
-        raise exceptions.NotFound(NOT_FOUND_MESSAGE)
+        raise _not_found(kind)
     return approval
 
 
@@ -287,13 +300,21 @@ def approval_requests(request: Request) -> Response:
         raise Conflict(str(exc)) from exc
     except services.UnknownInvokingSessionError as exc:
         raise _unknown_invoking(exc) from exc
-    approval = _own_request(runtime, approval.pk)
+    return _opened(runtime, approval, created, RequestKind.SKILL)
+
+
+def _opened(runtime: AgentRuntime, approval: ApprovalRequest, created: bool, kind: RequestKind) -> Response:
+    """A request just opened (201), or the one its Idempotency-Key opened before (200)."""
+    if approval.kind != kind:
+        raise Conflict(KEY_OF_OTHER_KIND_MESSAGE.format(kind=RequestKind(approval.kind).label.lower()))
+    approval = _own_request(runtime, approval.pk, kind)
     if not created and services.request_expire_if_due(approval):
-        approval = _own_request(runtime, approval.pk)
+        approval = _own_request(runtime, approval.pk, kind)
+    path = "tool-approval-requests" if kind == RequestKind.TOOL else "approval-requests"
     return Response(
-        approval_request_body(approval),
+        request_body(approval),
         status=201 if created else 200,
-        headers={"Location": f"/api/v1/approval-requests/{approval.pk}"},
+        headers={"Location": f"/api/v1/{path}/{approval.pk}"},
     )
 
 
@@ -322,19 +343,19 @@ def _release_connection() -> None:
         connection.close()
 
 
-def _read(runtime_id: int, request_id: uuid.UUID, *, release: bool) -> _Snapshot | None:
+def _read(runtime_id: int, request_id: uuid.UUID, kind: RequestKind, *, release: bool) -> _Snapshot | None:
     """One read of the row, the truth: expire it if due (S9), then render it."""
     try:
-        approval = _load(runtime_id, request_id)
+        approval = _load(runtime_id, request_id, kind)
         if approval is None:
             return None
         if services.request_expire_if_due(approval):
-            approval = _load(runtime_id, request_id)
+            approval = _load(runtime_id, request_id, kind)
             if approval is None:  # requests are never deleted; kept for the type checker
                 return None
         return _Snapshot(
             status=approval.status,
-            body=approval_request_body(approval),
+            body=request_body(approval),
             seconds_to_expiry=(approval.expires_at - timezone.now()).total_seconds(),
         )
     finally:
@@ -342,7 +363,9 @@ def _read(runtime_id: int, request_id: uuid.UUID, *, release: bool) -> _Snapshot
             _release_connection()
 
 
-async def _long_poll(runtime_id: int, request_id: uuid.UUID, wait: int) -> dict[str, Any] | None:
+async def _long_poll(
+    runtime_id: int, request_id: uuid.UUID, wait: int, kind: RequestKind = RequestKind.SKILL
+) -> dict[str, Any] | None:
     """Read the row until it leaves PENDING or `wait` seconds pass.
 
     Subscribe first, then read: a wake-up published between the read and the wait is then
@@ -357,7 +380,7 @@ async def _long_poll(runtime_id: int, request_id: uuid.UUID, wait: int) -> dict[
     try:
         while True:
             waiting = subscription is not None and deadline - loop.time() > 0
-            snapshot = await sync_to_async(_read)(runtime_id, request_id, release=waiting)
+            snapshot = await sync_to_async(_read)(runtime_id, request_id, kind, release=waiting)
             if snapshot is None:
                 return None
             remaining = deadline - loop.time()
@@ -377,12 +400,12 @@ async def approval_request_detail(request: HttpRequest, request_id: str) -> Json
     after `wait` seconds (0-60, default 0) with its current state. Its errors are answered by
     the API's exception handler, as on every DRF view."""
     try:
-        return JsonResponse(await _detail(request, request_id))
+        return JsonResponse(await _detail(request, request_id, RequestKind.SKILL))
     except Exception as exc:
         return error_response(request, exc, authenticator=_AUTHENTICATION)
 
 
-async def _detail(request: HttpRequest, request_id: str) -> dict[str, Any]:
+async def _detail(request: HttpRequest, request_id: str, kind: RequestKind) -> dict[str, Any]:
     if request.method != "GET":
         not_allowed = exceptions.MethodNotAllowed(request.method or "")
         not_allowed.allowed = ("GET",)  # type: ignore[attr-defined]
@@ -401,15 +424,15 @@ async def _detail(request: HttpRequest, request_id: str) -> dict[str, Any]:
     try:
         pk = uuid.UUID(request_id)
     except ValueError as exc:
-        raise exceptions.NotFound(NOT_FOUND_MESSAGE) from exc
+        raise _not_found(kind) from exc
 
     try:
-        body = await _long_poll(caller.runtime.pk, pk, int(raw_wait))
+        body = await _long_poll(caller.runtime.pk, pk, int(raw_wait), kind)
     except DatabaseError as exc:
         logger.error("database unavailable during a long-poll: %s", exc)
         raise Unavailable() from exc
     if body is None:
-        raise exceptions.NotFound(NOT_FOUND_MESSAGE)
+        raise _not_found(kind)
     return body
 
 
@@ -463,14 +486,18 @@ approval_request_detail.initkwargs = {}  # type: ignore[attr-defined]
 )
 @api_view(["POST"])
 def approval_request_cancel(request: Request, request_id: str) -> Response:
+    return _cancel(request, request_id, RequestKind.SKILL)
+
+
+def _cancel(request: Request, request_id: str, kind: RequestKind) -> Response:
     runtime = request.user.runtime
-    approval = _own_request(runtime, request_id)
+    approval = _own_request(runtime, request_id, kind)
     validate_flat(EmptyIn, request.data)
     try:
         services.request_cancel(request=approval, actor=request.user.actor)
     except services.RequestClosedError as exc:
         raise Conflict(str(exc)) from exc
-    return Response(approval_request_body(_own_request(runtime, approval.pk)))
+    return Response(request_body(_own_request(runtime, approval.pk, kind)))
 
 
 # --- POST /api/v1/sessions/{session_id}/clear | /revoke ---------------------------------------------

@@ -7,9 +7,10 @@ SQLite and PostgreSQL alike.
 
 The modules: `sessions` (S12: first sight, the idle TTL), `decisions` (the chain's read
 side, S2/S3), `requests` (opening, grant writes, cancel and expiry: S4-S9), `answers` (a
-person's answer: S4-S8, S13), `revocation` (clear and revoke: S10), and `errors` (the
-refusals and messages). The public names are re-exported here, so `services.request_answer`
-and `from aimon_admin.approvals.services import ...` read as they always have.
+person's answer: S4-S8, S13), `revocation` (clear and revoke: S10), `tool_decisions` (a
+tool call's chain, part U) and `errors` (the refusals and messages). The public names are
+re-exported here, so `services.request_answer` and
+`from aimon_admin.approvals.services import ...` read as they always have.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from aimon_admin.approvals.services.decisions import (
 from aimon_admin.approvals.services.errors import (
     AGENT_WIDE_ENDS,
     ANSWER_NOT_OFFERED_MESSAGE,
+    ARGUMENTS_NUL_MESSAGE,
     CAPPED_ANSWER_MESSAGE,
     DENY_REPLACED_MESSAGE,
     ESCALATION_REACH,
@@ -40,8 +42,10 @@ from aimon_admin.approvals.services.errors import (
     SETTLED_DENY_STANDS_MESSAGE,
     SETTLED_SAME_MESSAGE,
     STANDING_ANSWER_REFUSED_MESSAGE,
+    UNATTENDED_TOOL_REQUEST_MESSAGE,
     UNKNOWN_INVOKING_SESSION_MESSAGE,
     ApprovalError,
+    BadToolCallError,
     NotAllowedError,
     PrincipalConflictError,
     RequestClosedError,
@@ -68,33 +72,48 @@ from aimon_admin.approvals.services.sessions import (
     session_lookup,
     session_touch,
 )
+from aimon_admin.approvals.services.tool_decisions import (
+    APPROVAL_NOT_USED_NOTE,
+    REPLAY_NOT_IDEMPOTENT_NOTE,
+    ToolCallDecision,
+    call_approval_use,
+    tool_call_decide,
+    tool_call_evaluate,
+)
 
 __all__ = [
     "AGENT_WIDE_ENDS",
     "ANSWER_NOT_OFFERED_MESSAGE",
+    "APPROVAL_NOT_USED_NOTE",
+    "ARGUMENTS_NUL_MESSAGE",
     "CAPPED_ANSWER_MESSAGE",
     "DENY_REPLACED_MESSAGE",
     "ESCALATION_REACH",
     "NOT_YOURS_MESSAGE",
     "PRINCIPAL_CONFLICT_MESSAGE",
+    "REPLAY_NOT_IDEMPOTENT_NOTE",
     "REQUEST_CLOSED_MESSAGE",
     "REQUEST_DENY_REACH",
     "SEEN_RESOLUTION",
     "SETTLED_DENY_STANDS_MESSAGE",
     "SETTLED_SAME_MESSAGE",
     "STANDING_ANSWER_REFUSED_MESSAGE",
+    "UNATTENDED_TOOL_REQUEST_MESSAGE",
     "UNKNOWN_INVOKING_SESSION_MESSAGE",
     "AnswerOutcome",
     "ApprovalError",
+    "BadToolCallError",
     "GrantWrite",
     "NotAllowedError",
     "PrincipalConflictError",
     "RequestClosedError",
     "RequestInput",
     "SkillVerdict",
+    "ToolCallDecision",
     "UnknownInvokingSessionError",
     "agent_grants_revoke",
     "answers_for",
+    "call_approval_use",
     "decide_skills",
     "decide_skills_for_token",
     "grant_revoke",
@@ -110,6 +129,8 @@ __all__ = [
     "session_revoke",
     "session_touch",
     "skills_decide",
+    "tool_call_decide",
+    "tool_call_evaluate",
     "user_may_answer",
     "user_may_grant_agent",
 ]

@@ -14,13 +14,14 @@ from django.utils import timezone
 
 from aimon_admin.accounts.models import User
 from aimon_admin.accounts.roles import Role
-from aimon_admin.approvals import policy, wakeups
+from aimon_admin.approvals import policy, selectors, tool_policy, wakeups
 from aimon_admin.approvals.choices import (
     Answer,
     GrantDecision,
     GrantOrigin,
     GrantScope,
     ItemScope,
+    RequestKind,
     RequestStatus,
 )
 from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant
@@ -39,7 +40,12 @@ from aimon_admin.approvals.services.errors import (
     NotAllowedError,
     RequestClosedError,
 )
-from aimon_admin.approvals.services.requests import _write_grant, request_expire_if_due, request_shape
+from aimon_admin.approvals.services.requests import (
+    _grant_subject,
+    _write_grant,
+    request_expire_if_due,
+    request_shape,
+)
 from aimon_admin.approvals.services.sessions import _session_active
 from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.services import audit_record
@@ -87,7 +93,22 @@ def user_may_grant_agent(user: User, runtime: AgentRuntime) -> bool:
     )
 
 
-def answers_for(user: User, request: ApprovalRequest, item: ApprovalItem) -> list[Answer]:
+def answers_for(
+    user: User,
+    request: ApprovalRequest,
+    item: ApprovalItem,
+    *,
+    patterns: selectors.ToolCallPatterns | None = None,
+) -> list[Answer]:
+    """The buttons this person sees for one item (S4, S13; a tool request's, U3). For a tool
+    request the patterns it offers are read now (`patterns` when the caller has them)."""
+    if request.kind == RequestKind.TOOL:
+        patterns = patterns or selectors.tool_call_patterns(request=request)
+        return tool_policy.tool_answers_offered(
+            request_shape(request),
+            may_grant_agent=user_may_grant_agent(user, request.runtime),
+            allow_patterns=patterns.allow,
+        )
     return policy.answers_offered(
         request_shape(request),
         may_grant_agent=user_may_grant_agent(user, request.runtime),
@@ -96,9 +117,16 @@ def answers_for(user: User, request: ApprovalRequest, item: ApprovalItem) -> lis
 
 
 def request_answer(
-    *, request: ApprovalRequest, user: User, answer: Answer | str, skills: Sequence[str] | None = None
+    *,
+    request: ApprovalRequest,
+    user: User,
+    answer: Answer | str,
+    skills: Sequence[str] | None = None,
+    pattern: str | None = None,
 ) -> AnswerOutcome:
-    """A person answers one skill or every unanswered skill of a request (S4-S8, S13).
+    """A person answers one skill or every unanswered skill of a request (S4-S8, S13), or a
+    tool request's call (U3), its session and agent answers narrowed to `pattern` (one the
+    request offers; None: the narrowest).
 
     Each skill is written on its own (S8): a failure leaves that skill ASK and the rest
     go on. Exactly once: an item already answered is reported, never overwritten. The
@@ -117,18 +145,27 @@ def request_answer(
         raise ApprovalError("Unknown skill for this request.")
     outcome = AnswerOutcome()
     shape = request_shape(request)
+    patterns = selectors.tool_call_patterns(request=request) if request.kind == RequestKind.TOOL else None
     for item in chosen:
         if item.answered:
             outcome.already_answered.append(item)
             continue
-        if answer not in answers_for(user, request, item):
+        if answer not in answers_for(user, request, item, patterns=patterns):
             raise NotAllowedError(_refusal(user, request, item, answer))
+    chosen_pattern = ""
+    if patterns is not None:
+        try:
+            chosen_pattern = tool_policy.answer_pattern(
+                answer, pattern, allow=patterns.allow, deny=patterns.deny
+            )
+        except ValueError as exc:  # a pattern the request does not offer (U3)
+            raise NotAllowedError(str(exc)) from exc
     open_items = [item for item in chosen if not item.answered]
     for position, item in enumerate(open_items):
         last = position == len(open_items) - 1
         try:
             with transaction.atomic():
-                written = _answer_item(request, item, answer, shape, user, outcome.notes)
+                written = _answer_item(request, item, answer, shape, user, outcome.notes, chosen_pattern)
                 # The last write closes the request in its own transaction when nothing is
                 # left open (S7 holds: every grant is written by then), saving a commit on
                 # the path from the click to the waiting runtime.
@@ -180,7 +217,7 @@ def _for_answer(request: ApprovalRequest) -> ApprovalRequest:
 def _refusal(user: User, request: ApprovalRequest, item: ApprovalItem, answer: Answer) -> str:
     """Why an answer not offered is refused, and what to do instead."""
     escalates = request_shape(request).escalates
-    if answer in (Answer.DENY_REQUEST, Answer.ALLOW_ONCE):
+    if answer in (Answer.DENY_REQUEST, Answer.ALLOW_ONCE, Answer.ALLOW_CALL):
         return ANSWER_NOT_OFFERED_MESSAGE.format(answer=answer.label, skill=item.skill)
     session_answer = answer in (Answer.ALLOW_SESSION, Answer.DENY)
     reach = GrantScope.SESSION if session_answer and not escalates else GrantScope.AGENT
@@ -202,10 +239,13 @@ def _answer_item(
     shape: policy.RequestShape,
     user: User,
     notes: list[str],
+    pattern: str = "",
 ) -> ApprovalItem | None:
     now = timezone.now()
     if policy.stores_nothing(answer):
         return _deny_request_item(request, item, user, now)
+    if answer == Answer.ALLOW_CALL:
+        return _allow_call_item(request, item, user, now)
     target = policy.grant_for_answer(answer, shape)
     # Claim the item first: of two people answering at once, one update finds it open.
     # Only while the request is still open: an answer that loses a race with a cancel or an
@@ -216,13 +256,13 @@ def _answer_item(
         ApprovalRequest.objects.filter(pk=OuterRef("request_id"), status=RequestStatus.PENDING)
     )
     claimed = ApprovalItem.objects.filter(still_open, pk=item.pk, decision="").update(
-        decision=target.decision, scope=target.scope, answered_by=user, answered_at=now
+        decision=target.decision, scope=target.scope, answered_by=user, answered_at=now, pattern=pattern
     )
     if claimed != 1:
         return None
     origin = GrantOrigin.ESCALATION if target.escalated else GrantOrigin.ANSWER
     written = _write_grant(
-        request=request, skill=item.skill, target=target, origin=origin, user=user, now=now
+        request=request, skill=item.skill, target=target, origin=origin, user=user, now=now, pattern=pattern
     )
     grant = written.grant
     decision = grant.decision
@@ -238,7 +278,51 @@ def _answer_item(
     _session_active(grant.session_id, now)
     # What the claim and the lines above wrote, without reading the row back.
     item.decision, item.scope, item.answered_by, item.answered_at = decision, target.scope, user, now
-    item.grant = grant
+    item.grant, item.pattern = grant, pattern
+    return item
+
+
+def _allow_call_item(
+    request: ApprovalRequest, item: ApprovalItem, user: User, now: dt.datetime
+) -> ApprovalItem | None:
+    """U3, U4: *Allow this call*: the item reads ALLOW at scope CALL and no grant is written;
+    the request's arguments digest is the approval, used once by a tool decision that
+    presents it. Audited with the digest (U7)."""
+    still_open = Exists(
+        ApprovalRequest.objects.filter(pk=OuterRef("request_id"), status=RequestStatus.PENDING)
+    )
+    claimed = ApprovalItem.objects.filter(still_open, pk=item.pk, decision="").update(
+        decision=GrantDecision.ALLOW, scope=ItemScope.CALL, answered_by=user, answered_at=now
+    )
+    if claimed != 1:
+        return None
+    holder = request.session or request.invoking_session
+    _session_active(holder.pk if holder else None, now)
+    audit_record(
+        action=AuditAction.TOOL_CALL_APPROVED,
+        actor=Actor.for_user(user),
+        level=AuditLevel.INFO,
+        runtime=request.runtime,
+        session_key=holder.session_id if holder else "",
+        subject_type="tool",
+        subject=_grant_subject(request, item.skill, ""),
+        details={
+            "decision": GrantDecision.ALLOW,
+            "scope": ItemScope.CALL,
+            "request_id": str(request.pk),
+            "arguments_digest": request.arguments_digest,
+            "subject": request.subject,
+            "answered_by": user.username,
+            "stored": False,
+        },
+    )
+    item.decision, item.scope, item.answered_by, item.answered_at = (
+        GrantDecision.ALLOW,
+        ItemScope.CALL,
+        user,
+        now,
+    )
+    item.grant = None
     return item
 
 
@@ -295,14 +379,15 @@ def _deny_request_item(
 
 def _audit_settled(request: ApprovalRequest, skill: str, grant: Grant, answer: Answer, user: User) -> None:
     """A person's answer met a grant another request's answer wrote for the same key (S2)."""
+    tool = request.kind == RequestKind.TOOL
     audit_record(
-        action=AuditAction.SKILL_ANSWER_SETTLED,
+        action=AuditAction.TOOL_ANSWER_SETTLED if tool else AuditAction.SKILL_ANSWER_SETTLED,
         actor=Actor.for_user(user),
         level=AuditLevel.INFO,
         runtime=request.runtime,
         session_key=grant.session.session_id if grant.session else "",
-        subject_type="skill",
-        subject=skill,
+        subject_type="tool" if tool else "skill",
+        subject=_grant_subject(request, skill, grant.pattern),
         details={
             "answer": answer.value,
             "decision": grant.decision,
@@ -333,6 +418,11 @@ def _audit_grant(
     }
     if superseded:
         details["superseded_grant_ids"] = superseded
+    tool = request.kind == RequestKind.TOOL
+    if tool:
+        # U7: the subject pattern the grant carries, and the call it was answered on.
+        details["pattern"] = grant.pattern
+        details["arguments_digest"] = request.arguments_digest
     if grant.session is not None and grant.session_id != request.session_id:
         details["lands_on_invoking_session"] = grant.session.session_id
     if target.escalated:
@@ -346,14 +436,18 @@ def _audit_grant(
         if grant.session
         else (request.invoking_session.session_id if request.invoking_session else "")
     )
+    if tool:
+        action = AuditAction.TOOL_GRANTED
+    else:
+        action = AuditAction.SKILL_GRANT_ESCALATED if target.escalated else AuditAction.SKILL_GRANTED
     audit_record(
-        action=AuditAction.SKILL_GRANT_ESCALATED if target.escalated else AuditAction.SKILL_GRANTED,
+        action=action,
         actor=Actor.for_user(user),
         level=AuditLevel.WARNING if target.escalated else AuditLevel.INFO,
         runtime=request.runtime,
         session_key=session_key,
-        subject_type="skill",
-        subject=skill,
+        subject_type="tool" if tool else "skill",
+        subject=_grant_subject(request, skill, grant.pattern),
         details=details,
     )
 

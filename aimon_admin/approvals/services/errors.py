@@ -73,3 +73,18 @@ class UnknownInvokingSessionError(ApprovalError):
 
 def _unknown_invoking(session_id: str) -> UnknownInvokingSessionError:
     return UnknownInvokingSessionError(UNKNOWN_INVOKING_SESSION_MESSAGE.format(session=session_id))
+
+
+UNATTENDED_TOOL_REQUEST_MESSAGE = (
+    "An unattended call opens no request: nobody can be asked (T8). Name the session asking "
+    "(session_id), or the session that launched this run (invoking_session_id)."
+)
+ARGUMENTS_NUL_MESSAGE = "Text must not contain NUL characters (\\u0000), which cannot be stored."
+
+
+class BadToolCallError(ApprovalError):
+    """A tool call that cannot be asked about (API: 400 on `field`)."""
+
+    def __init__(self, message: str, *, field: str) -> None:
+        super().__init__(message)
+        self.field = field

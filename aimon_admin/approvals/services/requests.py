@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -11,11 +12,13 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from aimon_admin.accounts.models import User
-from aimon_admin.approvals import policy, wakeups
+from aimon_admin.approvals import policy, tool_policy, wakeups
 from aimon_admin.approvals.choices import (
     GrantDecision,
+    GrantKind,
     GrantOrigin,
     GrantScope,
+    RequestKind,
     RequestStatus,
     RevokeReason,
     SkillDecision,
@@ -23,11 +26,15 @@ from aimon_admin.approvals.choices import (
 from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, Session
 from aimon_admin.approvals.services.decisions import skills_decide
 from aimon_admin.approvals.services.errors import (
+    ARGUMENTS_NUL_MESSAGE,
     REQUEST_CLOSED_MESSAGE,
+    UNATTENDED_TOOL_REQUEST_MESSAGE,
+    BadToolCallError,
     RequestClosedError,
     _unknown_invoking,
 )
 from aimon_admin.approvals.services.sessions import _session_active, session_lookup, session_touch
+from aimon_admin.approvals.services.tool_decisions import tool_call_evaluate
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.services import audit_record
 from aimon_admin.core.actors import Actor
@@ -38,6 +45,9 @@ from aimon_admin.runtimes.models import AgentRuntime
 
 @dataclass
 class RequestInput:
+    """A request to open: about `skills` (S4), or with `kind` TOOL about one call of `tool`
+    (on MCP `server`, None for the runtime's own tool) with its exact `arguments` (U2)."""
+
     runtime: AgentRuntime
     skills: list[str]
     session_id: str | None = None
@@ -47,6 +57,10 @@ class RequestInput:
     reason: str = ""
     timeout_seconds: int | None = None
     idempotency_key: str | None = None
+    kind: RequestKind = RequestKind.SKILL
+    tool: str = ""
+    server: str | None = None
+    arguments: dict[str, Any] | None = None
 
 
 def request_shape(request: ApprovalRequest) -> policy.RequestShape:
@@ -61,8 +75,12 @@ def request_create(data: RequestInput) -> tuple[ApprovalRequest, bool]:
     """Open a request (or return the one this Idempotency-Key already opened: created False).
 
     Skills the chain already decides are filled in at once; if all are, the request is
-    ANSWERED from the start.
+    ANSWERED from the start. A tool call likewise: a call the tool chain decides is ANSWERED
+    from the start (U2); an unattended one (no session, no invoking session) opens nothing
+    (T8, U5: BadToolCallError).
     """
+    if data.kind == RequestKind.TOOL:
+        _tool_call_check(data)
     if data.idempotency_key:
         existing = ApprovalRequest.objects.filter(
             runtime=data.runtime, idempotency_key=data.idempotency_key
@@ -105,16 +123,19 @@ def _request_create(data: RequestInput) -> ApprovalRequest:
         invoking.principal if invoking else None,
     )
     timeout = data.timeout_seconds or settings.AIMON_REQUEST_DEFAULT_TIMEOUT_SECONDS
-    request = ApprovalRequest.objects.create(
-        runtime=data.runtime,
-        session=session,
-        invoking_session=invoking,
-        turn_id=data.turn_id or "",
-        principal=principal or "",
-        reason=data.reason,
-        idempotency_key=data.idempotency_key or "",
-        expires_at=now + dt.timedelta(seconds=timeout),
-    )
+    common = {
+        "runtime": data.runtime,
+        "session": session,
+        "invoking_session": invoking,
+        "turn_id": data.turn_id or "",
+        "principal": principal or "",
+        "reason": data.reason,
+        "idempotency_key": data.idempotency_key or "",
+        "expires_at": now + dt.timedelta(seconds=timeout),
+    }
+    if data.kind == RequestKind.TOOL:
+        return _tool_request_create(data, common, now)
+    request = ApprovalRequest.objects.create(**common)
     verdicts = skills_decide(
         runtime=data.runtime,
         skills=data.skills,
@@ -138,10 +159,80 @@ def _request_create(data: RequestInput) -> ApprovalRequest:
         )
     ApprovalItem.objects.bulk_create(items)
     if all(item.decision for item in items):
-        request.status = RequestStatus.ANSWERED
-        request.answered_at = now
-        request.closed_at = now
-        request.save(update_fields=["status", "answered_at", "closed_at"])
+        _answered_at_creation(request, now)
+    return request
+
+
+def _answered_at_creation(request: ApprovalRequest, now: dt.datetime) -> None:
+    request.status = RequestStatus.ANSWERED
+    request.answered_at = now
+    request.closed_at = now
+    request.save(update_fields=["status", "answered_at", "closed_at"])
+
+
+def _tool_call_check(data: RequestInput) -> None:
+    """U2: a tool request names a session or an invoking session (an unattended call opens
+    none, T8), and arguments fit to store and to digest. The API checks these first; this
+    holds for every other caller."""
+    if not data.session_id and not data.invoking_session_id:
+        raise BadToolCallError(UNATTENDED_TOOL_REQUEST_MESSAGE, field="session_id")
+    problems = tool_policy.tool_name_problems(data.tool)
+    if problems:
+        raise BadToolCallError(" ".join(problems), field="tool")
+    arguments = data.arguments if data.arguments is not None else {}
+    problem = tool_policy.arguments_problem(arguments)
+    if problem is None and _holds_nul(arguments):
+        problem = ARGUMENTS_NUL_MESSAGE
+    if problem:
+        raise BadToolCallError(problem, field="arguments")
+
+
+def _holds_nul(value: Any) -> bool:
+    """Whether parsed JSON holds a NUL character anywhere (PostgreSQL's jsonb and text refuse it)."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any("\x00" in key or _holds_nul(item) for key, item in value.items())
+    if isinstance(value, list):
+        return any(_holds_nul(item) for item in value)
+    return False
+
+
+def _tool_request_create(data: RequestInput, common: dict[str, Any], now: dt.datetime) -> ApprovalRequest:
+    """U2: the call, its digest and subject stored; its one item named after the tool, decided
+    at once when the tool chain decides it (ALLOW or DENY, its source the layer)."""
+    arguments = dict(data.arguments or {})
+    decided = tool_call_evaluate(
+        runtime=data.runtime,
+        tool=data.tool,
+        server=data.server,
+        session=common["session"],
+        invoking_session=common["invoking_session"],
+        turn_id=data.turn_id,
+        arguments=arguments,
+    )
+    request = ApprovalRequest.objects.create(
+        **common,
+        kind=RequestKind.TOOL,
+        tool=data.tool,
+        server=data.server or "",
+        arguments=arguments,
+        arguments_digest=decided.digest,
+        subject_argument=decided.subject_argument,
+        subject=decided.subject.value,
+    )
+    verdict = decided.verdict
+    answered = verdict.decision != SkillDecision.ASK
+    ApprovalItem.objects.create(
+        request=request,
+        position=0,
+        skill=data.tool,
+        decision=verdict.decision if answered else "",
+        source=verdict.source if answered else "",
+        answered_at=now if answered else None,
+    )
+    if answered:
+        _answered_at_creation(request, now)
     return request
 
 
@@ -165,8 +256,26 @@ class GrantWrite:
     replaced: Grant | None = None
 
 
-def _same_key(request: ApprovalRequest, skill: str, target: policy.GrantTarget, session: Session | None) -> Q:
-    key = Q(runtime=request.runtime, skill=skill, scope=target.scope, revoked_at__isnull=True)
+def _grant_kind(request: ApprovalRequest) -> GrantKind:
+    """A skill request's answers write SKILL grants; a tool request's, TOOL grants (U3)."""
+    return GrantKind.TOOL if request.kind == RequestKind.TOOL else GrantKind.SKILL
+
+
+def _same_key(
+    request: ApprovalRequest, skill: str, target: policy.GrantTarget, session: Session | None, pattern: str
+) -> Q:
+    """The one-active-grant key: a skill's grants and a tool's never answer for each other,
+    and a tool's are per server and subject pattern."""
+    kind = _grant_kind(request)
+    key = Q(
+        runtime=request.runtime,
+        kind=kind,
+        server=request.server if kind == GrantKind.TOOL else "",
+        skill=skill,
+        pattern=pattern,
+        scope=target.scope,
+        revoked_at__isnull=True,
+    )
     if target.scope == GrantScope.AGENT:
         key &= Q(session__isnull=True)
     else:
@@ -185,6 +294,7 @@ def _write_grant(
     user: User | None,
     now: dt.datetime,
     settle: bool = True,
+    pattern: str = "",
 ) -> GrantWrite:
     """Write one grant where the target says.
 
@@ -195,11 +305,15 @@ def _write_grant(
     an ALLOW meets the DENY standing, and is answered by it. An abort's denial (S9) always
     supersedes. Two answers racing for the same key (each seeing it free, one insert refused
     by the one-active-grant constraint) are settled the same way: the loser reads the key again.
+    A tool request's grant is a TOOL grant for its tool, server and `pattern` (U3).
     """
+    kind = _grant_kind(request)
     session = _holder_session(request, target.holder)
     for attempt in (1, 2):
         held = list(
-            Grant.objects.filter(_same_key(request, skill, target, session)).select_related("granted_by")
+            Grant.objects.filter(_same_key(request, skill, target, session, pattern)).select_related(
+                "granted_by"
+            )
         )
         in_force = [g for g in held if g.expires_at is None or g.expires_at > now]
         replaced = None
@@ -217,6 +331,9 @@ def _write_grant(
             with transaction.atomic():  # a savepoint: a refused insert leaves the rest intact
                 grant = Grant.objects.create(
                     runtime=request.runtime,
+                    kind=kind,
+                    server=request.server if kind == GrantKind.TOOL else "",
+                    pattern=pattern,
                     scope=target.scope,
                     decision=target.decision,
                     skill=skill,
@@ -234,10 +351,24 @@ def _write_grant(
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def _abort_pattern(request: ApprovalRequest) -> str:
+    """S9 for a tool call (U3): the subject pattern an abort's session DENY carries — the
+    call's exact subject where it can be written as a pattern, else the whole tool."""
+    subject = request.subject
+    if subject and not tool_policy.subject_pattern_problems(subject):
+        return subject
+    return ""
+
+
 def _abort(request: ApprovalRequest, status: RequestStatus, actor: Actor, why: str) -> bool:
     """S9: close a PENDING request as `status`; each unanswered skill gets a SESSION DENY
-    where a session can hold it, never agent-wide. Returns False if it was not PENDING."""
+    where a session can hold it, never agent-wide (a tool call: for its exact subject, else
+    the whole tool). Returns False if it was not PENDING."""
     now = timezone.now()
+    tool = request.kind == RequestKind.TOOL
+    pattern = _abort_pattern(request) if tool else ""
+    action = AuditAction.TOOL_ABORT_DENIED if tool else AuditAction.SKILL_ABORT_DENIED
+    subject_type = "tool" if tool else "skill"
     with transaction.atomic():
         closed = ApprovalRequest.objects.filter(pk=request.pk, status=RequestStatus.PENDING).update(
             status=status, closed_at=now
@@ -248,11 +379,11 @@ def _abort(request: ApprovalRequest, status: RequestStatus, actor: Actor, why: s
         for item in request.items.filter(decision=""):
             if target is None:
                 audit_record(
-                    action=AuditAction.SKILL_ABORT_DENIED,
+                    action=action,
                     actor=actor,
                     runtime=request.runtime,
-                    subject_type="skill",
-                    subject=item.skill,
+                    subject_type=subject_type,
+                    subject=_grant_subject(request, item.skill, pattern),
                     details={
                         "request_id": str(request.pk),
                         "why": why,
@@ -265,7 +396,7 @@ def _abort(request: ApprovalRequest, status: RequestStatus, actor: Actor, why: s
             # landed since the items were read keeps its grant instead of being superseded
             # by this DENY (or colliding with it on the one-active-grant constraint).
             claimed = ApprovalItem.objects.filter(pk=item.pk, decision="").update(
-                decision=GrantDecision.DENY, scope=GrantScope.SESSION, answered_at=now
+                decision=GrantDecision.DENY, scope=GrantScope.SESSION, answered_at=now, pattern=pattern
             )
             if claimed != 1:
                 continue
@@ -277,27 +408,36 @@ def _abort(request: ApprovalRequest, status: RequestStatus, actor: Actor, why: s
                 user=None,
                 now=now,
                 settle=False,
+                pattern=pattern,
             )
             grant, superseded = written.grant, written.superseded
             ApprovalItem.objects.filter(pk=item.pk).update(grant=grant)
             _session_active(grant.session_id, now)
             audit_record(
-                action=AuditAction.SKILL_ABORT_DENIED,
+                action=action,
                 actor=actor,
                 runtime=request.runtime,
                 session_key=grant.session.session_id if grant.session else "",
-                subject_type="skill",
-                subject=item.skill,
+                subject_type=subject_type,
+                subject=_grant_subject(request, item.skill, pattern),
                 details={
                     "request_id": str(request.pk),
                     "why": why,
                     "written": True,
                     "grant_id": grant.pk,
+                    **({"pattern": pattern, "arguments_digest": request.arguments_digest} if tool else {}),
                     **({"superseded_grant_ids": superseded} if superseded else {}),
                 },
             )
     wakeups.publish_after_commit(request.pk)
     return True
+
+
+def _grant_subject(request: ApprovalRequest, skill: str, pattern: str) -> str:
+    """What an audit event names: the skill, or the tool as rule text `Tool(pattern)` (U7)."""
+    if request.kind == RequestKind.TOOL:
+        return tool_policy.rule_text(server=request.server, tool=skill, pattern=pattern)
+    return skill
 
 
 def request_cancel(*, request: ApprovalRequest, actor: Actor, why: str = "cancelled by the runtime") -> None:

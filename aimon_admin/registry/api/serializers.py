@@ -18,18 +18,14 @@ from rest_framework.settings import api_settings
 from aimon_admin.core.api import (
     EnumField,
     NameField,
-    OptionalIdField,
     StrictSerializer,
-    validate_flat,
 )
 from aimon_admin.registry.choices import (
     AnnotationTrust,
     DestructiveBehavior,
-    GateReason,
     IdempotencyBehavior,
     McpTransport,
     SideEffectLevel,
-    ToolDecision,
     ToolSource,
 )
 from aimon_admin.registry.models import TOOL_DESCRIPTION_MAX
@@ -219,52 +215,6 @@ class ToolOut(serializers.Serializer):
     read_only = serializers.BooleanField()
     description = serializers.CharField()
     input_schema = serializers.JSONField()
-
-
-# --- POST /api/v1/tool-decisions ------------------------------------------------------------------
-
-
-class ToolDecisionIn(StrictSerializer):
-    tool = ToolNameField()
-    server = OptionalIdField(help_text="The MCP server's name; null or absent for a local tool.")
-    session_id = OptionalIdField(help_text="Null or absent: unattended, so ASK becomes DENY (T8).")
-
-
-_DECISION_FIELDS = frozenset(ToolDecisionIn._declared_fields)
-_NAME_MAX = ToolDecisionIn._declared_fields["tool"].max_length
-
-
-def _plain_name(value: Any) -> bool:
-    # Stricter than the fields (isprintable() is false for every control character and
-    # surrogate, and for some rarer characters too): anything it refuses goes the slow way.
-    return type(value) is str and 0 < len(value) <= _NAME_MAX and value.isprintable()
-
-
-def tool_decision_input(data: Any) -> dict[str, Any]:
-    """A tool decision request, validated: the common well-formed case checked directly,
-    everything else by the fields themselves, so every error is exactly the serializer's."""
-    if type(data) is dict and data.keys() <= _DECISION_FIELDS:
-        tool, server, session_id = data.get("tool"), data.get("server"), data.get("session_id")
-        if (
-            _plain_name(tool)
-            and (server is None or _plain_name(server))
-            and (session_id is None or _plain_name(session_id))
-        ):
-            return {"tool": tool, "server": server, "session_id": session_id}
-    return validate_flat(ToolDecisionIn, data)
-
-
-class ToolDecisionOut(serializers.Serializer):
-    decision = serializers.ChoiceField(ToolDecision.choices)
-    reason = serializers.ChoiceField(GateReason.choices)
-    side_effect_level = serializers.ChoiceField(SideEffectLevel.choices)
-    destructive_behavior = serializers.ChoiceField(DestructiveBehavior.choices)
-    idempotency_behavior = serializers.ChoiceField(
-        IdempotencyBehavior.choices, help_text="Retry advice only; no gate reads it (T3)."
-    )
-    registered = serializers.BooleanField(
-        help_text="False: nobody registered this tool, so it counts as MUTATING + DESTRUCTIVE (T9)."
-    )
 
 
 # --- MCP servers ----------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
-"""The registry's runtime API: a runtime's own tools, tool decisions, MCP server configs
-and relayed MCP tool listings (API.md "Tools", "MCP servers").
+"""The registry's runtime API: a runtime's own tools, MCP server configs and relayed MCP
+tool listings (API.md "Tools", "MCP servers"). Tool decisions read approvals (DESIGN part U),
+so their view is approvals' (approvals/api/views.py), at the same URL.
 
 Every view acts for the runtime its token names (`request.user.runtime`) and sees only
 that runtime's local tools; MCP servers and their tools are shared by every runtime.
@@ -24,11 +25,8 @@ from aimon_admin.registry.api.serializers import (
     McpListingIn,
     McpServerOut,
     ResolvedToolOut,
-    ToolDecisionIn,
-    ToolDecisionOut,
     ToolOut,
     flatten_errors,
-    tool_decision_input,
 )
 from aimon_admin.registry.choices import SideEffectLevel
 from aimon_admin.registry.models import RelayFinding, Tool
@@ -116,43 +114,6 @@ def tools(request: Request) -> Response:
             "added": sorted(result.added),
             "changed": sorted(result.changed),
             "removed": sorted(result.removed),
-        }
-    )
-
-
-# --- /api/v1/tool-decisions ----------------------------------------------------------------------
-
-
-@extend_schema(
-    summary="May this runtime run this tool now?",
-    description=(
-        "The ceiling first, then the approval gate (T6-T9). `session_id` null or absent means "
-        "unattended: nobody can be asked, so ASK becomes DENY (T8). A tool that is not "
-        "registered (for this runtime, or on an enabled server) counts as MUTATING + "
-        "DESTRUCTIVE (T9). `idempotency_behavior` is retry advice (T3)."
-    ),
-    request=ToolDecisionIn,
-    responses={200: ToolDecisionOut, **_ERRORS},
-)
-@api_view(["POST"])
-def tool_decisions(request: Request) -> Response:
-    # Hot: no serializer instance, one query (plus the token lookup), a plain dict.
-    data = tool_decision_input(request.data)
-    outcome = selectors.tool_gate(
-        runtime=request.user.runtime,
-        name=data["tool"],
-        server=data["server"],
-        attended=data["session_id"] is not None,
-    )
-    axes = outcome.axes
-    return Response(
-        {
-            "decision": outcome.result.decision.value,
-            "reason": outcome.result.reason.value,
-            "side_effect_level": axes.level.value,
-            "destructive_behavior": axes.effective_destructive.value,
-            "idempotency_behavior": axes.idempotency.value,
-            "registered": outcome.registered,
         }
     )
 

@@ -1,0 +1,224 @@
+"""The runtime API of tool calls that ask (API.md "Tools", "Tool calls that ask"; DESIGN
+part U): tool decisions, tool approval requests, their long-poll and cancel. The long-poll,
+the opening and the cancel are the skill requests' own (views.py), for a request of kind
+TOOL: one inbox, one expiry, one wake-up path.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import exceptions
+from rest_framework.decorators import api_view
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from aimon_admin.approvals import services
+from aimon_admin.approvals.api.serializers import (
+    IDEMPOTENCY_HEADER,
+    MAX_IDEMPOTENCY_KEY,
+    MAX_WAIT,
+    ToolApprovalRequestIn,
+    ToolApprovalRequestOut,
+    ToolDecisionIn,
+    ToolDecisionOut,
+    tool_decision_input,
+)
+from aimon_admin.approvals.api.views import (
+    _AUTHENTICATION,
+    _ERRORS,
+    Conflict,
+    _cancel,
+    _detail,
+    _opened,
+    _unknown_invoking,
+)
+from aimon_admin.approvals.choices import RequestKind
+from aimon_admin.core.api import error_response, validate_flat, validate_value
+
+# --- POST /api/v1/tool-decisions ---------------------------------------------------------------
+
+
+def tool_decision_body(decided: services.ToolCallDecision) -> dict[str, Any]:
+    """A tool decision as the endpoint answers it (API.md "Tools", "Tool calls that ask")."""
+    verdict, axes = decided.verdict, decided.axes
+    body: dict[str, Any] = {
+        "decision": verdict.decision.value,
+        "reason": verdict.reason.value,
+        "source": verdict.source.value,
+        "side_effect_level": axes.level.value,
+        "destructive_behavior": axes.effective_destructive.value,
+        "idempotency_behavior": axes.idempotency.value,
+        "registered": decided.registered,
+    }
+    if verdict.rule is not None:
+        body["rule"] = {"id": verdict.rule.id, "pattern": verdict.rule.text}
+    if decided.note:
+        body["note"] = decided.note
+    return body
+
+
+@extend_schema(
+    summary="May this runtime run this tool now?",
+    description=(
+        "The tool chain, first match wins: the ceiling (DENY, T6) → operator DENY rules → this "
+        "call's approval (`approval_id`, U4) → turn → session → invoking session → agent grants "
+        "→ operator ALLOW / ASK rules → the gate (T7-T9) → ASK. `source` names the layer that "
+        "answered; `rule` the rule, when one did. Attended means `session_id` or "
+        "`invoking_session_id` is given; unattended, nobody can be asked, so ASK becomes DENY "
+        "(T8) unless one of this runtime's pre-approvals answers it (PRE_APPROVED, U5). Rules and "
+        "grants narrowed to a subject pattern match the value of the tool's subject argument in "
+        "`arguments` (U1). A tool that is not registered (for this runtime, or on an enabled "
+        "server) counts as MUTATING + DESTRUCTIVE (T9). `idempotency_behavior` is retry advice "
+        "(T3); a `replay` of a NON_IDEMPOTENT tool asks again (U6). A session is created when "
+        "first seen and its principal then fixed (409 for another, S12); an "
+        "`invoking_session_id` this runtime never used is a 400 on that field (S3)."
+    ),
+    request=ToolDecisionIn,
+    responses={200: ToolDecisionOut, **{k: _ERRORS[k] for k in (400, 401, 409)}},
+)
+@api_view(["POST"])
+def tool_decisions(request: Request) -> Response:
+    # Hot: no serializer instance, a plain dict.
+    data = tool_decision_input(request.data)
+    try:
+        decided = services.tool_call_decide(runtime=request.user.runtime, **data)
+    except services.PrincipalConflictError as exc:
+        raise Conflict(str(exc)) from exc
+    except services.UnknownInvokingSessionError as exc:
+        raise _unknown_invoking(exc) from exc
+    return Response(tool_decision_body(decided))
+
+
+# --- POST /api/v1/tool-approval-requests, POST …/{id}/cancel -----------------------------------
+
+
+@extend_schema(
+    summary="Open a tool approval request",
+    description=(
+        "Asks a person about one tool call with its exact arguments (U2): they see the tool, its "
+        "server's trust and claims, the resolved axes and the arguments in full, and answer Allow "
+        "this call (CALL: ALLOW once for these arguments, U4), Allow for this session or Always "
+        "allow for this agent (narrowed to a subject pattern they pick, U3), or Deny. A call the "
+        "chain already decides is ANSWERED from the start (`source` given). With no "
+        "`session_id` and no `invoking_session_id` it is a 400: an unattended call opens no "
+        "request (T8). `Idempotency-Key`, expiry and cancel as for skill requests; an expired "
+        "or cancelled request denies the call for the session, for its exact subject (else the "
+        "whole tool) (S9)."
+    ),
+    request=ToolApprovalRequestIn,
+    parameters=[
+        OpenApiParameter(
+            IDEMPOTENCY_HEADER,
+            OpenApiTypes.STR,
+            OpenApiParameter.HEADER,
+            description=f"1-{MAX_IDEMPOTENCY_KEY} characters; makes retries safe.",
+        )
+    ],
+    responses={
+        201: ToolApprovalRequestOut,
+        200: OpenApiResponse(ToolApprovalRequestOut, description="The request this Idempotency-Key opened."),
+        400: _ERRORS[400],
+        401: _ERRORS[401],
+        409: _ERRORS[409],
+    },
+)
+@api_view(["POST"])
+def tool_approval_requests(request: Request) -> Response:
+    data = validate_flat(ToolApprovalRequestIn, request.data)
+    key = request.headers.get(IDEMPOTENCY_HEADER)
+    if key is not None:
+        key = validate_value(IDEMPOTENCY_HEADER, key)
+    runtime = request.user.runtime
+    try:
+        approval, created = services.request_create(
+            services.RequestInput(
+                runtime=runtime,
+                skills=[],
+                kind=RequestKind.TOOL,
+                tool=data["tool"],
+                server=data["server"],
+                arguments=data["arguments"] or {},
+                session_id=data["session_id"],
+                invoking_session_id=data["invoking_session_id"],
+                turn_id=data["turn_id"],
+                principal=data["principal"],
+                reason=data["reason"],
+                timeout_seconds=data["timeout_seconds"],
+                idempotency_key=key,
+            )
+        )
+    except services.BadToolCallError as exc:
+        raise exceptions.ValidationError({exc.field: [str(exc)]}) from exc
+    except services.PrincipalConflictError as exc:
+        raise Conflict(str(exc)) from exc
+    except services.UnknownInvokingSessionError as exc:
+        raise _unknown_invoking(exc) from exc
+    return _opened(runtime, approval, created, RequestKind.TOOL)
+
+
+@extend_schema(
+    summary="Cancel a tool approval request",
+    description=(
+        "Closes a PENDING tool request as CANCELLED; the call is denied for the session, for its "
+        "exact subject (else the whole tool), never agent-wide (S9). An answered, expired or "
+        "cancelled request is a 409."
+    ),
+    request=None,
+    parameters=[OpenApiParameter("request_id", OpenApiTypes.UUID, OpenApiParameter.PATH)],
+    responses={200: ToolApprovalRequestOut, **{k: _ERRORS[k] for k in (400, 401, 404, 409)}},
+)
+@api_view(["POST"])
+def tool_approval_request_cancel(request: Request, request_id: str) -> Response:
+    return _cancel(request, request_id, RequestKind.TOOL)
+
+
+# --- GET /api/v1/tool-approval-requests/{id}?wait=N (async long-poll) ---------------------------
+
+
+@csrf_exempt
+async def tool_approval_request_detail(request: HttpRequest, request_id: str) -> JsonResponse:
+    """Long-poll one tool approval request (API.md "Tool calls that ask"): the same wait, the
+    same wake-ups and the same expiry as a skill request's, one path for both kinds."""
+    try:
+        return JsonResponse(await _detail(request, request_id, RequestKind.TOOL))
+    except Exception as exc:
+        return error_response(request, exc, authenticator=_AUTHENTICATION)
+
+
+class ToolApprovalRequestDetailSchema(APIView):
+    """Schema only: documents `tool_approval_request_detail` (see ApprovalRequestDetailSchema)."""
+
+    @extend_schema(
+        summary="Read a tool approval request, long-polling for its answer",
+        description=(
+            "Returns as soon as the request leaves PENDING, or after `wait` seconds with its "
+            "current state. Every read applies expiry: a request past `expires_at` is EXPIRED, and "
+            "the call is then denied for the session, for its exact subject (else the whole tool) "
+            "(S9). Answered: `decision` ALLOW or DENY, `scope` CALL (Allow this call: ask "
+            "tool-decisions with this id as `approval_id` and the same arguments, ALLOW once, U4), "
+            "SESSION or AGENT with the subject `pattern` the approver picked (null: the whole tool)."
+        ),
+        parameters=[
+            OpenApiParameter("request_id", OpenApiTypes.UUID, OpenApiParameter.PATH),
+            OpenApiParameter(
+                "wait",
+                {"type": "integer", "minimum": 0, "maximum": MAX_WAIT, "default": 0},
+                OpenApiParameter.QUERY,
+                description=f"Seconds to wait for an answer, 0-{MAX_WAIT}; default 0.",
+            ),
+        ],
+        responses={200: ToolApprovalRequestOut, **{k: _ERRORS[k] for k in (400, 401, 404, 503)}},
+    )
+    def get(self, request: Request, request_id: str) -> Response:
+        raise RuntimeError("schema description only: GET is served by tool_approval_request_detail")
+
+
+# drf-spectacular documents a route whose callback names an APIView class as `cls`.
+tool_approval_request_detail.cls = ToolApprovalRequestDetailSchema  # type: ignore[attr-defined]
+tool_approval_request_detail.initkwargs = {}  # type: ignore[attr-defined]
