@@ -319,3 +319,27 @@ class ReviewForm(forms.Form):
         max_length=2000,
         widget=forms.Textarea(attrs={"rows": 2, "placeholder": "What it writes; where it runs unattended"}),
     )
+
+
+SUBJECT_ARGUMENT_HELP = (
+    "The argument whose text value tool rules and approvals match: command for a shell tool, "
+    "path for a file tool. Leave it empty for none: then only rules and approvals for the whole "
+    "tool apply."
+)
+
+
+class ToolSubjectForm(forms.Form):
+    """U1: name (or clear) a tool's subject argument. `choices` (the input schema's properties)
+    are offered as suggestions; any argument name may be typed."""
+
+    argument = forms.CharField(
+        label="Subject argument", required=False, max_length=200, help_text=SUBJECT_ARGUMENT_HELP
+    )
+
+    def __init__(self, *args: Any, choices: list[str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.choices = choices or []
+        attrs = self.fields["argument"].widget.attrs
+        attrs["autocomplete"] = "off"
+        if self.choices:
+            attrs["list"] = "subject-argument-choices"

@@ -21,6 +21,7 @@ urlpatterns = [
     path("tools/<int:pk>/", views.tool_detail_view, name="tool-detail"),
     path("tools/<int:pk>/accept/", views.tool_accept_view, name="tool-accept"),
     path("tools/<int:pk>/review/", views.tool_review_view, name="tool-review"),
+    path("tools/<int:pk>/subject/", views.tool_subject_view, name="tool-subject"),
     path("findings/<int:pk>/accept/", views.finding_accept_view, name="finding-accept"),
     path("findings/<int:pk>/dismiss/", views.finding_dismiss_view, name="finding-dismiss"),
     path("simulator/", views.simulator_view, name="simulator"),

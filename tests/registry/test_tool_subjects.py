@@ -3,15 +3,22 @@ the tool page and load_config write through."""
 
 from __future__ import annotations
 
+import html
+
 import pytest
 from django.core.exceptions import ValidationError
+from django.test import Client
 
+from aimon_admin.accounts.models import User
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
-from aimon_admin.registry.models import ToolSubject
+from aimon_admin.registry.models import Tool, ToolSubject
 from aimon_admin.registry.selectors import subject_argument_for
-from aimon_admin.registry.services import subjects, tool_subject_set
+from aimon_admin.registry.services import local_tools_replace, subjects, tool_subject_set
+from aimon_admin.registry.views.tools import REPLAY_REASKS, REPLAY_REUSES
+from aimon_admin.runtimes.models import AgentRuntime
 from tests.conftest import TEST_ACTOR
+from tests.core.prg_support import assert_invalid_post_redirects_and_reloads
 
 pytestmark = pytest.mark.django_db
 
@@ -89,3 +96,99 @@ def test_bad_names_are_refused_with_the_field_named(
     assert caught.value.message_dict[field] == [problem]
     assert not ToolSubject.objects.exists()
     assert not AuditEvent.objects.filter(action=AuditAction.TOOL_SUBJECT_SET).exists()
+
+
+# --- The tool's page (U1, U6) -------------------------------------------------------------------
+
+
+def _bash(runtime: AgentRuntime, **axes: str) -> Tool:
+    local_tools_replace(
+        runtime=runtime,
+        tools=[
+            {
+                "name": "Bash",
+                "description": "Run a shell command",
+                "input_schema": {
+                    "type": "object",
+                    "properties": {"timeout": {"type": "integer"}, "command": {"type": "string"}},
+                },
+                **axes,
+            }
+        ],
+        actor=TEST_ACTOR,
+    )
+    return Tool.objects.get(runtime=runtime, name="Bash")
+
+
+def _client(user: User) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_the_tool_page_names_the_subject_and_offers_the_schemas_arguments(
+    runtime: AgentRuntime, operator: User
+) -> None:
+    tool = _bash(runtime)
+    page = _client(operator).get(f"/registry/tools/{tool.pk}/").content.decode()
+    assert "No subject argument is named" in page
+    # The input schema's arguments are suggested, text ones first.
+    assert '<option value="command"></option><option value="timeout"></option>' in page
+    assert "Save subject argument" in page
+    tool_subject_set(server="", tool="Bash", argument="command", actor=TEST_ACTOR)
+    page = _client(operator).get(f"/registry/tools/{tool.pk}/").content.decode()
+    assert "match the text of the argument <code>command</code>" in page
+    assert 'value="command"' in page
+
+
+def test_an_operator_sets_and_clears_the_subject_on_the_tool_page(
+    runtime: AgentRuntime, operator: User
+) -> None:
+    tool = _bash(runtime)
+    client = _client(operator)
+    response = client.post(f"/registry/tools/{tool.pk}/subject/", {"argument": "command"})
+    assert response.status_code == 302
+    assert response["Location"] == f"/registry/tools/{tool.pk}/#tool-subject"
+    assert subject_argument_for("", "Bash") == "command"
+    event = AuditEvent.objects.get(action=AuditAction.TOOL_SUBJECT_SET)
+    assert event.actor == operator
+    client.post(f"/registry/tools/{tool.pk}/subject/", {"argument": ""})
+    assert subject_argument_for("", "Bash") == ""
+
+
+def test_a_bad_subject_argument_is_shown_again_with_its_problem(
+    runtime: AgentRuntime, operator: User
+) -> None:
+    tool = _bash(runtime)
+    assert_invalid_post_redirects_and_reloads(
+        _client(operator),
+        f"/registry/tools/{tool.pk}/subject/",
+        {"argument": "com\x1bmand"},
+        page=f"/registry/tools/{tool.pk}/",
+        shows=[subjects.SUBJECT_CONTROL.format(position=4)],
+    )
+    assert not ToolSubject.objects.exists()
+
+
+def test_only_operators_set_a_subject(runtime: AgentRuntime, auditor: User, approver: User) -> None:
+    tool = _bash(runtime)
+    assert "Save subject argument" not in _client(auditor).get(f"/registry/tools/{tool.pk}/").content.decode()
+    for person in (auditor, approver):
+        assert (
+            _client(person).post(f"/registry/tools/{tool.pk}/subject/", {"argument": "x"}).status_code == 403
+        )
+    assert not ToolSubject.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("idempotency", "words"), [("NON_IDEMPOTENT", REPLAY_REASKS), ("IDEMPOTENT", REPLAY_REUSES)]
+)
+def test_the_tool_pages_say_whether_a_replay_asks_again(
+    runtime: AgentRuntime, operator: User, idempotency: str, words: str
+) -> None:
+    # U6: a replay of a tool that is not idempotent never reuses an Allow this call.
+    tool = _bash(runtime, side_effect_level="MUTATING", idempotency_behavior=idempotency)
+    client = _client(operator)
+    assert words in html.unescape(client.get(f"/registry/tools/{tool.pk}/").content.decode())
+    listed = client.get("/registry/tools/").content.decode()
+    assert ("replay asks again</span>" in listed) is (idempotency == "NON_IDEMPOTENT")

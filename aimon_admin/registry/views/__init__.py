@@ -53,6 +53,7 @@ from aimon_admin.registry.views.tools import (
     tool_detail_view,
     tool_list_view,
     tool_review_view,
+    tool_subject_view,
 )
 
 __all__ = [
@@ -95,5 +96,6 @@ __all__ = [
     "tool_detail_view",
     "tool_list_view",
     "tool_review_view",
+    "tool_subject_view",
     "worklist_view",
 ]

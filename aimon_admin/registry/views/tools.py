@@ -8,6 +8,7 @@ from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
+from django.core.exceptions import ValidationError
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
@@ -18,10 +19,11 @@ from django_htmx.http import push_url
 
 from aimon_admin.core.prg import form_from_draft, redirect_invalid
 from aimon_admin.registry import policy, selectors, services
-from aimon_admin.registry.choices import SideEffectLevel
+from aimon_admin.registry.choices import IdempotencyBehavior, SideEffectLevel
 from aimon_admin.registry.forms import (
     ReviewForm,
     ToolFilterForm,
+    ToolSubjectForm,
 )
 from aimon_admin.registry.models import Tool
 from aimon_admin.registry.views._common import (
@@ -37,6 +39,15 @@ from aimon_admin.registry.views.findings import RELAY_RULE, finding_views, relay
 # Messages users see (tests import these).
 DEFINITION_ACCEPTED = "New definition of {tool} accepted; its axes are resolved from it now."
 REVIEW_RECORDED = "Finding recorded for {tool}."
+SUBJECT_SET = "Subject argument of {tool} set to {argument}."
+SUBJECT_CLEARED = "{tool} has no subject argument now: only rules and approvals for the whole tool apply."
+SUBJECT_DRAFT = "tool-subject"
+# U6, in the words the tool pages use.
+REPLAY_REASKS = (
+    "Not idempotent: a replayed call (a retry, a rewake) asks again, even when the first call was "
+    "approved with Allow this call."
+)
+REPLAY_REUSES = "Idempotent: a replayed call may reuse the Allow this call its first call was given."
 TOOL_PAGE_SIZE = 50
 
 
@@ -139,6 +150,39 @@ def _tool(pk: int) -> Tool:
     return get_object_or_404(Tool.objects.select_related("server", "runtime", "reviewed_by"), pk=pk)
 
 
+def _schema_arguments(schema: Any) -> list[str]:
+    """The argument names a tool's input schema declares, text ones first: the suggestions
+    for its subject argument."""
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(properties, dict):
+        return []
+    names = [name for name in properties if isinstance(name, str)]
+
+    def is_text(name: str) -> bool:
+        spec = properties[name]
+        return isinstance(spec, dict) and spec.get("type") == "string"
+
+    return sorted(names, key=lambda name: (not is_text(name), name))[:50]
+
+
+def _subject_context(request: HttpRequest, tool: Tool, form: ToolSubjectForm | None = None) -> dict[str, Any]:
+    server = tool.server.name if tool.server_id is not None else ""
+    current = selectors.subject_argument_for(server, tool.name)
+    choices = _schema_arguments(tool.input_schema)
+    if form is None:
+        form = form_from_draft(request, SUBJECT_DRAFT, lambda data: ToolSubjectForm(data, choices=choices))
+        if not form.is_bound:
+            form = ToolSubjectForm(initial={"argument": current}, choices=choices)
+    return {
+        "subject_argument": current,
+        "subject_form": form,
+        "can_set_subject": request.user.has_perm("registry.change_tool"),
+        "replay_words": REPLAY_REASKS
+        if tool.idempotency_behavior == IdempotencyBehavior.NON_IDEMPOTENT
+        else REPLAY_REUSES,
+    }
+
+
 def _tool_context(request: HttpRequest, tool: Tool) -> dict[str, Any]:
     explanations = tool.explanations or {}
     context: dict[str, Any] = {
@@ -151,6 +195,7 @@ def _tool_context(request: HttpRequest, tool: Tool) -> dict[str, Any]:
         and request.user.has_perm("registry.change_tool"),
         "can_review": request.user.has_perm("registry.change_tool")
         and tool.side_effect_level == SideEffectLevel.MUTATING,
+        **_subject_context(request, tool),
     }
     if tool.server_id is not None:
         context.update(
@@ -241,3 +286,38 @@ def tool_review_view(request: HttpRequest, pk: int) -> HttpResponse:
     item = {"tool": tool, "form": form, "recorded": recorded}
     context = {"item": item, "tool": tool, "return_to": return_to, "can_review": True}
     return render_page(request, "registry/review.html", context, "row")
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+@permission_required("registry.change_tool", raise_exception=True)
+def tool_subject_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """U1: name or clear the tool's subject argument; shared by every registration of the
+    tool (a runtime's own tool: every runtime's tool of that name)."""
+    tool = _tool(pk)
+    page = reverse("registry:tool-detail", args=[tool.pk])
+    if request.method == "GET":
+        # A reload of an invalid form's page, or a typed address: the form lives on the tool page.
+        return redirect(page + "#tool-subject")
+    choices = _schema_arguments(tool.input_schema)
+    form = ToolSubjectForm(request.POST, choices=choices)
+    if form.is_valid():
+        argument = form.cleaned_data["argument"].strip()
+        try:
+            services.tool_subject_set(
+                server=tool.server.name if tool.server_id is not None else "",
+                tool=tool.name,
+                argument=argument,
+                actor=actor_of(request),
+            )
+        except ValidationError as exc:
+            for errors in exc.message_dict.values():
+                for error in errors:
+                    form.add_error("argument", error)
+        else:
+            if argument:
+                messages.success(request, SUBJECT_SET.format(tool=tool.name, argument=argument))
+            else:
+                messages.success(request, SUBJECT_CLEARED.format(tool=tool.name))
+            return redirect(page + "#tool-subject")
+    return redirect_invalid(request, form, name=SUBJECT_DRAFT, to=page, anchor="tool-subject")
