@@ -9,13 +9,15 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from aimon_admin.core import views as core_views
 
 urlpatterns = [
+    # The runtime API first: a decision's route is then found after one prefix and two
+    # routes, not after searching every page's (the "" include below is searched whole).
+    re_path(r"^api/v1/", include("aimon_admin.api_urls")),
     path("", include("aimon_admin.core.urls")),
     path("accounts/", include("aimon_admin.accounts.urls")),
     path("runtimes/", include("aimon_admin.runtimes.urls")),
     path("registry/", include("aimon_admin.registry.urls")),
     path("approvals/", include("aimon_admin.approvals.urls")),
     path("audit/", include("aimon_admin.approvals.audit_pages.urls")),
-    re_path(r"^api/v1/", include("aimon_admin.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("django-admin/", admin.site.urls),

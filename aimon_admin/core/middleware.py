@@ -1,7 +1,8 @@
-"""Middleware: request ids and the API's body size limit.
+"""Middleware: request ids, the API's body size limit, the content security policy (pages
+only), styled errors and the sync stack.
 
-Both are sync and async capable, so an async view (the approval long-poll) runs
-without a thread hop through them.
+The request-id and body-limit middleware are sync and async capable, so an async view
+(the approval long-poll) runs without a thread hop through them.
 """
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ import re
 from collections.abc import Awaitable, Callable
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from csp.middleware import CSPMiddleware
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http.response import HttpResponseBase
 
 from aimon_admin.core.context import Channel, bind, new_request_id
 
@@ -93,6 +96,30 @@ class ApiBodyLimitMiddleware(_DualMiddleware):
         if too_large:
             return JsonResponse({"error": "payload_too_large", "detail": BODY_TOO_LARGE_MESSAGE}, status=413)
         return None
+
+
+class PageContentSecurityPolicyMiddleware(CSPMiddleware):
+    """django-csp's middleware for pages only: the JSON API (settings.CSP_SKIP_PREFIXES)
+    gets no policy, which governs documents, not JSON a runtime parses.
+
+    django-csp 4.0 builds the whole policy for every response before it looks at its own
+    `EXCLUDE_URL_PREFIXES`. On the decision path that was the largest single piece of
+    middleware work: ~11% of a skill decision's in-process CPU, the same share of the bare
+    endpoint's (benchmarks/decision_profile.py). The API's pages (/api/docs/) keep theirs.
+    """
+
+    def __init__(self, get_response: Callable) -> None:
+        super().__init__(get_response)
+        self.skip = tuple(getattr(settings, "CSP_SKIP_PREFIXES", ()))
+
+    def process_request(self, request: HttpRequest) -> None:
+        if not request.path_info.startswith(self.skip):
+            super().process_request(request)
+
+    def process_response(self, request: HttpRequest, response: HttpResponseBase) -> HttpResponseBase:
+        if request.path_info.startswith(self.skip):
+            return response
+        return super().process_response(request, response)
 
 
 class StyledErrorMiddleware:
