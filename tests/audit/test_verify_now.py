@@ -6,6 +6,7 @@ says so and polls until its outcome is recorded.
 
 from __future__ import annotations
 
+import html as html_lib
 import re
 from collections.abc import Iterator
 
@@ -18,6 +19,7 @@ from aimon_admin.audit import tasks, verify_now
 from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.audit.verification import VERIFICATION_ACTIONS, audit_chain_verify, last_verification
+from aimon_admin.celery import app as celery_app
 from aimon_admin.core.context import Channel
 from tests.audit.helpers import execute
 from tests.conftest import TEST_ACTOR
@@ -128,6 +130,17 @@ def test_approvers_may_not_ask(approver: User, method: str) -> None:
     assert logged_in(approver).get("/audit/verification/").status_code == 403
 
 
-def test_outcome_words() -> None:
-    assert verify_now.outcome_message(verify_now.NOT_QUEUED, None) == verify_now.NOT_QUEUED_MESSAGE
-    assert verify_now.outcome_message(verify_now.RUNNING, None) == verify_now.RUNNING_MESSAGE
+def test_an_unreachable_task_queue_starts_nothing_and_says_so(
+    auditor: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The outside world: a worker set-up (not eager) whose broker does not answer.
+    monkeypatch.setitem(celery_app.conf, "task_always_eager", False)
+    monkeypatch.setitem(celery_app.conf, "broker_url", "redis://127.0.0.1:1/0")  # nothing listens
+    monkeypatch.setattr(celery_app.amqp, "_producer_pool", None)
+    client = logged_in(auditor)
+    html = html_lib.unescape(client.post("/audit/verify/", follow=True).content.decode())
+    assert verify_now.NOT_QUEUED_MESSAGE in html
+    assert not AuditEvent.objects.filter(action__in=VERIFICATION_ACTIONS).exists()
+    shown = card(html)
+    assert "hx-trigger" not in shown  # nothing pending: no polling for an outcome that never comes
+    assert "Verify now</button>" in shown
