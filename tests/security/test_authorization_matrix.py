@@ -31,13 +31,13 @@ from django.utils.http import urlsafe_base64_encode
 from aimon_admin.accounts.models import User
 from aimon_admin.accounts.roles import Role
 from aimon_admin.accounts.services import user_create
-from aimon_admin.approvals import rules
+from aimon_admin.approvals import rules, tool_rules
 from aimon_admin.approvals.choices import Answer, RuleAction
-from aimon_admin.approvals.models import ApprovalRequest, Grant, Session, SkillRule
+from aimon_admin.approvals.models import ApprovalRequest, Grant, Session, SkillRule, ToolRule
 from aimon_admin.approvals.services import RequestInput, request_answer, request_create
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.registry.choices import McpTransport
-from aimon_admin.registry.models import McpServer, McpSyncRun, RelayFinding, Tool
+from aimon_admin.registry.models import McpServer, McpSyncRun, RelayFinding, Tool, ToolSubject
 from aimon_admin.registry.services import (
     local_tools_replace,
     mcp_server_create,
@@ -55,6 +55,7 @@ NO_CONTENT = "204"
 LOGIN = "302 login"  # to the sign-in page, with ?next=
 ADMIN_LOGIN = "302 admin login"  # django-admin's own sign-in (nobody here is staff)
 MOVED = "302 elsewhere"  # a successful write's redirect
+SEE_OTHER = "303"  # post/redirect/get: an invalid form back to its page, kept as a draft
 BAD = "400"
 UNAUTH = "401"
 FORBID = "403"
@@ -194,6 +195,8 @@ EXPECTED: dict[str, Expect] = {
     "registry:tool-list": only_get(readers()),
     "registry:tool-detail": only_get(readers()),
     "registry:tool-accept": Expect(get=operators(OK), post=operators(MOVED)),
+    # U1: an empty argument clears a subject that is not set: nothing changes, back to the page.
+    "registry:tool-subject": Expect(get=operators(MOVED), post=operators(MOVED)),
     "registry:tool-review": Expect(get=operators(OK), post=operators(OK)),
     "registry:finding-accept": Expect(get=operators(OK), post=operators(MOVED)),  # T15 relay findings
     "registry:finding-dismiss": only_post(operators(MOVED)),
@@ -216,6 +219,10 @@ EXPECTED: dict[str, Expect] = {
     "approvals:rule-create": Expect(get=operators(MOVED), post=operators(OK)),  # GET: to the rules page
     "approvals:rule-preview": only_get(operators(OK)),  # what a pattern matches, before saving
     "approvals:rule-delete": Expect(get=operators(OK), post=operators(MOVED)),
+    # Tool rules (U1, U5) on the same page; an empty POST is an invalid form, sent back to it.
+    "approvals:tool-rule-create": Expect(get=operators(MOVED), post=operators(SEE_OTHER)),
+    "approvals:tool-rule-preview": only_get(operators(OK)),
+    "approvals:tool-rule-delete": Expect(get=operators(OK), post=operators(MOVED)),
     # Audit (auditors and operators read; nobody writes)
     "audit:home": only_get(readers()),
     "audit:log": only_get(readers()),
@@ -352,6 +359,7 @@ class World:
     session: Session
     grant: Grant
     rule: SkillRule
+    tool_rule: ToolRule
     server: McpServer
     run: McpSyncRun
     tool: Tool
@@ -393,6 +401,7 @@ def world(db: None) -> Iterator[World]:
     request_answer(request=answered, user=users["alice"], answer=Answer.ALLOW_SESSION)
     grant = Grant.objects.get(request=answered)
     rule = rules.rule_create(pattern="read-*", action=RuleAction.ALLOW, actor=TEST_ACTOR)
+    tool_rule = tool_rules.tool_rule_create(text="Bash(rm:*)", action=RuleAction.DENY, actor=TEST_ACTOR)
     server = mcp_server_create(
         name="files", transport=McpTransport.STDIO, command="/bin/false", actor=TEST_ACTOR
     )
@@ -412,6 +421,7 @@ def world(db: None) -> Iterator[World]:
         session=Session.objects.get(runtime=runtime, session_id="s-alice"),
         grant=grant,
         rule=rule,
+        tool_rule=tool_rule,
         server=server,
         run=run,
         tool=Tool.objects.get(runtime=runtime, name="grep"),
@@ -457,6 +467,7 @@ def path_of(route: Route, world: World) -> str:
         "approvals:session": world.session.pk,
         "approvals:grant-revoke": world.grant.pk,
         "approvals:rule-delete": world.rule.pk,
+        "approvals:tool-rule-delete": world.tool_rule.pk,
         "registry:tool": world.tool.pk,
         "registry:finding": world.finding.pk,
     }
@@ -513,6 +524,8 @@ def fingerprint() -> dict[str, Any]:
         "grants": sorted(Grant.objects.values_list("pk", "revoked_at")),
         "tokens": sorted(RuntimeToken.objects.values_list("pk", "revoked_at")),
         "rules": SkillRule.objects.count(),
+        "tool_rules": sorted(ToolRule.objects.values_list("pk", "action", "unattended")),
+        "subjects": sorted(ToolSubject.objects.values_list("server", "tool", "argument")),
         "servers": sorted(
             McpServer.objects.values_list("pk", "annotation_trust", "command", "enabled", "retired_at")
         ),
