@@ -29,6 +29,8 @@ from collections import defaultdict
 from django.conf import settings
 from django.db import transaction
 
+from aimon_admin.core import hooks
+
 logger = logging.getLogger(__name__)
 
 # Without working wake-ups a waiter re-reads its row this often: the embedded target
@@ -249,5 +251,7 @@ def publish(request_id: uuid.UUID | str) -> None:
 
 
 def publish_after_commit(request_id: uuid.UUID | str) -> None:
-    """Wake waiters once the change they should see is committed."""
+    """Wake waiters once the change they should see is committed, and tell whoever listens
+    for changed requests (notifications: core.hooks, so approvals imports no listener)."""
     transaction.on_commit(lambda: publish(request_id))
+    hooks.announce_after_commit(hooks.REQUEST_CHANGED, request_id)
