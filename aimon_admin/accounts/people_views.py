@@ -16,6 +16,7 @@ from aimon_admin.accounts import selectors, services
 from aimon_admin.accounts.forms import PersonCreateForm, PersonRolesForm, PersonSetPasswordForm
 from aimon_admin.accounts.models import User
 from aimon_admin.core.actors import Actor
+from aimon_admin.core.prg import form_from_draft, redirect_invalid
 
 PERSON_ADDED_MESSAGE = "{username} added. Pass them the link below so they can set their password."
 ROLES_SAVED_MESSAGE = "Roles of {username} saved."
@@ -79,8 +80,12 @@ def people_view(request: HttpRequest) -> HttpResponse:
 @login_required
 @permission_required("accounts.add_user", raise_exception=True)
 def person_create_view(request: HttpRequest) -> HttpResponse:
-    form = PersonCreateForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
+    if request.method == "GET":
+        # After an invalid POST (post/redirect/get), the form as typed and its errors.
+        form = form_from_draft(request, "person-create", PersonCreateForm)
+        return render(request, "accounts/person_create.html", {"form": form})
+    form = PersonCreateForm(request.POST)
+    if form.is_valid():
         data = form.cleaned_data
         try:
             user = services.user_create(
@@ -95,11 +100,18 @@ def person_create_view(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, PERSON_ADDED_MESSAGE.format(username=user.username))
             return _make_link(request, user)
-    return render(request, "accounts/person_create.html", {"form": form})
+    return redirect_invalid(request, form, name="person-create", to=reverse("accounts:person-create"))
 
 
-def _person_page(request: HttpRequest, person: User, form: PersonRolesForm | None = None) -> HttpResponse:
-    form = form or PersonRolesForm(initial={"roles": person.roles})
+def _roles_draft(person: User) -> str:
+    return f"person-roles:{person.pk}"
+
+
+def _person_page(request: HttpRequest, person: User) -> HttpResponse:
+    # After an invalid POST (post/redirect/get), the form as sent and its errors.
+    form = form_from_draft(
+        request, _roles_draft(person), lambda data: PersonRolesForm(data, initial={"roles": person.roles})
+    )
     context = {
         "person": person,
         "form": form,
@@ -125,14 +137,15 @@ def person_roles_view(request: HttpRequest, username: str) -> HttpResponse:
         # A typed address, or a reload after an error: the form lives on the person's page.
         return redirect("accounts:person", username=person.username)
     form = PersonRolesForm(request.POST)
+    back = reverse("accounts:person", args=[person.username])
     if not form.is_valid():
-        return _person_page(request, person, form)
+        return redirect_invalid(request, form, name=_roles_draft(person), to=back, anchor="person-roles")
     before = list(person.roles)
     try:
         services.user_set_roles(user=person, roles=form.cleaned_data["roles"], actor=_actor(request))
     except services.AccessChangeRefusedError as exc:
         form.add_error("roles", str(exc))
-        return _person_page(request, person, form)
+        return redirect_invalid(request, form, name=_roles_draft(person), to=back, anchor="person-roles")
     changed = sorted(before) != sorted(form.cleaned_data["roles"])
     text = ROLES_SAVED_MESSAGE.format(username=person.username) if changed else NOTHING_CHANGED_MESSAGE
     messages.success(request, text)
@@ -288,6 +301,17 @@ class SetPasswordView(PasswordResetConfirmView):
     def get_user(self, uidb64: str) -> User | None:
         user = super().get_user(uidb64)
         return user if user is not None and user.is_active else None
+
+    def get_form(self, form_class: type[PersonSetPasswordForm] | None = None) -> PersonSetPasswordForm:
+        """After an invalid POST (post/redirect/get), the errors it was sent back with (no
+        password is ever kept: both boxes are empty again)."""
+        make = form_class or self.get_form_class()
+        if self.request.method == "GET":
+            return form_from_draft(self.request, "set-password", lambda data: make(self.user, data))
+        return super().get_form(make)
+
+    def form_invalid(self, form: PersonSetPasswordForm) -> HttpResponse:
+        return redirect_invalid(self.request, form, name="set-password", to=self.request.path)
 
     def form_valid(self, form: PersonSetPasswordForm) -> HttpResponse:
         user = self.user

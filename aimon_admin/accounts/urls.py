@@ -3,21 +3,12 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from aimon_admin.accounts import people_views
-from aimon_admin.accounts.forms import LoginForm
+from aimon_admin.accounts import people_views, views
 
 app_name = "accounts"
 
 urlpatterns = [
-    path(
-        "login/",
-        auth_views.LoginView.as_view(
-            template_name="accounts/login.html",
-            authentication_form=LoginForm,
-            redirect_authenticated_user=True,
-        ),
-        name="login",
-    ),
+    path("login/", views.login_view, name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("set-password/<uidb64>/<token>/", people_views.set_password_view, name="set-password"),
     # Operators' administration: people and locked sign-ins.

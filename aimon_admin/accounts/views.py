@@ -1,12 +1,17 @@
-"""Browser views of accounts: the page a locked-out sign-in gets."""
+"""Browser views of accounts: sign-in, and the page a locked-out sign-in gets."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
+from django.contrib.auth import views as auth_views
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from aimon_admin.accounts.forms import LoginForm
 from aimon_admin.core.plurals import counted
+from aimon_admin.core.prg import form_from_draft, redirect_invalid
 
 LOCKOUT_STATUS = 429
 LOCKOUT_TITLE = "Too many failed sign-ins"
@@ -39,3 +44,25 @@ def lockout(
         "request_id": getattr(request, "request_id", ""),
     }
     return render(request, "core/error.html", context, status=LOCKOUT_STATUS)
+
+
+class LoginView(auth_views.LoginView):
+    """Django's sign-in, with post/redirect/get: a failed sign-in redirects back to the sign-in
+    page (its ?next= kept), which shows the username as typed and the error; a reload posts
+    nothing again (no second failure counted) and the password is never kept."""
+
+    template_name = "accounts/login.html"
+    authentication_form = LoginForm
+    redirect_authenticated_user = True
+
+    def get_form(self, form_class: Any = None) -> LoginForm:
+        make = form_class or self.get_form_class()
+        if self.request.method == "GET":
+            return form_from_draft(self.request, "login", lambda data: make(self.request, data=data))
+        return super().get_form(make)
+
+    def form_invalid(self, form: LoginForm) -> HttpResponse:
+        return redirect_invalid(self.request, form, name="login", to=self.request.get_full_path())
+
+
+login_view = LoginView.as_view()

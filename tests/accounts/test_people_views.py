@@ -19,6 +19,7 @@ from aimon_admin.accounts.services import LAST_OPERATOR_MESSAGE, SELF_DEACTIVATE
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
 from tests.conftest import PASSWORD
+from tests.core.prg_support import assert_invalid_post_redirects_and_reloads
 
 pytestmark = pytest.mark.django_db
 
@@ -143,23 +144,30 @@ def test_a_weak_password_is_refused_on_the_link_page_naming_why(operator: User) 
     )[0]
     visitor = Client()
     page = visitor.get(link, follow=True)
-    refused = visitor.post(
-        page.redirect_chain[-1][0], {"new_password1": "12345678", "new_password2": "12345678"}
+    # Post/redirect/get (issue 17 item 6): the reasons shown again on a reload; no password kept.
+    form_page = page.redirect_chain[-1][0]
+    shown = assert_invalid_post_redirects_and_reloads(
+        visitor,
+        form_page,
+        {"new_password1": "12345678", "new_password2": "12345678"},
+        page=form_page,
+        shows=["This password is entirely numeric."],
     )
-    assert refused.status_code == 200
-    assert "This password is entirely numeric." in refused.content.decode()
+    assert "12345678" not in shown
     assert not User.objects.get(username="nina").has_usable_password()
 
 
 def test_a_username_taken_or_reserved_is_refused_with_the_form_kept(operator: User, approver: User) -> None:
     client = signed_in(operator)
     for name, says in (("ALICE", "Somebody already has this username"), ("new", "names one of these pages")):
-        response = client.post(
-            reverse("accounts:person-create"), {"username": name, "email": "x@example.com"}
+        # Post/redirect/get (issue 17 item 6): kept on a reload too.
+        assert_invalid_post_redirects_and_reloads(
+            client,
+            reverse("accounts:person-create"),
+            {"username": name, "email": "x@example.com"},
+            page=reverse("accounts:person-create"),
+            shows=[says, 'value="x@example.com"', f'value="{name}"'],
         )
-        assert response.status_code == 200
-        assert says in response.content.decode()
-        assert 'value="x@example.com"' in response.content.decode()
     assert User.objects.count() == 2
 
 
@@ -173,11 +181,16 @@ def test_roles_change_is_saved_and_audited(operator: User, approver: User) -> No
 
 
 def test_the_last_operator_cannot_drop_their_role_and_is_told_why(operator: User) -> None:
-    response = signed_in(operator).post(
-        reverse("accounts:person-roles", args=["olivia"]), {"roles": [Role.AUDITOR]}
+    # Post/redirect/get (issue 17 item 6): the roles as sent and why, on a reload too.
+    page = assert_invalid_post_redirects_and_reloads(
+        signed_in(operator),
+        reverse("accounts:person-roles", args=["olivia"]),
+        {"roles": [Role.AUDITOR]},
+        page=reverse("accounts:person", args=["olivia"]),
+        shows=[LAST_OPERATOR_MESSAGE.format(username="olivia")],
     )
-    assert response.status_code == 200
-    assert LAST_OPERATOR_MESSAGE.format(username="olivia") in response.content.decode()
+    assert re.search(rf'value="{Role.AUDITOR}"[^>]*checked', page)
+    assert not re.search(rf'value="{Role.OPERATOR}"[^>]*checked', page)
     assert User.objects.get(username="olivia").roles == [Role.OPERATOR]
 
 

@@ -116,7 +116,7 @@ def test_no_password_token_or_mcp_secret_in_any_log_or_audit_event(
 ) -> None:
     client = Client()
     # Sign-in: a wrong password, then the right one.
-    assert sign_in(client, operator.username, WRONG_PASSWORD) == 200
+    assert sign_in(client, operator.username, WRONG_PASSWORD) == 303  # back to the form, errors kept
     assert sign_in(client, operator.username, PASSWORD) == 302
 
     # A token issued on the page, used on the API; a wrong token tried.
