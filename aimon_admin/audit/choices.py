@@ -77,6 +77,20 @@ class AuditAction(models.TextChoices):
         "TOOL_ANSWER_SETTLED",
         "Tool answer settled by a grant another answer had just written",
     )
+    # Notifications (DESIGN P1, P2, P4)
+    NOTIFICATION_CHANNEL_ADDED = "NOTIFICATION_CHANNEL_ADDED", "Notification channel added"
+    NOTIFICATION_CHANNEL_REMOVED = "NOTIFICATION_CHANNEL_REMOVED", "Notification channel removed"
+    NOTIFICATION_PREFERENCES_CHANGED = (
+        "NOTIFICATION_PREFERENCES_CHANGED",
+        "Notification digest or quiet hours changed",
+    )
+    WEBHOOK_SECRET_ROTATED = "WEBHOOK_SECRET_ROTATED", "Webhook signing secret rotated"
+    NOTIFICATION_CHANNEL_BROKEN = (
+        "NOTIFICATION_CHANNEL_BROKEN",
+        "Notification channel marked broken after failing repeatedly",
+    )
+    NOTIFICATION_CHANNEL_MENDED = "NOTIFICATION_CHANNEL_MENDED", "Broken notification channel works again"
+    NOTIFICATION_GAVE_UP = "NOTIFICATION_GAVE_UP", "Notification given up: not delivered to a channel"
     # The audit log itself
     AUDIT_CHAIN_VERIFIED = "AUDIT_CHAIN_VERIFIED", "Audit chain verified"
     AUDIT_CHAIN_BROKEN = "AUDIT_CHAIN_BROKEN", "Audit chain found broken"

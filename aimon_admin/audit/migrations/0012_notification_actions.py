@@ -1,0 +1,197 @@
+"""Notifications (issue 16, DESIGN P1, P2, P4): a channel added or removed, a person's digest or
+quiet hours changed, a webhook's secret rotated, a channel marked broken or working again, a
+delivery given up.
+
+As in 0006-0011: on SQLite, replacing the action check constraint rebuilds the table and
+loses the log-filter indexes 0005 made outside the model state, so they are made again.
+"""
+
+import importlib
+
+from django.conf import settings
+from django.db import migrations, models
+
+
+def restore_filter_indexes(apps, schema_editor):  # type: ignore[no-untyped-def]
+    earlier = importlib.import_module("aimon_admin.audit.migrations.0005_log_filter_indexes")
+    model = apps.get_model("audit", "AuditEvent")
+    with schema_editor.connection.cursor() as cursor:
+        existing = set(schema_editor.connection.introspection.get_constraints(cursor, model._meta.db_table))
+    for index in earlier.INDEXES:
+        if index.name not in existing:
+            schema_editor.add_index(model, index)
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("audit", "0011_tool_rule_actions"),
+        ("runtimes", "0003_runtime_retired"),
+        migrations.swappable_dependency(settings.AUTH_USER_MODEL),
+    ]
+
+    operations = [
+        migrations.RunPython(migrations.RunPython.noop, restore_filter_indexes, elidable=False),
+        migrations.RemoveConstraint(
+            model_name="auditevent",
+            name="audit_event_action_valid",
+        ),
+        migrations.AlterField(
+            model_name="auditevent",
+            name="action",
+            field=models.CharField(
+                choices=[
+                    ("USER_CREATED", "User created"),
+                    ("USER_ROLES_CHANGED", "User roles changed"),
+                    ("USER_PASSWORD_CHANGED", "User password changed"),
+                    ("LOGIN_SUCCEEDED", "Login succeeded"),
+                    ("LOGIN_FAILED", "Login failed"),
+                    ("LOGIN_LOCKED_OUT", "Sign-in locked out after repeated failures"),
+                    ("LOGIN_UNLOCKED", "Sign-in lockout cleared by an operator"),
+                    ("LOGOUT", "Logout"),
+                    ("USER_DEACTIVATED", "Person deactivated"),
+                    ("USER_REACTIVATED", "Person reactivated"),
+                    ("USER_PASSWORD_LINK_ISSUED", "Set-password link made for a person"),
+                    ("RUNTIME_CREATED", "Runtime created"),
+                    ("RUNTIME_SETTINGS_CHANGED", "Runtime settings changed"),
+                    ("RUNTIME_DISABLED", "Runtime disabled (its tokens refused)"),
+                    ("RUNTIME_ENABLED", "Runtime enabled again"),
+                    ("RUNTIME_RETIRED", "Runtime retired for good (its tokens revoked)"),
+                    ("TOKEN_ISSUED", "Runtime token issued"),
+                    ("TOKEN_REVOKED", "Runtime token revoked"),
+                    ("LOCAL_TOOLS_REPLACED", "Runtime's local tool catalog replaced"),
+                    ("MCP_SERVER_CREATED", "MCP server created"),
+                    ("MCP_SERVER_CHANGED", "MCP server settings changed"),
+                    ("MCP_SERVER_RETIRED", "MCP server retired for good"),
+                    ("MCP_TRUST_CHANGED", "MCP annotation trust changed"),
+                    ("MCP_SYNC_REQUESTED", "MCP sync requested"),
+                    ("MCP_SYNC_SUCCEEDED", "MCP sync succeeded"),
+                    ("MCP_SYNC_FAILED", "MCP sync failed"),
+                    ("MCP_TOOLS_RELAYED", "MCP tool list relayed by a runtime"),
+                    ("MCP_TOOLS_REGISTERED", "MCP tools registered, back, or gone absent"),
+                    ("TOOL_DEFINITION_CHANGED", "Tool definition changed"),
+                    ("TOOL_DEFINITION_ACCEPTED", "Changed tool definition accepted"),
+                    ("TOOL_REVIEW_RECORDED", "Tool review finding recorded"),
+                    ("RELAY_FINDING_RECORDED", "A runtime relayed a tool differently (finding kept)"),
+                    ("RELAY_FINDING_ACCEPTED", "Relay finding accepted as the served definition"),
+                    ("RELAY_FINDING_DISMISSED", "Relay finding dismissed"),
+                    ("CONFIG_LOADED", "Configuration file loaded"),
+                    ("SKILL_GRANTED", "Skill approval granted"),
+                    ("SKILL_GRANT_ESCALATED", "Session answer escalated to agent-wide"),
+                    ("SKILL_ABORT_DENIED", "Unanswered skill denied on abort"),
+                    ("SKILL_REQUEST_DENIED", "Skill denied for one request only (nothing stored)"),
+                    ("SKILL_ANSWER_SETTLED", "Answer settled by a grant another answer had just written"),
+                    ("SESSION_CLEARED", "Session approvals cleared"),
+                    ("SESSION_REVOKED", "Session approvals revoked"),
+                    ("AGENT_GRANTS_REVOKED", "Agent-wide approvals revoked"),
+                    ("GRANT_REVOKED", "Single approval revoked"),
+                    ("SESSION_EXPIRED", "Idle session's approvals expired"),
+                    ("RULE_CREATED", "Skill rule created"),
+                    ("RULE_CHANGED", "Skill rule changed"),
+                    ("RULE_DELETED", "Skill rule deleted"),
+                    ("TOOL_RULE_CREATED", "Tool rule created"),
+                    ("TOOL_RULE_CHANGED", "Tool rule changed"),
+                    ("TOOL_RULE_DELETED", "Tool rule deleted"),
+                    ("TOOL_SUBJECT_SET", "Tool's subject argument set"),
+                    ("TOOL_GRANTED", "Tool approval granted for a subject pattern"),
+                    ("TOOL_CALL_APPROVED", "One tool call approved, bound to its arguments' digest"),
+                    ("TOOL_CALL_APPROVAL_USED", "An approved tool call was used"),
+                    ("TOOL_ABORT_DENIED", "Unanswered tool call denied on abort"),
+                    ("TOOL_ANSWER_SETTLED", "Tool answer settled by a grant another answer had just written"),
+                    ("NOTIFICATION_CHANNEL_ADDED", "Notification channel added"),
+                    ("NOTIFICATION_CHANNEL_REMOVED", "Notification channel removed"),
+                    ("NOTIFICATION_PREFERENCES_CHANGED", "Notification digest or quiet hours changed"),
+                    ("WEBHOOK_SECRET_ROTATED", "Webhook signing secret rotated"),
+                    (
+                        "NOTIFICATION_CHANNEL_BROKEN",
+                        "Notification channel marked broken after failing repeatedly",
+                    ),
+                    ("NOTIFICATION_CHANNEL_MENDED", "Broken notification channel works again"),
+                    ("NOTIFICATION_GAVE_UP", "Notification given up: not delivered to a channel"),
+                    ("AUDIT_CHAIN_VERIFIED", "Audit chain verified"),
+                    ("AUDIT_CHAIN_BROKEN", "Audit chain found broken"),
+                ],
+                max_length=48,
+            ),
+        ),
+        migrations.AddConstraint(
+            model_name="auditevent",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    (
+                        "action__in",
+                        [
+                            "USER_CREATED",
+                            "USER_ROLES_CHANGED",
+                            "USER_PASSWORD_CHANGED",
+                            "LOGIN_SUCCEEDED",
+                            "LOGIN_FAILED",
+                            "LOGIN_LOCKED_OUT",
+                            "LOGIN_UNLOCKED",
+                            "LOGOUT",
+                            "USER_DEACTIVATED",
+                            "USER_REACTIVATED",
+                            "USER_PASSWORD_LINK_ISSUED",
+                            "RUNTIME_CREATED",
+                            "RUNTIME_SETTINGS_CHANGED",
+                            "RUNTIME_DISABLED",
+                            "RUNTIME_ENABLED",
+                            "RUNTIME_RETIRED",
+                            "TOKEN_ISSUED",
+                            "TOKEN_REVOKED",
+                            "LOCAL_TOOLS_REPLACED",
+                            "MCP_SERVER_CREATED",
+                            "MCP_SERVER_CHANGED",
+                            "MCP_SERVER_RETIRED",
+                            "MCP_TRUST_CHANGED",
+                            "MCP_SYNC_REQUESTED",
+                            "MCP_SYNC_SUCCEEDED",
+                            "MCP_SYNC_FAILED",
+                            "MCP_TOOLS_RELAYED",
+                            "MCP_TOOLS_REGISTERED",
+                            "TOOL_DEFINITION_CHANGED",
+                            "TOOL_DEFINITION_ACCEPTED",
+                            "TOOL_REVIEW_RECORDED",
+                            "RELAY_FINDING_RECORDED",
+                            "RELAY_FINDING_ACCEPTED",
+                            "RELAY_FINDING_DISMISSED",
+                            "CONFIG_LOADED",
+                            "SKILL_GRANTED",
+                            "SKILL_GRANT_ESCALATED",
+                            "SKILL_ABORT_DENIED",
+                            "SKILL_REQUEST_DENIED",
+                            "SKILL_ANSWER_SETTLED",
+                            "SESSION_CLEARED",
+                            "SESSION_REVOKED",
+                            "AGENT_GRANTS_REVOKED",
+                            "GRANT_REVOKED",
+                            "SESSION_EXPIRED",
+                            "RULE_CREATED",
+                            "RULE_CHANGED",
+                            "RULE_DELETED",
+                            "TOOL_RULE_CREATED",
+                            "TOOL_RULE_CHANGED",
+                            "TOOL_RULE_DELETED",
+                            "TOOL_SUBJECT_SET",
+                            "TOOL_GRANTED",
+                            "TOOL_CALL_APPROVED",
+                            "TOOL_CALL_APPROVAL_USED",
+                            "TOOL_ABORT_DENIED",
+                            "TOOL_ANSWER_SETTLED",
+                            "NOTIFICATION_CHANNEL_ADDED",
+                            "NOTIFICATION_CHANNEL_REMOVED",
+                            "NOTIFICATION_PREFERENCES_CHANGED",
+                            "WEBHOOK_SECRET_ROTATED",
+                            "NOTIFICATION_CHANNEL_BROKEN",
+                            "NOTIFICATION_CHANNEL_MENDED",
+                            "NOTIFICATION_GAVE_UP",
+                            "AUDIT_CHAIN_VERIFIED",
+                            "AUDIT_CHAIN_BROKEN",
+                        ],
+                    )
+                ),
+                name="audit_event_action_valid",
+                violation_error_message="Unknown audit action.",
+            ),
+        ),
+        migrations.RunPython(restore_filter_indexes, migrations.RunPython.noop, elidable=False),
+    ]
