@@ -18,17 +18,25 @@ Format::
         headers: {Authorization: Bearer x}  # secret: never sent to runtimes
         transport: STREAMABLE_HTTP          # optional; must agree with command/url
         enabled: true                       # default true
+    toolSubjects:               # U1: each tool's subject argument
+      Bash: command             # a runtime's own tool, by name
+      git/git_push: remote      # an MCP server's tool, as server/tool
 
 A server named in the file is set to exactly what the file says: a setting left out takes
 its default (no args, no env, no headers, 30 seconds, IGNORE, enabled). Servers the file
 does not name are left as they are. A file naming a retired server is refused whole: a
-retired server is never revived, and its name is never given to another.
+retired server is never revived, and its name is never given to another. The subjects of
+tools the file does not name are left as they are.
+
+Other apps add sections of their own (`sections`: approvals adds toolRules and skillRules,
+aimon_admin/approvals/config.py), read by the same parser with the same FILE:LINE errors
+and applied in the same transaction (`then`).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,11 +50,12 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.services import audit_record
 from aimon_admin.core.actors import Actor
-from aimon_admin.registry import services
+from aimon_admin.registry import selectors, services
 from aimon_admin.registry.choices import AnnotationTrust, McpTransport
 from aimon_admin.registry.models import SERVER_NAME_VALIDATOR, McpServer
+from aimon_admin.registry.services.subjects import subject_problems
 
-TOP_LEVEL_KEYS = ("mcpServers",)
+TOP_LEVEL_KEYS = ("mcpServers", "toolSubjects")
 SERVER_KEYS = (
     "annotationTrust",
     "args",
@@ -90,10 +99,25 @@ class ServerSpec:
 
 
 @dataclass(frozen=True)
+class SubjectSpec:
+    server: str
+    tool: str
+    argument: str
+    line: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.server}/{self.tool}" if self.server else self.tool
+
+
+@dataclass(frozen=True)
 class Config:
     filename: str
     sha256: str
     servers: list[ServerSpec]
+    subjects: list[SubjectSpec] = field(default_factory=list)
+    # What each extra section (`sections`) read, by its key; absent when the file has none.
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -101,22 +125,34 @@ class ConfigResult:
     created: list[str] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
+    subjects_set: list[str] = field(default_factory=list)
+    subjects_unchanged: list[str] = field(default_factory=list)
+    # What the extra sections' `then` reported, by key (each a list of names).
+    extra: dict[str, list[str]] = field(default_factory=dict)
+
+
+# An extra top-level section: read with the parser's helpers (errors at their lines).
+Section = Callable[["_Parser", Node], Any]
 
 
 # --- Reading ------------------------------------------------------------------------------------
 
 
-def config_read(path: str | Path) -> Config:
+def config_read(path: str | Path, *, sections: Mapping[str, Section] | None = None) -> Config:
     """Read and check a configuration file; raises ConfigError listing every problem."""
     filename = str(path)
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
         raise ConfigError([f"{filename}: cannot read the file: {exc.strerror or exc}"]) from exc
-    return config_parse(data, filename=filename)
+    return config_parse(data, filename=filename, sections=sections)
 
 
-def config_parse(data: bytes | str, *, filename: str) -> Config:
+def config_parse(
+    data: bytes | str, *, filename: str, sections: Mapping[str, Section] | None = None
+) -> Config:
+    """Check a configuration file's text: its servers, its tool subjects and, with
+    `sections`, the other top-level keys those read. Every problem is raised at once."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
     try:
         root = yaml.compose(raw, Loader=yaml.SafeLoader)
@@ -134,11 +170,17 @@ def config_parse(data: bytes | str, *, filename: str) -> Config:
         # PyYAML composes nested collections recursively: "[[[[…" a few thousand deep
         # would otherwise escape as a RecursionError instead of an error naming the file.
         raise ConfigError([f"{filename}:1: invalid YAML: {NESTED_TOO_DEEP}"]) from exc
-    parser = _Parser(filename)
-    servers = parser.document(root)
+    parser = _Parser(filename, sections or {})
+    parser.document(root)
     if parser.errors:
         raise ConfigError(parser.errors)
-    return Config(filename=filename, sha256=hashlib.sha256(raw).hexdigest(), servers=servers)
+    return Config(
+        filename=filename,
+        sha256=hashlib.sha256(raw).hexdigest(),
+        servers=parser.found_servers,
+        subjects=parser.found_subjects,
+        extra=parser.found_extra,
+    )
 
 
 def _line(node: Node) -> int:
@@ -163,10 +205,14 @@ def _shown(node: Node) -> str:
 
 
 class _Parser:
-    def __init__(self, filename: str) -> None:
+    def __init__(self, filename: str, sections: Mapping[str, Section] | None = None) -> None:
         self.filename = filename
         self._errors: list[tuple[int, str]] = []
         self._constructor = yaml.constructor.SafeConstructor()
+        self.sections = dict(sections or {})
+        self.found_servers: list[ServerSpec] = []
+        self.found_subjects: list[SubjectSpec] = []
+        self.found_extra: dict[str, Any] = {}
 
     @property
     def errors(self) -> list[str]:
@@ -231,15 +277,57 @@ class _Parser:
 
     # --- the document ---
 
-    def document(self, root: Node | None) -> list[ServerSpec]:
+    # What another app's section reads with (approvals/config.py).
+
+    def line_of(self, node: Node) -> int:
+        return _line(node)
+
+    def kind_of(self, node: Node) -> str:
+        return _kind(node)
+
+    def shown(self, node: Node) -> str:
+        return _shown(node)
+
+    def is_text(self, node: Node) -> bool:
+        return isinstance(node, ScalarNode) and node.tag == _STR
+
+    def is_bool(self, node: Node) -> bool:
+        return isinstance(node, ScalarNode) and node.tag == _BOOL
+
+    # --- the document ---
+
+    def document(self, root: Node | None) -> None:
         if root is None:
             self._errors.append((1, "the file is empty (expected a mapping with mcpServers)"))
-            return []
-        servers: list[ServerSpec] = []
-        for key, _key_node, value in self.mapping(root, "the file", TOP_LEVEL_KEYS):
+            return
+        for key, _key_node, value in self.mapping(root, "the file", (*TOP_LEVEL_KEYS, *self.sections)):
             if key == "mcpServers":
-                servers = self.servers(value)
-        return servers
+                self.found_servers = self.servers(value)
+            elif key == "toolSubjects":
+                self.found_subjects = self.subjects(value)
+            else:
+                self.found_extra[key] = self.sections[key](self, value)
+
+    def subjects(self, node: Node) -> list[SubjectSpec]:
+        """toolSubjects: {Bash: command, git/git_push: remote} (U1)."""
+        specs = []
+        for name, key_node, value in self.mapping(node, "toolSubjects"):
+            server, tool = name.split("/", 1) if "/" in name else ("", name)
+            argument = self.text(value, f"toolSubjects.{name}")
+            if argument is None:
+                continue
+            if not argument:
+                self.error(value, f"toolSubjects.{name} must name an argument (e.g. command), not ''")
+                continue
+            problems = subject_problems(server=server, tool=tool, argument=argument)
+            for field_name, messages in problems.items():
+                for message in messages:
+                    self.error(
+                        value if field_name == "argument" else key_node, f"toolSubjects.{name}: {message}"
+                    )
+            if not problems:
+                specs.append(SubjectSpec(server=server, tool=tool, argument=argument, line=_line(key_node)))
+        return specs
 
     def servers(self, node: Node) -> list[ServerSpec]:
         specs = []
@@ -365,8 +453,12 @@ class _Parser:
 
 
 @transaction.atomic
-def config_apply(config: Config, *, actor: Actor) -> ConfigResult:
-    """Create or update every server the file names, and record the load, all or nothing."""
+def config_apply(
+    config: Config, *, actor: Actor, then: Callable[[], dict[str, list[str]]] | None = None
+) -> ConfigResult:
+    """Create or update every server the file names, set the tool subjects it names, then
+    run `then` (another app's sections; what it reports joins the result), and record the
+    load: all or nothing."""
     result = ConfigResult()
     for spec in config.servers:
         try:
@@ -376,20 +468,42 @@ def config_apply(config: Config, *, actor: Actor) -> ConfigResult:
             raise ConfigError(
                 [f"{config.filename}:{spec.line}: mcpServers.{spec.name}: {' '.join(messages)}"]
             ) from exc
+    for subject in config.subjects:
+        try:
+            _apply_subject(subject, actor, result)
+        except ValidationError as exc:
+            where = f"{config.filename}:{subject.line}: toolSubjects.{subject.label}"
+            raise ConfigError([f"{where}: {' '.join(exc.messages)}"]) from exc
+    if then is not None:
+        result.extra = then()
+    details: dict[str, Any] = {
+        "file": config.filename,
+        "sha256": config.sha256,
+        "servers_created": result.created,
+        "servers_changed": result.changed,
+        "servers_unchanged": result.unchanged,
+    }
+    if config.subjects:
+        details.update(
+            tool_subjects_set=result.subjects_set, tool_subjects_unchanged=result.subjects_unchanged
+        )
+    details.update(result.extra)
     audit_record(
         action=AuditAction.CONFIG_LOADED,
         actor=actor,
         subject_type="config",
         subject=config.filename,
-        details={
-            "file": config.filename,
-            "sha256": config.sha256,
-            "servers_created": result.created,
-            "servers_changed": result.changed,
-            "servers_unchanged": result.unchanged,
-        },
+        details=details,
     )
     return result
+
+
+def _apply_subject(spec: SubjectSpec, actor: Actor, result: ConfigResult) -> None:
+    if selectors.subject_argument_for(spec.server, spec.tool) == spec.argument:
+        result.subjects_unchanged.append(spec.label)
+        return
+    services.tool_subject_set(server=spec.server, tool=spec.tool, argument=spec.argument, actor=actor)
+    result.subjects_set.append(spec.label)
 
 
 def _apply_server(spec: ServerSpec, actor: Actor, result: ConfigResult) -> None:

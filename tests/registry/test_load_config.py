@@ -20,6 +20,9 @@ from aimon_admin.registry.choices import AnnotationTrust, McpTransport
 from aimon_admin.registry.models import McpServer, Tool
 from tests.conftest import TEST_ACTOR
 
+# The file's top-level keys: the registry's, then the rules' (approvals/config.py).
+TOP_KEYS = "mcpServers, toolSubjects, toolRules, skillRules"
+
 pytestmark = pytest.mark.django_db
 
 SERVER_KEYS = "annotationTrust, args, command, enabled, env, headers, timeoutSeconds, transport, url"
@@ -207,7 +210,7 @@ ERRORS = [
         "mcpServers:\n  git:\n    command: uvx\n    annotationTrust: true\n",
         "4: annotationTrust must be IGNORE or TRUST, not true",
     ),
-    ("mcpServers: {}\nrules: []\n", "2: unknown key 'rules' in the file (allowed: mcpServers)"),
+    ("mcpServers: {}\nrules: []\n", f"2: unknown key 'rules' in the file (allowed: {TOP_KEYS})"),
     (
         "mcpServers:\n  git: {command: a}\n  git: {command: b}\n",
         "3: duplicate key 'git' in mcpServers (first at line 2)",
@@ -345,7 +348,7 @@ def test_every_error_of_a_file_is_reported_in_file_order(tmp_path: Path) -> None
         load(path)
 
     assert str(raised.value).splitlines() == [
-        f"{path}:1: unknown key 'rules' in the file (allowed: mcpServers)",
+        f"{path}:1: unknown key 'rules' in the file (allowed: {TOP_KEYS})",
         f"{path}:5: unknown key 'annotationTrus' in mcpServers.git (allowed: {SERVER_KEYS})",
         f"{path}:8: annotationTrust must be IGNORE or TRUST, not 'trust'",
         f"{path}:9: timeoutSeconds must be a whole number from 1 to 600, not 0",

@@ -1,7 +1,10 @@
-"""`python manage.py load_config FILE.yaml`: MCP servers from a YAML file, all or nothing.
+"""`python manage.py load_config FILE.yaml`: MCP servers, tool subjects, tool rules and skill
+rules from a YAML file, all or nothing.
 
-Every problem is reported as FILE:LINE; a file with any problem changes nothing (T13).
-The format is described in aimon_admin/registry/config.py.
+Every problem is reported as FILE:LINE; a file with any problem changes nothing (T13). The
+format is described in aimon_admin/registry/config.py (servers, toolSubjects) and
+aimon_admin/approvals/config.py (toolRules, skillRules). It lives in approvals, the app
+that may read both.
 """
 
 from __future__ import annotations
@@ -10,21 +13,32 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
+from aimon_admin.approvals.config import config_apply, config_read
 from aimon_admin.core.commands import CliCommand
 from aimon_admin.core.plurals import counted
-from aimon_admin.registry.config import ConfigError, config_apply, config_read
+from aimon_admin.registry.config import ConfigError
 
 NOTHING_APPLIED = (
     "{file}: nothing was applied ({count} error)",
     "{file}: nothing was applied ({count} errors)",
 )
 LOADED = ("loaded {file}: {count} MCP server", "loaded {file}: {count} MCP servers")
+REPORTED = (
+    ("tool subjects set", "subjects_set"),
+    ("tool subjects unchanged", "subjects_unchanged"),
+)
+RULES_REPORTED = (
+    ("tool rules added", "tool_rules_created"),
+    ("tool rules already there", "tool_rules_unchanged"),
+    ("skill rules added", "skill_rules_created"),
+    ("skill rules already there", "skill_rules_unchanged"),
+)
 
 
 class Command(CliCommand):
     help = (
-        "Create or update MCP servers from a YAML file (mcpServers: {name: {command, args, env, "
-        "url, headers, timeoutSeconds, annotationTrust, transport, enabled}}). Checked whole "
+        "Create or update MCP servers (mcpServers), name tools' subject arguments (toolSubjects) "
+        "and add tool and skill rules (toolRules, skillRules) from a YAML file. Checked whole "
         "first, then applied in one transaction: any error applies nothing."
     )
 
@@ -45,6 +59,14 @@ class Command(CliCommand):
             ("changed", result.changed),
             ("unchanged", result.unchanged),
         ):
+            if names:
+                self.stdout.write(f"{label}: {', '.join(names)}")
+        for label, attribute in REPORTED:
+            names = getattr(result, attribute)
+            if names:
+                self.stdout.write(f"{label}: {', '.join(names)}")
+        for label, key in RULES_REPORTED:
+            names = result.extra.get(key) or []
             if names:
                 self.stdout.write(f"{label}: {', '.join(names)}")
         self.stdout.write(counted(LOADED, len(config.servers), file=filename))
