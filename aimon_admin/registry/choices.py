@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from aimon_admin.core import words
+
 # T1's ladder lives in core so runtimes can use it without importing registry; re-exported here.
 from aimon_admin.core.choices import SideEffectLevel as SideEffectLevel
 
@@ -11,7 +13,7 @@ from aimon_admin.core.choices import SideEffectLevel as SideEffectLevel
 class DestructiveBehavior(models.TextChoices):
     """T2: an unordered trait; undeclared means DESTRUCTIVE."""
 
-    NON_DESTRUCTIVE = "NON_DESTRUCTIVE", "Non-destructive"
+    NON_DESTRUCTIVE = "NON_DESTRUCTIVE", "Not destructive"
     DESTRUCTIVE = "DESTRUCTIVE", "Destructive"
 
 
@@ -19,7 +21,7 @@ class IdempotencyBehavior(models.TextChoices):
     """T3: retry advice only; no gate reads it."""
 
     IDEMPOTENT = "IDEMPOTENT", "Idempotent"
-    NON_IDEMPOTENT = "NON_IDEMPOTENT", "Non-idempotent"
+    NON_IDEMPOTENT = "NON_IDEMPOTENT", "Not idempotent"
 
 
 class ToolSource(models.TextChoices):
@@ -48,9 +50,9 @@ class ToolDecision(models.TextChoices):
 class GateReason(models.TextChoices):
     """Why the ceiling and gate decided as they did (API.md tool decisions)."""
 
-    ABOVE_CEILING = "ABOVE_CEILING", "Above the runtime's ceiling: hidden and refused"
+    ABOVE_CEILING = "ABOVE_CEILING", "Above this runtime's ceiling: hidden and refused"
     READ_ONLY_EXEMPT = "READ_ONLY_EXEMPT", "Read-only: never asks"
-    DESTRUCTIVE_ALWAYS_ASKS = "DESTRUCTIVE_ALWAYS_ASKS", "Destructive: always asks"
+    DESTRUCTIVE_ALWAYS_ASKS = "DESTRUCTIVE_ALWAYS_ASKS", "Asks every time: destructive"
     EXEMPT_AT_OR_BELOW = "EXEMPT_AT_OR_BELOW", "At or below the gate threshold: no question"
     NOT_EXEMPT = "NOT_EXEMPT", "Above the gate threshold: asks"
     UNATTENDED_NO_CHANNEL = "UNATTENDED_NO_CHANNEL", "Would ask, but nobody can be asked: denied"
@@ -64,12 +66,13 @@ class GateReason(models.TextChoices):
 
 
 class ReviewFinding(models.TextChoices):
-    """An operator's finding on a MUTATING tool still at the default DESTRUCTIVE (seed §8.1)."""
+    """An operator's finding on a MUTATING tool still at the default DESTRUCTIVE (seed §8.1).
+    The labels are what the review form and the tool page say."""
 
     CONFIRMED_DESTRUCTIVE = "CONFIRMED_DESTRUCTIVE", "Confirmed destructive: keep asking"
     SHOULD_DECLARE_NON_DESTRUCTIVE = (
         "SHOULD_DECLARE_NON_DESTRUCTIVE",
-        "Not destructive: its declaration should say NON_DESTRUCTIVE",
+        "Not destructive: its declaration should say so",
     )
     NEEDS_APPROVAL_HANDLER = (
         "NEEDS_APPROVAL_HANDLER",
@@ -90,3 +93,12 @@ class RelayFindingStatus(models.TextChoices):
     OPEN = "OPEN", "Open: waiting for an operator"
     ACCEPTED = "ACCEPTED", "Accepted: now the served definition"
     DISMISSED = "DISMISSED", "Dismissed"
+
+
+# Plain words for the codes above on pages (core.words; `{% words code "kind" %}`).
+words.register("level", DestructiveBehavior, IdempotencyBehavior)
+words.register("trust", AnnotationTrust, badge="trust")
+words.register("decision", ToolDecision, badge="decision")
+words.register("reason", GateReason)
+words.register("finding", ReviewFinding)
+words.register("sync", SyncStatus, badge="sync", data="status")

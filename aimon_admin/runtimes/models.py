@@ -35,13 +35,13 @@ class AgentRuntime(models.Model):
         null=True,
         blank=True,
         related_name="owned_runtimes",
-        help_text="The person who may grant agent-wide approvals for this runtime (S13).",
+        help_text="The person who may grant agent-wide approvals for this runtime.",
     )
     ceiling = models.CharField(
         max_length=16,
         choices=SideEffectLevel.choices,
         default=SideEffectLevel.MUTATING,
-        help_text="Tools above this level are hidden from the model and refused (T6).",
+        help_text="Tools above this level are hidden from the model and refused.",
     )
     exempt_at_or_below = models.CharField(
         max_length=16,
@@ -49,7 +49,7 @@ class AgentRuntime(models.Model):
         default=SideEffectLevel.READ_ONLY,
         help_text=(
             "Permitted tools at or below this level run without a question, except "
-            "destructive ones, which always ask (T7)."
+            "destructive ones, which always ask."
         ),
     )
     is_active = models.BooleanField(default=True)

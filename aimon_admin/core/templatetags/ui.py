@@ -1,4 +1,5 @@
-"""The product's small template components (issue 8): one way to show a time.
+"""The product's small template components: one way to show a time (issue 8), one way to
+show a code (issue 17).
 
 `{% when value %}` renders `<time datetime="…" title="…">3 minutes ago</time>` (or
 "in 4 minutes" for a time to come): relative text to read, the exact UTC time in ISO 8601
@@ -7,6 +8,13 @@ the moment itself matters (the audit log, "in force at"): the exact UTC time to 
 relative one on hover. Every template that shows a time uses it, and the tag's own
 template, core/_when.html, is the only one that writes a <time> element
 (tests/core/test_when_tag.py and tests/browser/test_design.py pin both).
+
+`{% words tool.side_effect_level "level" %}` shows a stored code in plain words with the
+code itself on hover: `<span class="badge badge-level" data-level="MUTATING"
+title="MUTATING">Writes</span>` (a kind registered with a badge, see core.words), or a
+plain <span title="…"> for `plain=True` and kinds without one. `code=True` adds the code
+as a details line for operators, <code class="enum-code">MUTATING</code>: the only way a
+page shows a bare code (tests/core/test_plain_words.py sweeps every page for others).
 """
 
 from __future__ import annotations
@@ -15,8 +23,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django import template
+from django.db import models
 from django.utils import timezone
 from django.utils.timesince import timesince, timeuntil
+
+from aimon_admin.core import words as words_registry
 
 register = template.Library()
 
@@ -60,3 +71,24 @@ def when(
     if show == SHOW_EXACT:
         return {"stamp": stamp, "text": exact_text(value, precise=precise), "title": relative(value)}
     return {"stamp": stamp, "text": relative(value), "title": stamp}
+
+
+@register.inclusion_tag("core/_words.html")
+def words(
+    value: Any, kind: str = "", plain: bool = False, code: bool = False, default: str = ""
+) -> dict[str, Any]:
+    """A code in plain words, the code on hover (and, with `code`, beside them as a details
+    line). `value` is an enum member or a stored code of the registered `kind`; an empty one
+    shows `default`."""
+    if value is None or value == "":
+        return {"default": default}
+    raw = str(value.value) if isinstance(value, models.Choices) else str(value)
+    entry = words_registry.kind(kind) if kind else None
+    badge = entry.badge if entry is not None and not plain else ""
+    return {
+        "code": raw,
+        "text": words_registry.words_for(value, kind),
+        "badge": badge,
+        "data": entry.data if badge and entry is not None else "",
+        "show_code": code,
+    }
