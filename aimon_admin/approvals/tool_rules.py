@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Q
 
 from aimon_admin.approvals.choices import RequestKind, RuleAction
 from aimon_admin.approvals.models import ApprovalRequest, ToolRule
@@ -34,6 +35,7 @@ from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.services import audit_record
 from aimon_admin.core.actors import Actor
 from aimon_admin.registry import selectors as registry_selectors
+from aimon_admin.registry.extensions import AllowRule
 from aimon_admin.registry.policy import axes_words
 from aimon_admin.runtimes.models import AgentRuntime
 
@@ -84,6 +86,25 @@ def tool_rule_index_reset() -> None:
     global _cached
     with _lock:
         _cached = None
+
+
+def unattended_allow_rules(runtime: AgentRuntime) -> dict[tuple[str, str], list[AllowRule]]:
+    """U5, for the gate simulator and the worklist: by (server, tool), the ALLOW rules that
+    answer this runtime's unattended calls: its pre-approvals, and ALLOW rules of this
+    runtime or of every runtime (they answer attended and unattended calls alike). A rule
+    stored off the grammar allows nothing and is left out."""
+    found: dict[tuple[str, str], list[AllowRule]] = {}
+    rows = ToolRule.objects.filter(action=RuleAction.ALLOW).filter(
+        Q(runtime=runtime) | Q(runtime__isnull=True)
+    )
+    for rule in rows.order_by("server", "tool", "-unattended", "pattern", "id"):
+        if _spec(rule).action != RuleAction.ALLOW:
+            continue
+        text = rule_text(server=rule.server, tool=rule.tool, pattern=rule.pattern)
+        found.setdefault((rule.server, rule.tool), []).append(
+            AllowRule(text=text, pre_approval=rule.unattended, every_call=_wholesale(rule.pattern))
+        )
+    return found
 
 
 # --- Writes (U1, U5, U7) ------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
 from aimon_admin.core.plurals import counted
-from aimon_admin.registry import policy, selectors
+from aimon_admin.registry import extensions, policy, selectors
 from aimon_admin.registry.choices import (
     DestructiveBehavior,
     GateReason,
@@ -42,6 +42,17 @@ FORECAST = (
 WORKLIST_SHOWN = 50
 SIMULATOR_SHOWN = 500
 NO_ENABLED_RUNTIME = "Every runtime is disabled: choose one above to see what its settings would decide."
+# U5: what the operator's ALLOW rules and pre-approvals answer of the unattended refusals.
+RULES_ANSWER_EVERY_CALL = (
+    "Rules answer every unattended call of {count} tool the gate alone would deny.",
+    "Rules answer every unattended call of {count} tools the gate alone would deny.",
+)
+RULES_ANSWER_SOME_CALLS = (
+    "Rules answer some unattended calls of {count} tool the gate alone would deny (the calls their "
+    "patterns match); its other calls are still denied.",
+    "Rules answer some unattended calls of {count} tools the gate alone would deny (the calls their "
+    "patterns match); their other calls are still denied.",
+)
 # The runtime this user last chose on the simulator or the worklist (their session).
 GATE_RUNTIME_KEY = "registry:gate-runtime"
 
@@ -88,6 +99,26 @@ class SimulatedTool:
     axes: policy.ToolAxes
     outcome: str
     reason: str
+    # U5, on unattended refusals: the ALLOW rules and pre-approvals that answer some of its
+    # calls, and whether one answers every call.
+    answered_by: tuple[extensions.AllowRule, ...] = ()
+    every_call: bool = False
+
+
+@dataclass(frozen=True)
+class RulesAnswer:
+    rules: tuple[extensions.AllowRule, ...]
+    every_call: bool
+
+
+def rules_answer(rules: Any, *, server: str | None, name: str, axes: policy.ToolAxes) -> RulesAnswer:
+    """Which of `rules` (extensions.unattended_rules) answer a tool's unattended calls: a
+    rule for every call answers nothing of a destructive tool (U3, U5: never wholesale)."""
+    destructive = axes.effective_destructive == DestructiveBehavior.DESTRUCTIVE
+    found = tuple(
+        rule for rule in rules.get((server or "", name), ()) if not (rule.every_call and destructive)
+    )
+    return RulesAnswer(found, any(rule.every_call for rule in found))
 
 
 def _axes(level: str, destructive: str, idempotency: str) -> policy.ToolAxes:
@@ -113,6 +144,8 @@ def simulator_view(request: HttpRequest) -> HttpResponse:
         attended = form.cleaned_data.get("mode") != UNATTENDED
         wanted = form.cleaned_data.get("outcome")
         counts: Counter[str] = Counter()
+        answered: Counter[str] = Counter()
+        rules = extensions.unattended_rules(runtime) if not attended else {}
         rows = []
         # Plain values, not model instances: a runtime may see thousands of tools.
         tools = selectors.tools_available_to(runtime=runtime).values_list(
@@ -123,8 +156,17 @@ def simulator_view(request: HttpRequest) -> HttpResponse:
             result = policy.gate_decision(axes, ceiling=ceiling, exempt_at_or_below=exempt, attended=attended)
             outcome = outcome_label(result)
             counts[outcome] += 1
+            answer = RulesAnswer((), False)
+            if outcome == OUTCOME_DENIED_UNATTENDED:
+                answer = rules_answer(rules, server=server, name=name, axes=axes)
+                if answer.rules:
+                    answered["every" if answer.every_call else "some"] += 1
             if (not wanted or outcome == wanted) and len(rows) <= SIMULATOR_SHOWN:
-                rows.append(SimulatedTool(pk, name, server, axes, outcome, result.reason.label))
+                rows.append(
+                    SimulatedTool(
+                        pk, name, server, axes, outcome, result.reason.label, answer.rules, answer.every_call
+                    )
+                )
         context.update(
             runtime=runtime,
             ceiling=ceiling,
@@ -134,21 +176,28 @@ def simulator_view(request: HttpRequest) -> HttpResponse:
             more_rows=len(rows) > SIMULATOR_SHOWN,
             summary=[(label, counts[label]) for label in OUTCOMES if counts[label]],
             total=sum(counts.values()),
+            rules_answer=_rules_sentences(answered["every"], answered["some"]),
         )
     return render_page(request, "registry/simulator.html", context, "results")
 
 
-def _unattended_failures(axes: list[policy.ToolAxes], ceiling: str, exempt: str) -> int:
+def _rules_sentences(every: int, some: int) -> list[str]:
+    sentences = [counted(RULES_ANSWER_EVERY_CALL, every)] if every else []
+    return [*sentences, counted(RULES_ANSWER_SOME_CALLS, some)] if some else sentences
+
+
+Named = tuple[str | None, str, policy.ToolAxes]  # server, name, axes
+
+
+def _unattended_failures(tools: list[Named], ceiling: str, exempt: str) -> list[Named]:
     """Write tools the gate would deny with nobody to ask (seed §8.1's forecast)."""
-    return sum(
-        1
-        for tool_axes in axes
-        if tool_axes.level == SideEffectLevel.MUTATING
-        and policy.gate_decision(
-            tool_axes, ceiling=ceiling, exempt_at_or_below=exempt, attended=False
-        ).decision
+    return [
+        tool
+        for tool in tools
+        if tool[2].level == SideEffectLevel.MUTATING
+        and policy.gate_decision(tool[2], ceiling=ceiling, exempt_at_or_below=exempt, attended=False).decision
         == ToolDecision.DENY
-    )
+    ]
 
 
 @require_GET
@@ -169,10 +218,10 @@ def worklist_view(request: HttpRequest) -> HttpResponse:
         runtime, ceiling, exempt = form.settings()
         _remember_runtime(request, runtime)
         available = selectors.tools_available_to(runtime=runtime)
-        axes = [
-            _axes(*values)
-            for values in available.values_list(
-                "side_effect_level", "destructive_behavior", "idempotency_behavior"
+        tools: list[Named] = [
+            (server, name, _axes(*values))
+            for server, name, *values in available.values_list(
+                "server__name", "name", "side_effect_level", "destructive_behavior", "idempotency_behavior"
             )
         ]
         writes = available.filter(side_effect_level=SideEffectLevel.MUTATING)
@@ -183,15 +232,21 @@ def worklist_view(request: HttpRequest) -> HttpResponse:
             .select_related("runtime", "reviewed_by")
             .order_by("-reviewed_at", "name")[: WORKLIST_SHOWN + 1]
         )
-        failing = _unattended_failures(axes, ceiling, exempt)
+        failing = _unattended_failures(tools, ceiling, exempt)
+        # U5: what rules answer of those refusals; a tool they answer whole no longer fails.
+        rules = extensions.unattended_rules(runtime)
+        answers = [rules_answer(rules, server=server, name=name, axes=axes) for server, name, axes in failing]
+        every = sum(1 for answer in answers if answer.every_call)
+        some = sum(1 for answer in answers if answer.rules and not answer.every_call)
         context.update(
             runtime=runtime,
             ceiling=ceiling,
             exempt=exempt,
-            writes=sum(1 for tool_axes in axes if tool_axes.level == SideEffectLevel.MUTATING),
-            failing=failing,
-            forecast=counted(FORECAST, failing),
-            failing_if_exempt=_unattended_failures(axes, ceiling, SideEffectLevel.MUTATING),
+            writes=sum(1 for _server, _name, axes in tools if axes.level == SideEffectLevel.MUTATING),
+            failing=len(failing) - every,
+            forecast=counted(FORECAST, len(failing) - every),
+            rules_answer=_rules_sentences(every, some),
+            failing_if_exempt=len(_unattended_failures(tools, ceiling, SideEffectLevel.MUTATING)),
             items=[
                 {
                     "tool": tool,
