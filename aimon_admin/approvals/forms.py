@@ -27,6 +27,8 @@ from aimon_admin.runtimes.models import AgentRuntime
 class AnswerForm(forms.Form):
     answer = forms.ChoiceField(choices=Answer.choices)
     skill = forms.CharField(max_length=200, required=False)
+    # A tool request's subject pattern (U3): "" the whole tool; left out, the narrowest offered.
+    pattern = forms.CharField(max_length=SUBJECT_PATTERN_MAX, required=False, strip=False)
 
 
 PATTERN_HELP = (

@@ -188,6 +188,15 @@ class Grant(models.Model):
             )
         return f"{self.scope} {self.decision} {self.skill}"
 
+    @property
+    def label(self) -> str:
+        """What the grant answers for, as pages show it: the skill, or for a tool grant the
+        tool and its subject pattern as rule text, `Bash(git push:*)` (U3)."""
+        if self.kind != GrantKind.TOOL:
+            return self.skill
+        name = f"{self.server}/{self.skill}" if self.server else self.skill
+        return f"{name}({self.pattern})" if self.pattern else name
+
 
 REQUEST_REASON_MAX = 2000  # the API's limit (MAX_REASON)
 RULE_NOTE_MAX = 1000

@@ -549,3 +549,11 @@ def answer_pattern(answer: Answer, chosen: str | None, *, allow: Sequence[str], 
         shown = repr(chosen) if chosen else "The whole tool"
         raise ValueError(PATTERN_NOT_OFFERED.format(pattern=shown))
     return chosen
+
+
+def abort_pattern(subject: str | None) -> str:
+    """S9 for a tool call (U3): the pattern an abort's session DENY carries — the call's exact
+    subject where it can be written as a pattern, else the whole tool (a wider Deny)."""
+    if subject and not subject_pattern_problems(subject):
+        return subject
+    return ""
