@@ -8,10 +8,10 @@ from aimon_admin.accounts.models import User
 from aimon_admin.core.choices import SideEffectLevel
 from aimon_admin.runtimes.models import RUNTIME_DESCRIPTION_MAX, RUNTIME_NAME_VALIDATOR, AgentRuntime
 
-CEILING_HELP = "READ_ONLY hides and refuses every tool that writes; MUTATING permits them (T6)."
+CEILING_HELP = "Read-only hides and refuses every tool that writes; Writes permits them."
 THRESHOLD_HELP = (
-    "READ_ONLY (default): every write asks. MUTATING: non-destructive writes run without a "
-    "question. Destructive tools always ask, whatever this says (T7)."
+    "Read-only (the default): every write asks. Writes: writes that are not destructive run "
+    "without a question. Destructive tools always ask, whatever this says."
 )
 
 
@@ -26,7 +26,7 @@ class _RuntimeSettingsFields(forms.Form):
         queryset=User.objects.filter(is_active=True).order_by("username"),
         required=False,
         to_field_name="username",
-        help_text="May grant agent-wide approvals for this runtime (S13).",
+        help_text="May grant agent-wide approvals for this runtime.",
     )
     description = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 2}),

@@ -104,7 +104,7 @@ def test_retire_lists_the_tokens_it_revokes_then_freezes_the_page(
     assert "Disable…" not in page
     assert ">Enable<" not in page
     listed = text(client.get(reverse("runtimes:list")))
-    assert "agent-one MUTATING" in listed
+    assert "agent-one Writes Read-only" in listed  # the ceiling and threshold in words (issue 17)
     assert "Retired" in listed
 
 
