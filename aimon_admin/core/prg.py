@@ -8,8 +8,8 @@ builds its form with `form_from_draft`, which binds it again to what was typed a
 the same errors. A reload of that page, or Back and Forward, shows them again; the page
 without `?draft=` shows a fresh form.
 
-What was typed waits server-side, in the session (never in the address); passwords are
-never kept. Only the newest few drafts of a session are kept, each for the one form it
+What was typed waits server-side, in the session (never in the address); passwords and
+other secrets are never kept. Only the newest few drafts of a session are kept, each for the one form it
 was made by.
 """
 
@@ -33,13 +33,15 @@ FormT = TypeVar("FormT", bound=forms.BaseForm)
 
 
 def _withheld(form: forms.BaseForm) -> set[str]:
-    """The posted names never kept: the CSRF token and every password."""
-    passwords = {
+    """The posted names never kept: the CSRF token, every password, and every field whose
+    widget says it is `secret` (one that never shows its value again, as an MCP server's
+    environment)."""
+    secrets_ = {
         form.add_prefix(name)
         for name, field in form.fields.items()
-        if isinstance(field.widget, forms.PasswordInput)
+        if isinstance(field.widget, forms.PasswordInput) or getattr(field.widget, "secret", False)
     }
-    return set(_NEVER_KEPT) | passwords
+    return set(_NEVER_KEPT) | secrets_
 
 
 def with_draft(url: str, draft_id: str, anchor: str = "") -> str:

@@ -45,7 +45,10 @@ HTTP_ONLY: dict[str, Any] = {"url": "", "headers": {}, "headers_remove": []}
 
 
 class SecretTextarea(forms.Textarea):
-    """A textarea that never sends its value back to the browser."""
+    """A textarea that never sends its value back to the browser (nor keeps it for a form
+    shown again after an error: core.prg reads `secret`)."""
+
+    secret = True
 
     def format_value(self, value: Any) -> None:
         return None

@@ -17,10 +17,15 @@ from aimon_admin.core import prg
 pytestmark = pytest.mark.django_db
 
 
+class SecretInput(forms.TextInput):
+    secret = True
+
+
 class NameForm(forms.Form):
     name = forms.CharField(max_length=5)
     colour = forms.MultipleChoiceField(choices=[("r", "red"), ("g", "green")], required=False)
     secret = forms.CharField(widget=forms.PasswordInput, required=False)
+    token = forms.CharField(widget=SecretInput, required=False)
 
 
 def posted(data: dict[str, object], session: SessionStore | None = None) -> HttpRequest:
@@ -37,7 +42,14 @@ def got(url: str, session: SessionStore) -> HttpRequest:
 
 def invalid(session: SessionStore | None = None, name: str = "toolong") -> tuple[str, SessionStore]:
     request = posted(
-        {"name": name, "colour": ["r", "g"], "secret": "hunter2", "csrfmiddlewaretoken": "x"}, session
+        {
+            "name": name,
+            "colour": ["r", "g"],
+            "secret": "hunter2",
+            "token": "s3cr3t",
+            "csrfmiddlewaretoken": "x",
+        },
+        session,
     )
     form = NameForm(request.POST)
     assert not form.is_valid()
@@ -68,11 +80,12 @@ def test_the_page_shows_what_was_typed_and_the_same_errors_on_every_reload() -> 
         assert form.non_field_errors() == ["A thing with this name exists already."]
 
 
-def test_a_password_and_the_csrf_token_are_never_kept() -> None:
+def test_a_password_a_secret_and_the_csrf_token_are_never_kept() -> None:
     location, session = invalid()
     data, _ = prg.draft_data(got(location, session), "thing")
     assert sorted(data) == ["colour", "name"]
     assert "hunter2" not in str(dict(session))
+    assert "s3cr3t" not in str(dict(session))
 
 
 @pytest.mark.parametrize(

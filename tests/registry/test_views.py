@@ -370,18 +370,26 @@ def test_creating_by_htmx_redirects_the_whole_page(operator: User) -> None:
     ],
 )
 @pytest.mark.parametrize("htmx", [False, True], ids=["page", "htmx"])
-def test_an_invalid_server_form_re_renders_with_200_naming_the_field_and_never_echoes_secrets(
+def test_an_invalid_server_form_is_shown_again_naming_the_field_and_never_echoes_secrets(
     server: McpServer, operator: User, data: dict[str, str], field: str, message: str | None, htmx: bool
 ) -> None:
-    response = logged_in(operator).post("/registry/servers/new/", data, headers=HTMX if htmx else {})
-    assert response.status_code == 200
-    html = response.content.decode()
-    assert field_invalid(html, field), field
-    assert (message or ENV_LINE_ERROR.format(line=2)) in html
-    assert ENV_SECRET not in html
-    assert ("<html" in html) is not htmx
-    if htmx:
+    client = logged_in(operator)
+    expected = message or ENV_LINE_ERROR.format(line=2)
+    if htmx:  # re-rendered in place with 200: htmx 2 does not swap 4xx
+        response = client.post("/registry/servers/new/", data, headers=HTMX)
+        assert response.status_code == 200
+        html = response.content.decode()
         assert html.lstrip().startswith("<form")
+        assert "<html" not in html
+        assert expected in html
+    else:  # post/redirect/get, kept on a reload (issue 17 item 6); secrets never kept
+        html = assert_invalid_post_redirects_and_reloads(
+            client, "/registry/servers/new/", data, page="/registry/servers/new/", shows=[expected]
+        )
+        assert ENV_SECRET not in str(dict(client.session))
+        assert 'value="github"' in html or field == "name"
+    assert field_invalid(html, field), field
+    assert ENV_SECRET not in html
     assert not McpServer.objects.filter(name="github").exists()
 
 
@@ -389,11 +397,14 @@ def test_editing_an_http_server_to_an_ftp_url_is_refused_naming_the_url(
     http_server: McpServer, operator: User
 ) -> None:  # issue 13 item 9: refused at save, not at the first sync
     data = {"transport": "STREAMABLE_HTTP", "url": "ftp://mcp.example.com/mcp", "timeout_seconds": "30"}
-    response = logged_in(operator).post("/registry/servers/remote/edit/", data)
-    assert response.status_code == 200
-    html = response.content.decode()
+    html = assert_invalid_post_redirects_and_reloads(
+        logged_in(operator),
+        "/registry/servers/remote/edit/",
+        data,
+        page="/registry/servers/remote/edit/",
+        shows=[MCP_URL_MESSAGE, 'value="ftp://mcp.example.com/mcp"'],
+    )
     assert field_invalid(html, "url")
-    assert MCP_URL_MESSAGE in html
     http_server.refresh_from_db()
     assert http_server.url == "https://mcp.example.com/mcp"
 
@@ -496,7 +507,7 @@ def test_sync_button_queues_a_run_whose_progress_polls_until_it_finishes(
             ' hx-trigger="every 1s"'
         )
         assert 'data-status="QUEUED"' in html
-        assert "disabled>Sync now" in html
+        assert "disabled>Syncing…</button>" in html  # busy until the run ends (issue 17 item 6)
     assert run.requested_by == operator
     assert AuditEvent.objects.get(action=AuditAction.MCP_SYNC_REQUESTED).actor == operator
     run.refresh_from_db()  # the eager task ran when the transaction committed
@@ -545,8 +556,7 @@ def test_an_active_run_polls_itself_every_second(server: McpServer, operator: Us
     page = client.get("/registry/servers/files/").content.decode()
     poll = f'hx-get="/registry/servers/files/sync/{run.pk}/" hx-trigger="every 1s"'
     assert poll in page
-    assert "Sync now</button>" in page
-    assert "disabled>Sync now" in page
+    assert "disabled>Syncing…</button>" in page
     fragment = client.get(f"/registry/servers/files/sync/{run.pk}/", headers=HTMX).content.decode()
     assert fragment.lstrip().startswith('<section class="card" id="server-sync"')
     assert poll in fragment
@@ -660,13 +670,20 @@ def test_a_confirmation_of_a_list_that_has_since_changed_is_refused(
         new_tool=READ_ONLY_CLAIMS,
     )
     mcp_tools_record(server=server, listing=everything, actor=TEST_ACTOR, complete=True)
-    response = client.post("/registry/servers/files/trust/", {"trust": "TRUST", "preview": digest})
-    assert response.status_code == 200
+    # Issue 17 item 6: the answer is a redirect to the page with the list as it is now (a
+    # reload posts nothing), which says why.
+    response = client.post(
+        "/registry/servers/files/trust/", {"trust": "TRUST", "preview": digest}, follow=True
+    )
+    assert response.redirect_chain == [("/registry/servers/files/trust/", 302)]
     html = response.content.decode()
     assert views.TRUST_PREVIEW_STALE in html_lib.unescape(html)
     assert "new_tool" in html
     server.refresh_from_db()
     assert server.annotation_trust == AnnotationTrust.IGNORE
+    assert client.post("/registry/servers/files/trust/", {"trust": "NEITHER"})["Location"] == (
+        "/registry/servers/files/trust/"
+    )
 
 
 def test_switching_back_to_ignore_explains_ignore(server: McpServer, operator: User) -> None:

@@ -16,6 +16,7 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from aimon_admin.core.prg import form_from_draft, redirect_invalid
 from aimon_admin.registry import services
 from aimon_admin.registry.choices import AnnotationTrust
 from aimon_admin.registry.forms import (
@@ -109,7 +110,12 @@ def server_list_view(request: HttpRequest) -> HttpResponse:
 @login_required
 @permission_required("registry.add_mcpserver", raise_exception=True)
 def server_create_view(request: HttpRequest) -> HttpResponse:
-    form = McpServerForm(request.POST or None)
+    # After an invalid POST without htmx (post/redirect/get), the form as typed and its errors.
+    form = (
+        McpServerForm(request.POST)
+        if request.method == "POST"
+        else form_from_draft(request, "server-create", McpServerForm)
+    )
     if request.method == "POST" and form.is_valid():
         try:
             server = services.mcp_server_create(
@@ -120,6 +126,8 @@ def server_create_view(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, SERVER_CREATED.format(name=server.name))
             return redirect_after_write(request, reverse("registry:server-detail", args=[server.name]))
+    if request.method == "POST" and not is_htmx(request):
+        return redirect_invalid(request, form, name="server-create", to=reverse("registry:server-create"))
     # An invalid form re-renders with 200: htmx 2 does not swap 4xx responses.
     return render_page(request, "registry/server_form.html", {"form": form, "server": None}, "form")
 
@@ -132,7 +140,12 @@ def server_edit_view(request: HttpRequest, name: str) -> HttpResponse:
     if server.is_retired:
         messages.error(request, services.MCP_SERVER_RETIRED_MESSAGE)
         return redirect("registry:server-detail", name=server.name)
-    form = McpServerForm(request.POST or None, server=server)
+    draft = f"server-edit:{server.pk}"
+
+    def make(data: Any) -> McpServerForm:
+        return McpServerForm(data, server=server)
+
+    form = make(request.POST) if request.method == "POST" else form_from_draft(request, draft, make)
     if request.method == "POST" and form.is_valid():
         try:
             changed = services.mcp_server_update(
@@ -143,6 +156,10 @@ def server_edit_view(request: HttpRequest, name: str) -> HttpResponse:
         else:
             messages.success(request, SERVER_SAVED if changed else SERVER_UNCHANGED)
             return redirect_after_write(request, reverse("registry:server-detail", args=[server.name]))
+    if request.method == "POST" and not is_htmx(request):
+        return redirect_invalid(
+            request, form, name=draft, to=reverse("registry:server-edit", args=[server.name])
+        )
     return render_page(request, "registry/server_form.html", {"form": form, "server": server}, "form")
 
 
@@ -251,7 +268,6 @@ def server_trust_view(request: HttpRequest, name: str) -> HttpResponse:
         messages.error(request, services.MCP_SERVER_RETIRED_MESSAGE)
         return redirect("registry:server-detail", name=server.name)
     trust = _other_trust(server)
-    stale = False
     if request.method == "POST":
         form = TrustForm(request.POST)
         if form.is_valid():
@@ -267,7 +283,9 @@ def server_trust_view(request: HttpRequest, name: str) -> HttpResponse:
                         request, TRUST_CHANGED.format(name=server.name, trust=trust, changed=len(changes))
                     )
                 return redirect_after_write(request, reverse("registry:server-detail", args=[server.name]))
-            stale = True
+        # Post/redirect/get: the page again, with the list as it is now, to confirm again.
+        messages.error(request, TRUST_PREVIEW_STALE)
+        return redirect_after_write(request, reverse("registry:server-trust", args=[server.name]))
     changes = services.trust_change_preview(server=server, trust=trust)
     context = {
         "server": server,
@@ -276,6 +294,5 @@ def server_trust_view(request: HttpRequest, name: str) -> HttpResponse:
         "rows": _preview_rows(server, changes),
         "unchanged": server.tools.count() - len(changes),
         "digest": _preview_digest(changes),
-        "stale": TRUST_PREVIEW_STALE if stale else "",
     }
     return render_page(request, "registry/server_trust.html", context, "confirm")
