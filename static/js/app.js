@@ -140,4 +140,26 @@
       selectIt();
     }
   });
+
+  /* 5. The Menu button (narrow screens; wide ones show the navigation as a sidebar and hide
+     the button): a disclosure. It shows or hides the element its aria-controls names and
+     says which in aria-expanded; Escape closes it and puts focus back on the button. Tab
+     goes from the button straight into the menu, which follows it in the page. */
+  var toggle = document.querySelector("button.nav-toggle[aria-controls]");
+  var menu = toggle && document.getElementById(toggle.getAttribute("aria-controls"));
+  if (toggle && menu) {
+    var setOpen = function (open) {
+      toggle.setAttribute("aria-expanded", open ? "true" : "false");
+      if (open) { menu.setAttribute("data-open", ""); } else { menu.removeAttribute("data-open"); }
+    };
+    toggle.addEventListener("click", function () {
+      setOpen(toggle.getAttribute("aria-expanded") !== "true");
+    });
+    document.addEventListener("keydown", function (event) {
+      if (event.key !== "Escape" || toggle.getAttribute("aria-expanded") !== "true") { return; }
+      var inside = menu.contains(document.activeElement) || document.activeElement === toggle;
+      setOpen(false);
+      if (inside) { toggle.focus(); }
+    });
+  }
 })();

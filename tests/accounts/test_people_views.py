@@ -236,7 +236,7 @@ def test_locked_sign_ins_are_listed_and_unlocked_after_a_confirmation(operator: 
 
     client = signed_in(operator)
     listed = text(client.get(reverse("accounts:locked")))
-    assert "alice 10.0.0.7 3 " in listed
+    assert "alice 10.0.0.7 3 failures, the last " in listed
     assert "ghost" not in listed
     assert "1 locked sign-in" in text(client.get(reverse("accounts:people")))
 

@@ -208,6 +208,15 @@ def log_in(live_server: LiveServer) -> LogIn:
     return log_in_on
 
 
+def follow_nav(page: Page, name: str) -> None:
+    """Click the main navigation's link `name`, opening the Menu first where the navigation
+    is behind it (narrow screens, issue 17 item 2)."""
+    toggle = page.locator("button.nav-toggle")
+    if toggle.is_visible() and toggle.get_attribute("aria-expanded") != "true":
+        toggle.click()
+    page.locator("nav[aria-label=Main]").get_by_role("link", name=name, exact=True).click()
+
+
 # --- Fitting a phone (issue 8) -------------------------------------------------------------------
 
 TAP_TARGET = 44  # px, each side: WCAG 2.5.5's target size, what a thumb needs

@@ -61,6 +61,7 @@ LEFT_OUT: dict[str, str] = {
     "runtimes:settings": "a form's address: a GET goes to the runtime page (swept there)",
     "runtimes:token-issue": "a form's address: a GET goes to the runtime page (swept there)",
     "approvals:rule-create": "a form's address: a GET goes to the rules page (swept there)",
+    "accounts:person-roles": "a form's address: a GET goes to the person's page (swept there)",
 }
 LEFT_OUT_PREFIXES = {
     "api:": "the runtime API (JSON)",

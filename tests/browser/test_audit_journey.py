@@ -20,7 +20,7 @@ from aimon_admin.audit import chain
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.runtimes.models import AgentRuntime
-from tests.browser.conftest import LogIn, Shot, at_both_widths, main_page
+from tests.browser.conftest import LogIn, Shot, at_both_widths, follow_nav, main_page
 from tests.browser.test_approvals_journey import call
 
 
@@ -62,7 +62,7 @@ def test_auditor_finds_an_escalated_grant_opens_it_filters_and_exports(
     page.context.clear_cookies()
 
     log_in(page, auditor)
-    page.get_by_role("link", name="Audit log").click()
+    follow_nav(page, "Audit log")
     expect(page.get_by_test_id("escalations-in-force")).to_have_text("1")
     main_page(page, shot, "audit-home")
     page.get_by_role("link", name="See escalated grants").click()

@@ -228,6 +228,11 @@ CONFIRMATIONS = (
     "approvals:rule-delete",
     "runtimes:token-revoke",
     "registry:server-trust",
+    "registry:server-retire",
+    "runtimes:disable",
+    "runtimes:retire",
+    "accounts:person-deactivate",
+    "accounts:unlock",
 )
 
 

@@ -15,7 +15,7 @@ from aimon_admin.approvals.choices import GrantScope
 from aimon_admin.approvals.models import Grant
 from aimon_admin.approvals.services import RequestInput, request_create
 from aimon_admin.runtimes.models import AgentRuntime
-from tests.browser.conftest import LogIn, Shot, assert_tappable, main_page
+from tests.browser.conftest import LogIn, Shot, assert_tappable, follow_nav, main_page
 
 pytestmark = pytest.mark.parametrize("device", ["phone"])
 
@@ -47,7 +47,7 @@ def test_at_phone_width_a_person_answers_then_revokes_session_and_agent_wide_app
 
     # The inbox: three kinds of request, every answer a thumb-sized button.
     log_in(page, approver)
-    page.get_by_role("link", name="Approvals").click()
+    follow_nav(page, "Inbox")
     inbox = page.locator("#inbox")
     expect(inbox.locator("article.request")).to_have_count(3)
     expect(inbox).to_contain_text("becomes agent-wide")  # the sessionless request's warning (S6)

@@ -15,7 +15,8 @@ from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.registry.choices import SideEffectLevel
 from aimon_admin.runtimes.models import AgentRuntime
-from tests.browser.conftest import LogIn
+from tests.browser.conftest import LogIn, follow_nav
+from tests.core.test_views import APPROVER_NAV, AUDITOR_NAV, OPERATOR_NAV
 
 
 def main_nav(page: Page) -> list[str]:
@@ -38,36 +39,7 @@ def api_get_runtime(live_server: LiveServer, token: str) -> tuple[int, dict[str,
 
 @pytest.mark.parametrize(
     ("role", "expected_nav"),
-    [
-        (
-            "operator",
-            [
-                "Home",
-                "Approvals",
-                "Runtimes",
-                "Tools",
-                "MCP servers",
-                "Gate simulator",
-                "Skill rules",
-                "Audit log",
-                "API docs",
-            ],
-        ),
-        ("approver", ["Home", "Approvals", "API docs"]),
-        (
-            "auditor",
-            [
-                "Home",
-                "Runtimes",
-                "Tools",
-                "MCP servers",
-                "Gate simulator",
-                "Skill rules",
-                "Audit log",
-                "API docs",
-            ],
-        ),
-    ],
+    [("operator", OPERATOR_NAV), ("approver", APPROVER_NAV), ("auditor", AUDITOR_NAV)],
     ids=["operator", "approver", "auditor"],
 )
 def test_each_role_sees_its_own_navigation_and_badge_then_signs_out(
@@ -123,7 +95,7 @@ def test_auditor_reads_runtimes_but_cannot_create_change_or_issue_tokens(
     assert response.status == 403
 
     page.goto(f"{live_server.url}/")
-    page.locator("nav[aria-label=Main]").get_by_role("link", name="Runtimes").click()
+    follow_nav(page, "Runtimes")
     expect(page).to_have_url(f"{live_server.url}/runtimes/")
     expect(page.get_by_role("heading", name="Agent runtimes")).to_be_visible()
     expect(page.get_by_role("link", name=runtime.name)).to_be_visible()

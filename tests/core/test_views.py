@@ -19,44 +19,64 @@ def nav_labels(client: Client) -> list[str]:
     return re.findall(r"<a [^>]*>([^<]+)</a>", nav.group(0))
 
 
+OPERATOR_NAV = [
+    "Home",
+    "Inbox",
+    "Sessions",
+    "Runtimes",
+    "Tools",
+    "MCP servers",
+    "Tools to review",
+    "Rules",
+    "Gate simulator",
+    "Audit log",
+    "People",
+    "Locked sign-ins",
+    "API docs",
+]
+AUDITOR_NAV = [
+    "Home",
+    "Runtimes",
+    "Tools",
+    "MCP servers",
+    "Tools to review",
+    "Rules",
+    "Gate simulator",
+    "Audit log",
+    "API docs",
+]
+APPROVER_NAV = ["Home", "Inbox", "Sessions", "API docs"]
+
+
 @pytest.mark.parametrize(
     ("fixture", "expected"),
-    [
-        (
-            "operator",
-            [
-                "Home",
-                "Approvals",
-                "Runtimes",
-                "Tools",
-                "MCP servers",
-                "Gate simulator",
-                "Skill rules",
-                "Audit log",
-                "API docs",
-            ],
-        ),
-        (
-            "auditor",
-            [
-                "Home",
-                "Runtimes",
-                "Tools",
-                "MCP servers",
-                "Gate simulator",
-                "Skill rules",
-                "Audit log",
-                "API docs",
-            ],
-        ),
-        ("approver", ["Home", "Approvals", "API docs"]),
-    ],
+    [("operator", OPERATOR_NAV), ("auditor", AUDITOR_NAV), ("approver", APPROVER_NAV)],
 )
 def test_navigation_fits_the_role(request: pytest.FixtureRequest, fixture: str, expected: list[str]) -> None:
     user: User = request.getfixturevalue(fixture)
     client = Client()
     client.force_login(user)
     assert nav_labels(client) == expected
+
+
+@pytest.mark.parametrize(
+    ("fixture", "groups"),
+    [
+        ("operator", ["Approvals", "Registry", "Policy", "Audit", "Administration", "Help"]),
+        ("auditor", ["Registry", "Policy", "Audit", "Help"]),
+        ("approver", ["Approvals", "Help"]),
+    ],
+)
+def test_navigation_is_grouped_by_job_and_shows_only_groups_with_a_page(
+    request: pytest.FixtureRequest, fixture: str, groups: list[str]
+) -> None:
+    # Issue 17 item 2.
+    client = Client()
+    client.force_login(request.getfixturevalue(fixture))
+    import re
+
+    html = client.get("/").content.decode()
+    assert re.findall(r'<span class="nav-group-label" id="[^"]+">([^<]+)</span>', html) == groups
 
 
 def test_a_user_without_a_role_is_told_to_ask_for_one(make_user) -> None:  # type: ignore[no-untyped-def]
