@@ -9,6 +9,7 @@ ASK; an unattended ASK becomes DENY unless a pre-approval answers it (T8, U5).
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import math
 import re
@@ -271,6 +272,11 @@ class SubjectPattern:
     def whole_tool(self) -> bool:
         return not self.text
 
+    @property
+    def wholesale(self) -> bool:
+        """The whole tool, or only wildcards (`*`, `:*`, `*:*`): every text subject."""
+        return pattern_is_wholesale(self.text)
+
     def matches(self, subject: str | None, *, for_allow: bool) -> bool:
         """Whether a call with this subject falls under the pattern. The whole tool matches
         every call; any other pattern matches only a subject that is a string."""
@@ -287,6 +293,21 @@ class SubjectPattern:
         return subject.count("..") <= self.text.replace("*", "").count("..")
 
 
+def pattern_is_wholesale(pattern: str) -> bool:
+    """U3, U5: whether a pattern stands for every call of its tool: none, or nothing but
+    wildcards (`*`, `:*`, `*:*` allow every text subject). As an allow, such a pattern is the
+    whole tool in all but name, so never for a destructive tool."""
+    return not pattern.removesuffix(":*").replace("*", "")
+
+
+def literal_prefix(pattern: str) -> str:
+    """What every subject a pattern matches begins with (for an allow and a deny alike):
+    its text up to the first wildcard."""
+    body = pattern.removesuffix(":*")
+    star = body.find("*")
+    return body if star == -1 else body[:star]
+
+
 def subject_matches(pattern: str, subject: str | None, *, for_allow: bool) -> bool:
     return SubjectPattern.compile(pattern).matches(subject, for_allow=for_allow)
 
@@ -297,10 +318,13 @@ def whole_tool_allowed(axes: ToolAxes) -> bool:
     return axes.effective_destructive != DestructiveBehavior.DESTRUCTIVE
 
 
-def pattern_choices(subject: str | None, axes: ToolAxes) -> list[str]:
+def pattern_choices(subject: str | None, axes: ToolAxes, *, for_allow: bool = True) -> list[str]:
     """The patterns an approver may pick for a session or agent answer (U3), narrowest
     first: the exact value, then its word prefixes as `prefix:*`, then (unless destructive)
-    the whole tool as "". A subject too long for a pattern offers only its prefixes."""
+    the whole tool as "". A subject too long for a pattern offers only its prefixes. For an
+    allow, only patterns that allow this very call: a prefix never covers a chained command
+    or a `..` step (`git push:*` is not offered for `git push x && rm -rf /`), so what the
+    approver picks always answers the call they were asked about."""
     choices: list[str] = []
     if subject is not None and subject and not subject_pattern_problems(subject) and "*" not in subject:
         choices.append(subject)
@@ -309,7 +333,9 @@ def pattern_choices(subject: str | None, axes: ToolAxes) -> list[str]:
         for count in range(min(len(words) - 1, 3), 0, -1):
             prefix = " ".join(words[:count])
             if prefix and "*" not in prefix and not subject_pattern_problems(prefix):
-                choices.append(f"{prefix}:*")
+                pattern = f"{prefix}:*"
+                if not for_allow or subject_matches(pattern, subject, for_allow=True):
+                    choices.append(pattern)
     if whole_tool_allowed(axes):
         choices.append("")
     return choices
@@ -348,17 +374,57 @@ def _precedence(rule: ToolRuleSpec) -> tuple[int, int, int]:
     return (0 if rule.pattern else 1, -len(rule.pattern), 0 if rule.runtime_id is not None else 1)
 
 
+class _ToolRules:
+    """One tool's rules in precedence order, found by what a subject must begin with.
+
+    A pattern matches only subjects that begin with its literal prefix (`literal_prefix`),
+    so a call is matched against the rules whose prefix its subject begins with (one
+    dictionary lookup per distinct prefix length), the exact patterns equal to it, and the
+    rules with no literal prefix: not against every rule of the tool (benchmarks/tool_rules.py).
+    """
+
+    def __init__(self) -> None:
+        self.rules: list[tuple[ToolRuleSpec, SubjectPattern]] = []
+        self.always: list[int] = []  # the whole tool, or a pattern that opens with *
+        self.exact: dict[str, list[int]] = {}  # no wildcard: equal subjects only
+        self.by_prefix: dict[str, list[int]] = {}
+        self.lengths: list[int] = []
+
+    def add(self, rule: ToolRuleSpec) -> None:
+        position = len(self.rules)
+        self.rules.append((rule, SubjectPattern.compile(rule.pattern)))
+        prefix = literal_prefix(rule.pattern)
+        if not prefix:
+            self.always.append(position)
+        elif prefix == rule.pattern:
+            self.exact.setdefault(prefix, []).append(position)
+        else:
+            if prefix not in self.by_prefix and len(prefix) not in self.lengths:
+                bisect.insort(self.lengths, len(prefix))
+            self.by_prefix.setdefault(prefix, []).append(position)
+
+    def candidates(self, subject: str | None) -> list[tuple[ToolRuleSpec, SubjectPattern]]:
+        found = list(self.always)
+        if subject is not None:
+            found.extend(self.exact.get(subject, ()))
+            for length in self.lengths:
+                if length > len(subject):
+                    break
+                found.extend(self.by_prefix.get(subject[:length], ()))
+            found.sort()
+        return [self.rules[position] for position in found]
+
+
 class ToolRuleIndex:
     """Tool rules by (server, tool), each with its pattern compiled once."""
 
     def __init__(self, rules: Iterable[ToolRuleSpec]) -> None:
-        self._by_tool: dict[tuple[str, str], list[tuple[ToolRuleSpec, SubjectPattern]]] = {}
+        self._by_tool: dict[tuple[str, str], _ToolRules] = {}
         for rule in sorted(rules, key=lambda r: (_precedence(r), r.id)):
-            compiled = SubjectPattern.compile(rule.pattern)
-            self._by_tool.setdefault((rule.server, rule.tool), []).append((rule, compiled))
+            self._by_tool.setdefault((rule.server, rule.tool), _ToolRules()).add(rule)
 
     def __len__(self) -> int:
-        return sum(len(bucket) for bucket in self._by_tool.values())
+        return sum(len(bucket.rules) for bucket in self._by_tool.values())
 
     def match(
         self,
@@ -371,12 +437,15 @@ class ToolRuleIndex:
         unattended: bool,
     ) -> ToolRuleMatch:
         """Which rule of each kind applies to this call. An ALLOW rule (or pre-approval) for
-        the whole of a destructive tool applies to nothing (U5: fail closed if it was
-        saved before the tool turned out destructive); a pre-approval only to unattended
-        calls of its own runtime."""
+        the whole of a destructive tool (or only wildcards) applies to nothing (U5: fail
+        closed if it was saved before the tool turned out destructive); a pre-approval only
+        to unattended calls of its own runtime."""
+        bucket = self._by_tool.get((server, tool))
+        if bucket is None:
+            return ToolRuleMatch()
         deny = allow = ask = pre = None
         whole_ok = whole_tool_allowed(axes)
-        for rule, compiled in self._by_tool.get((server, tool), ()):
+        for rule, compiled in bucket.candidates(subject):
             if rule.runtime_id is not None and rule.runtime_id != runtime_id:
                 continue
             if rule.action == RuleAction.DENY:
@@ -385,7 +454,7 @@ class ToolRuleIndex:
             elif rule.action == RuleAction.ASK:
                 if ask is None and compiled.matches(subject, for_allow=False):
                     ask = rule
-            elif compiled.whole_tool and not whole_ok:
+            elif compiled.wholesale and not whole_ok:
                 continue
             elif rule.unattended:
                 if pre is None and unattended and compiled.matches(subject, for_allow=True):
@@ -420,7 +489,11 @@ def layer_decision(
         if grant.decision == GrantDecision.DENY:
             if compiled.matches(subject, for_allow=False):
                 return grant
-        elif allowed is None and (whole_ok or grant.pattern) and compiled.matches(subject, for_allow=True):
+        elif (
+            allowed is None
+            and (whole_ok or not compiled.wholesale)
+            and compiled.matches(subject, for_allow=True)
+        ):
             allowed = grant
     return allowed
 
@@ -512,7 +585,7 @@ def allow_patterns(subject: str | None, axes: ToolAxes) -> list[str]:
 def deny_patterns(subject: str | None, axes: ToolAxes) -> list[str]:
     """The patterns a *Deny* may carry: the same, and the whole tool whatever the tool is
     (a Deny may always be as wide as the tool)."""
-    choices = pattern_choices(subject, axes)
+    choices = pattern_choices(subject, axes, for_allow=False)
     return choices if "" in choices else [*choices, ""]
 
 

@@ -25,6 +25,7 @@ from aimon_admin.approvals.tool_policy import (
     ToolRuleIndex,
     ToolRuleSpec,
     parse_rule_text,
+    pattern_is_wholesale,
     rule_text,
     subject_pattern_problems,
     tool_label,
@@ -102,7 +103,7 @@ def unattended_allow_rules(runtime: AgentRuntime) -> dict[tuple[str, str], list[
             continue
         text = rule_text(server=rule.server, tool=rule.tool, pattern=rule.pattern)
         found.setdefault((rule.server, rule.tool), []).append(
-            AllowRule(text=text, pre_approval=rule.unattended, every_call=_wholesale(rule.pattern))
+            AllowRule(text=text, pre_approval=rule.unattended, every_call=pattern_is_wholesale(rule.pattern))
         )
     return found
 
@@ -120,19 +121,13 @@ STORED_TOOL_RULE_INVALID = (
 )
 
 
-def _wholesale(pattern: str) -> bool:
-    """A pattern with nothing but wildcards (`*`, `:*`, `*:*`) stands for every text subject:
-    as an ALLOW it is the whole tool in all but name."""
-    return not pattern.removesuffix(":*").replace("*", "")
-
-
 def _whole_tool_problem(
     *, server: str, tool: str, pattern: str, action: str, runtime: AgentRuntime | None
 ) -> str | None:
     """U3, U5: an ALLOW (or pre-approval) of the whole of a destructive or unregistered
     tool is refused, and so is one whose pattern is only wildcards. For a rule of every
     runtime, every registration of the tool counts: one destructive registration refuses it."""
-    if action != RuleAction.ALLOW or not _wholesale(pattern):
+    if action != RuleAction.ALLOW or not pattern_is_wholesale(pattern):
         return None
     label = tool_label(server=server, tool=tool)
     registered = [

@@ -11,6 +11,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from aimon_admin.approvals.choices import GrantDecision, RuleAction, ToolCallSource
 from aimon_admin.approvals.tool_policy import (
@@ -34,9 +36,12 @@ from aimon_admin.approvals.tool_policy import (
     ToolRuleSpec,
     arguments_digest,
     arguments_problem,
+    deny_patterns,
     layer_decision,
+    literal_prefix,
     parse_rule_text,
     pattern_choices,
+    pattern_is_wholesale,
     rule_text,
     subject_matches,
     subject_of,
@@ -342,6 +347,30 @@ def test_pattern_choices(subject: str | None, axes: ToolAxes, choices: list[str]
 
 
 @pytest.mark.parametrize(
+    "subject",
+    [
+        "git push origin main",
+        "ls",
+        "rm -rf /tmp/x",
+        "cat ../x",
+        "git push origin main && rm -rf /",
+        "a | b c",
+    ],
+)
+def test_every_offered_pattern_allows_the_call_it_was_offered_for(subject: str) -> None:
+    # U3: a prefix that would not cover the call asked about (a chained command, a `..` step)
+    # is not offered for an allow: `git push:*` allows nothing of `git push x && rm -rf /`.
+    for pattern in pattern_choices(subject, WRITES):
+        assert subject_matches(pattern, subject, for_allow=True), (pattern, subject)
+
+
+def test_a_deny_may_still_pick_the_prefix_of_a_chained_command() -> None:
+    subject = "git push origin main && rm -rf /"
+    assert pattern_choices(subject, DESTROYS) == [subject]
+    assert deny_patterns(subject, DESTROYS) == [subject, "git push origin:*", "git push:*", "git:*", ""]
+
+
+@pytest.mark.parametrize(
     ("axes", "allowed"), [(READS, True), (WRITES, True), (DESTROYS, False), (UNREGISTERED, False)]
 )
 def test_the_whole_of_a_destructive_or_unregistered_tool_is_never_allowed(
@@ -511,3 +540,138 @@ CHAIN_CASES = [
 def test_the_chain_decides_in_order(layers: ToolLayers, attended: bool, verdict: tuple[Any, ...]) -> None:
     found = tool_chain_decide(layers, attended=attended)
     assert (found.decision, found.reason, found.source) == verdict
+
+
+# --- Wildcards only: the whole tool in all but name (U3, U5) ------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("pattern", "wholesale"),
+    [("", True), ("*", True), (":*", True), ("*:*", True), ("a*", False), ("*a", False), ("git:*", False)],
+)
+def test_a_pattern_of_only_wildcards_is_wholesale(pattern: str, wholesale: bool) -> None:
+    assert pattern_is_wholesale(pattern) is wholesale
+
+
+@pytest.mark.parametrize("pattern", ["", "*", ":*", "*:*"])
+def test_an_allow_of_only_wildcards_never_answers_for_a_destructive_tool(pattern: str) -> None:
+    # U3, U5: never wholesale, whether the rule or grant says so or only means it.
+    index = ToolRuleIndex(
+        [
+            ToolRuleSpec(1, None, "", "Bash", pattern, RuleAction.ALLOW),
+            ToolRuleSpec(2, RUNTIME, "", "Bash", pattern, RuleAction.ALLOW, unattended=True),
+        ]
+    )
+    for axes, expected in ((DESTROYS, (None, None)), (WRITES, (1, 2))):
+        found = index.match(
+            runtime_id=RUNTIME, server="", tool="Bash", subject="rm -rf /", axes=axes, unattended=True
+        )
+        assert _ids(found)[1::2] == expected
+    grant = HeldToolGrant(3, GrantDecision.ALLOW, pattern)
+    assert layer_decision([grant], "rm -rf /", DESTROYS) is None
+    assert layer_decision([grant], "rm -rf /", WRITES) == grant
+
+
+# --- The index finds what reading every rule would (its lookup by literal prefix) ---------------
+
+
+@pytest.mark.parametrize(
+    ("pattern", "prefix"),
+    [
+        ("git push:*", "git push"),
+        ("/srv/*/logs", "/srv/"),
+        ("make test", "make test"),
+        ("*.py", ""),
+        ("", ""),
+    ],
+)
+def test_literal_prefix(pattern: str, prefix: str) -> None:
+    assert literal_prefix(pattern) == prefix
+
+
+def brute_force_match(
+    rules: list[ToolRuleSpec],
+    *,
+    runtime_id: int,
+    tool: str,
+    subject: str | None,
+    axes: ToolAxes,
+    unattended: bool,
+) -> ToolRuleMatch:
+    """Every rule of the tool, in precedence order, each read in full: what the index must find."""
+    ordered = sorted(
+        (rule for rule in rules if rule.tool == tool and rule.runtime_id in (None, runtime_id)),
+        key=lambda r: (0 if r.pattern else 1, -len(r.pattern), 0 if r.runtime_id is not None else 1, r.id),
+    )
+    found: dict[str, ToolRuleSpec] = {}
+    for rule in ordered:
+        if rule.action == RuleAction.DENY:
+            kind, for_allow = "deny", False
+        elif rule.action == RuleAction.ASK:
+            kind, for_allow = "ask", False
+        elif pattern_is_wholesale(rule.pattern) and not whole_tool_allowed(axes):
+            continue
+        elif rule.unattended:
+            if not unattended:
+                continue
+            kind, for_allow = "pre_approval", True
+        else:
+            kind, for_allow = "allow", True
+        if kind not in found and subject_matches(rule.pattern, subject, for_allow=for_allow):
+            found[kind] = rule
+    return ToolRuleMatch(**found)
+
+
+PATTERN_PARTS = ["git", " ", "push", "*", ":*", "/srv", "/", "..", "a", "-", ";", "&&"]
+SUBJECT_PARTS = ["git", " ", "push", "origin", "/srv", "/", "..", "a", "-", ";", "&&", "x", "*"]
+raw_rules = st.lists(
+    st.tuples(
+        st.lists(st.sampled_from(PATTERN_PARTS), max_size=5).map("".join),
+        st.sampled_from(list(RuleAction)),
+        st.sampled_from([None, RUNTIME, OTHER]),
+        st.booleans(),
+        st.sampled_from(["Bash", "Read"]),
+    ),
+    max_size=25,
+)
+subjects = st.lists(
+    st.one_of(st.none(), st.lists(st.sampled_from(SUBJECT_PARTS), max_size=7).map("".join)), max_size=12
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(raw_rules, subjects, st.sampled_from([WRITES, DESTROYS]), st.booleans())
+def test_the_index_finds_what_reading_every_rule_finds(
+    raw: list[tuple[str, RuleAction, int | None, bool, str]],
+    subjects: list[str | None],
+    axes: ToolAxes,
+    unattended: bool,
+) -> None:
+    rules = []
+    for number, (pattern, action, runtime, pre, tool) in enumerate(raw, start=1):
+        if "**" in pattern:
+            continue  # off the grammar: never saved
+        pre = pre and action == RuleAction.ALLOW and runtime is not None
+        rules.append(ToolRuleSpec(number, runtime, "", tool, pattern, action, pre))
+    index = ToolRuleIndex(rules)
+    for subject in subjects:
+        for runtime_id in (RUNTIME, OTHER):
+            call: dict[str, Any] = {
+                "runtime_id": runtime_id,
+                "tool": "Bash",
+                "subject": subject,
+                "axes": axes,
+                "unattended": unattended,
+            }
+            assert index.match(server="", **call) == brute_force_match(rules, **call), (subject, runtime_id)
+
+
+def test_the_index_looks_at_the_rules_a_subject_could_match_only() -> None:
+    # 1,000 rules on one tool: a subject is read against those whose literal prefix it
+    # begins with, not all of them (benchmarks/tool_rules.py times it).
+    rules = [
+        ToolRuleSpec(n, None, "", "Bash", f"cmd{n} {'xy'[n % 2]}:*", RuleAction.DENY) for n in range(1000)
+    ]
+    bucket = ToolRuleIndex(rules)._by_tool["", "Bash"]
+    assert len(bucket.candidates("cmd17 x now")) + len(bucket.candidates("cmd17 y now")) == 1
+    assert bucket.candidates("nothing like it") == []
