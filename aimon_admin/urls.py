@@ -1,4 +1,5 @@
-"""URL configuration: browser pages, the runtime API under /api/v1/, and its schema."""
+"""URL configuration: browser pages, the runtime API under /api/v1/, its OpenID AuthZEN
+endpoints (at the paths that specification fixes), and the API's schema."""
 
 from __future__ import annotations
 
@@ -6,23 +7,30 @@ from django.contrib import admin
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from aimon_admin.approvals.api.authzen import views as authzen
 from aimon_admin.core import views as core_views
 
 urlpatterns = [
     # The runtime API first: a decision's route is then found after one prefix and two
     # routes, not after searching every page's (the "" include below is searched whole).
     re_path(r"^api/v1/", include("aimon_admin.api_urls")),
+    # The tool decision as an AuthZEN policy decision point; trailing slash optional, as above.
+    re_path(r"^access/v1/evaluation/?$", authzen.evaluation, name="authzen-evaluation"),
+    re_path(r"^access/v1/evaluations/?$", authzen.evaluations, name="authzen-evaluations"),
+    re_path(r"^\.well-known/authzen-configuration/?$", authzen.configuration, name="authzen-configuration"),
     path("", include("aimon_admin.core.urls")),
     path("accounts/", include("aimon_admin.accounts.urls")),
     path("runtimes/", include("aimon_admin.runtimes.urls")),
     path("registry/", include("aimon_admin.registry.urls")),
     path("approvals/", include("aimon_admin.approvals.urls")),
+    path("notifications/", include("aimon_admin.notifications.urls")),
     path("audit/", include("aimon_admin.approvals.audit_pages.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("django-admin/", admin.site.urls),
     # Unknown API paths answer JSON even with DEBUG on (runtimes parse every answer).
     re_path(r"^api/", core_views.api_not_found),
+    re_path(r"^access/", core_views.api_not_found),
 ]
 
 handler400 = core_views.bad_request

@@ -11,7 +11,7 @@ import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from aimon_admin.core.middleware import API_PREFIX, BODY_TOO_LARGE_MESSAGE
+from aimon_admin.core.middleware import API_PREFIXES, BODY_TOO_LARGE_MESSAGE
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -68,7 +68,7 @@ class BodySizeLimitMiddleware:
                 await self._refuse(scope, send)
 
     async def _refuse(self, scope: Scope, send: Send) -> None:
-        if scope.get("path", "").startswith(API_PREFIX):
+        if scope.get("path", "").startswith(API_PREFIXES):
             body = json.dumps({"error": "payload_too_large", "detail": BODY_TOO_LARGE_MESSAGE}).encode()
             content_type = b"application/json"
         else:

@@ -23,8 +23,13 @@ logger = logging.getLogger(__name__)
 
 REQUEST_ID_HEADER = "X-Request-ID"
 _VALID_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
+# What a response header cannot carry back (a value the server's own parser let through).
+_UNSENDABLE = re.compile(r"[\x00\r\n]")
 
-API_PREFIX = "/api/"
+# Paths answered as the JSON API (errors as JSON, the body limit, the API channel): the
+# runtime API and the OpenID AuthZEN endpoints, which the specification fixes outside /api/.
+AUTHZEN_PREFIXES = ("/access/", "/.well-known/authzen-configuration")
+API_PREFIXES = ("/api/", *AUTHZEN_PREFIXES)
 BODY_TOO_LARGE_MESSAGE = "Request body is larger than the 1 MiB limit."
 BAD_LENGTH_MESSAGE = "Content-Length is not a number."
 
@@ -63,18 +68,30 @@ class _DualMiddleware:
 
 
 class RequestIdMiddleware(_DualMiddleware):
-    """Give every request an id (the caller's, if it is well-formed) and echo it back."""
+    """Give every request an id (the caller's, if it is well-formed) and echo it back.
+
+    The OpenID AuthZEN endpoints echo the caller's X-Request-ID as sent, whatever its form:
+    the specification says the answer carries the same identifier. Logs and audit rows
+    still get a well-formed one (a fresh id when the caller's is not).
+    """
 
     def before(self, request: HttpRequest) -> HttpResponse | None:
         supplied = request.headers.get(REQUEST_ID_HEADER, "")
         request_id = supplied if _VALID_REQUEST_ID.match(supplied) else new_request_id()
         request.request_id = request_id  # type: ignore[attr-defined]
-        channel = Channel.API if request.path.startswith(API_PREFIX) else Channel.BROWSER
+        path = request.path
+        channel = Channel.API if path.startswith(API_PREFIXES) else Channel.BROWSER
         bind(channel=channel, request_id=request_id)
+        if supplied and request_id != supplied and path.startswith(AUTHZEN_PREFIXES):
+            request.request_id_echo = supplied  # type: ignore[attr-defined]
         return None
 
     def after(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
-        response[REQUEST_ID_HEADER] = request.request_id  # type: ignore[attr-defined]
+        echo = getattr(request, "request_id_echo", None)
+        if echo is not None and not _UNSENDABLE.search(echo):
+            response[REQUEST_ID_HEADER] = echo
+        else:
+            response[REQUEST_ID_HEADER] = request.request_id  # type: ignore[attr-defined]
         return response
 
 
@@ -86,7 +103,7 @@ class ApiBodyLimitMiddleware(_DualMiddleware):
     """
 
     def before(self, request: HttpRequest) -> HttpResponse | None:
-        if not request.path.startswith(API_PREFIX):
+        if not request.path.startswith(API_PREFIXES):
             return None
         length = request.META.get("CONTENT_LENGTH") or "0"
         try:
@@ -124,7 +141,8 @@ class PageContentSecurityPolicyMiddleware(CSPMiddleware):
 
 class StyledErrorMiddleware:
     """A bare 405 (Django's method checks answer with an empty body) becomes the
-    product's styled error page, or the API's JSON error body under /api/ (issue 8).
+    product's styled error page, or the API's JSON error body under the API's prefixes
+    (/api/ and the AuthZEN endpoints) (issue 8).
 
     A view that meets an unreachable database (an OperationalError or InterfaceError,
     the pool's timeout included) answers a styled 503 with Retry-After, never a 500

@@ -1,4 +1,5 @@
-"""The home page, the health check, and error pages (JSON under /api/, HTML elsewhere)."""
+"""The home page, the health check, and error pages (JSON under the API's prefixes, HTML
+elsewhere)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
 
 from aimon_admin.core.api import UNAVAILABLE_MESSAGE, error_body
-from aimon_admin.core.middleware import API_PREFIX
+from aimon_admin.core.middleware import API_PREFIXES
 
 ERROR_TITLES = {
     400: "Bad request",
@@ -78,7 +79,7 @@ def _error(request: HttpRequest, status: int, message: str | None = None) -> Htt
         # Raised outside a view (a middleware's session read or save): the same 503.
         return database_unavailable(request)
     message = message or ERROR_MESSAGES[status]
-    if request.path.startswith(API_PREFIX):
+    if request.path.startswith(API_PREFIXES):
         return JsonResponse(error_body(status, message), status=status)
     context = {
         "status": status,
@@ -132,12 +133,12 @@ def _request_page(request: HttpRequest) -> str | None:
 def database_unavailable(request: HttpRequest) -> HttpResponse:
     """503 while the database cannot be reached: never a 500, and never a guess.
 
-    Under /api/ the API's JSON body. Elsewhere the styled error page, rendered without the
-    request (no context processor may touch the database), saying for a POST that what was
-    sent may or may not have been saved. An htmx request gets the same words in a header,
+    Under the API's prefixes the API's JSON body. Elsewhere the styled error page, rendered
+    without the request (no context processor may touch the database), saying for a POST that
+    what was sent may or may not have been saved. An htmx request gets the same words in a header,
     which app.js's failure toast shows (htmx swaps nothing on a 5xx).
     """
-    if request.path.startswith(API_PREFIX):
+    if request.path.startswith(API_PREFIXES):
         response: HttpResponse = JsonResponse(error_body(503, UNAVAILABLE_MESSAGE), status=503)
     else:
         posted = request.method not in ("GET", "HEAD", "OPTIONS")

@@ -325,8 +325,9 @@ if AXES_FAILURE_LIMIT < 1:
 # not to inject its indicator <style> (the htmx-config meta tag in base.html), and hx-on
 # attributes are not used (they would need 'unsafe-eval'). data: images are Swagger UI's
 # icons, drawn from its own stylesheet.
-# The runtime API answers JSON, which no policy governs (its docs page, /api/docs/, has one).
-CSP_SKIP_PREFIXES = ("/api/v1/",)
+# The runtime API answers JSON, which no policy governs (its docs page, /api/docs/, has one);
+# so do the OpenID AuthZEN endpoints and their discovery document.
+CSP_SKIP_PREFIXES = ("/api/v1/", "/access/v1/", "/.well-known/authzen-configuration")
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
         "default-src": [SELF],
@@ -371,6 +372,9 @@ SPECTACULAR_SETTINGS = {
     # targets): off, so /api/docs/ passes axe-core like every other page (issue 8).
     "SWAGGER_UI_SETTINGS": {"deepLinking": False},
     "COMPONENT_SPLIT_REQUEST": True,
+    # Operation ids and tags from the part after /api (v1_tool_decisions_create, tag v1), as
+    # before the AuthZEN endpoints (/access/v1/…, /.well-known/…) widened the common prefix.
+    "SCHEMA_PATH_PREFIX": "/api",
     "ENUM_NAME_OVERRIDES": {
         "SideEffectLevelEnum": "aimon_admin.registry.choices.SideEffectLevel",
         "ToolDecisionEnum": "aimon_admin.registry.choices.ToolDecision",

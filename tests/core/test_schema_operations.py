@@ -114,6 +114,24 @@ DECISION = {
     "principal": None,
 }
 
+# An AuthZEN evaluation of the same call, every member set (API.md "AuthZEN").
+AUTHZEN_EVALUATION = {
+    "subject": {"type": "user", "id": "alice"},
+    "resource": {
+        "type": "tool",
+        "id": "bash",
+        "properties": {"server": None, "arguments": {"command": "git push origin main"}},
+    },
+    "action": {"name": "call"},
+    "context": {
+        "session_id": "s-1",
+        "invoking_session_id": None,
+        "turn_id": "t-1",
+        "approval_id": "0f9c2a44-2c1e-4c33-9b51-3f1b8f0c9d11",
+        "replay": False,
+    },
+}
+
 CALLS: dict[tuple[str, str], Callable[[APIClient], Call]] = {
     ("get", "/api/v1/runtime"): lambda api: Call("/api/v1/runtime", None, 200),
     ("post", "/api/v1/skill-decisions"): lambda api: Call("/api/v1/skill-decisions", DECISION, 200),
@@ -163,6 +181,25 @@ CALLS: dict[tuple[str, str], Callable[[APIClient], Call]] = {
     ),
     ("post", "/api/v1/tool-approval-requests/{request_id}/cancel"): lambda api: Call(
         f"/api/v1/tool-approval-requests/{_open_tool_request(api)}/cancel", {}, 200
+    ),
+    ("post", "/access/v1/evaluation"): lambda api: (
+        _local_tools(api),
+        Call("/access/v1/evaluation", AUTHZEN_EVALUATION, 200),
+    )[1],
+    ("post", "/access/v1/evaluations"): lambda api: (
+        _local_tools(api),
+        Call(
+            "/access/v1/evaluations",
+            {
+                **AUTHZEN_EVALUATION,
+                "options": {"evaluations_semantic": "execute_all"},
+                "evaluations": [AUTHZEN_EVALUATION],
+            },
+            200,
+        ),
+    )[1],
+    ("get", "/.well-known/authzen-configuration"): lambda api: Call(
+        "/.well-known/authzen-configuration", None, 200
     ),
     ("get", "/api/v1/mcp-servers"): lambda api: (_server(), Call("/api/v1/mcp-servers", None, 200))[1],
     ("post", "/api/v1/mcp-servers/{name}/tools"): lambda api: (

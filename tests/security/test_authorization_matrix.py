@@ -273,6 +273,16 @@ EXPECTED: dict[str, Expect] = {
         get=api(token=NOT_ALLOWED, other_token=NOT_ALLOWED), post=api(token=BAD, other_token=BAD)
     ),
     "^api/": Expect(get=everyone(MISSING), post=everyone(MISSING)),
+    # The tool decision as an AuthZEN policy decision point: the same token as the API; its
+    # discovery document is public (metadata only, it decides nothing).
+    "authzen-evaluation": Expect(
+        get=api(token=NOT_ALLOWED, other_token=NOT_ALLOWED), post=api(token=BAD, other_token=BAD)
+    ),
+    "authzen-evaluations": Expect(
+        get=api(token=NOT_ALLOWED, other_token=NOT_ALLOWED), post=api(token=BAD, other_token=BAD)
+    ),
+    "authzen-configuration": only_get(everyone(OK)),
+    "^access/": Expect(get=everyone(MISSING), post=everyone(MISSING)),
     # The schema and its docs are public: they describe the API, they grant nothing.
     "api-schema": only_get(everyone(OK)),
     "api-docs": only_get(everyone(OK)),
@@ -479,6 +489,8 @@ def path_of(route: Route, world: World) -> str:
             kwargs[parameter] = values[parameter]()
     if route.key == "^api/":
         return "/api/v0/anything"
+    if route.key == "^access/":
+        return "/access/v0/anything"
     if route.name is None:
         # Unnamed django-admin routes: fill the regex by hand.
         path = "/" + route.route
@@ -565,7 +577,7 @@ def test_authorization_matrix(key: str, caller: str, world: World) -> None:
     # A write that is allowed happens in a savepoint rolled back afterwards, so the next
     # method meets the same world.
     with transaction.atomic():
-        if path.startswith("/api/"):
+        if path.startswith(("/api/", "/access/")):
             response = client.post(path, data="{}", content_type="application/json")
         else:
             response = client.post(path, headers=headers)
@@ -588,7 +600,7 @@ def test_the_matrix_counts_its_cases() -> None:
 WRITES = [
     pytest.param(route.key, caller, id=f"{route.key}-{caller}")
     for route in ROUTES
-    if not route.route.startswith(("^api/", "api/")) and expected_for(route.key) is not None
+    if not route.route.startswith(("^api/", "api/", "^access/")) and expected_for(route.key) is not None
     for caller in PEOPLE[1:]
     if expected_for(route.key).post[caller] not in REFUSED  # type: ignore[union-attr]
 ]
