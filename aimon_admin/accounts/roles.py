@@ -34,6 +34,9 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
         "approvals.add_toolrule",
         "approvals.change_toolrule",
         "approvals.delete_toolrule",
+        # Organisation-wide webhooks, and the whole delivery log.
+        "notifications.change_channel",
+        "notifications.view_delivery",
         "audit.view_auditevent",
         # The administration pages: people, their roles and access, locked sign-ins.
         "accounts.view_user",
@@ -49,5 +52,6 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
         "approvals.view_skillrule",
         "approvals.view_toolrule",
         "audit.view_auditevent",
+        "notifications.view_delivery",
     ),
 }

@@ -73,6 +73,7 @@ INSTALLED_APPS = [
     "aimon_admin.runtimes",
     "aimon_admin.registry",
     "aimon_admin.approvals",
+    "aimon_admin.notifications",
     "aimon_admin.demo",
     "django.contrib.admin",
     "django.contrib.auth",
@@ -215,6 +216,8 @@ CELERY_BEAT_SCHEDULE: dict[str, dict] = {
         "task": "audit.verify_chain",
         "schedule": float(env_int("AIMON_AUDIT_VERIFY_INTERVAL_SECONDS", 3600)),
     },
+    # P2: sends nobody finished (the queue or a worker was down), retries and digests due.
+    "notifications-sweep": {"task": "notifications.sweep", "schedule": 10.0},
 }
 
 # --- Auth -------------------------------------------------------------------------------------
@@ -423,3 +426,30 @@ AIMON_REQUEST_DEFAULT_TIMEOUT_SECONDS = 300
 
 # Where `make run` keeps the demo credentials it prints (never used outside the demo).
 DEMO_CREDENTIALS_FILE = BASE_DIR / ".demo-credentials.json"
+
+# --- Notifications (DESIGN P1-P4) -------------------------------------------------------------
+# The address people open the product at: every message's one link starts with it.
+AIMON_BASE_URL = os.environ.get("AIMON_BASE_URL", "http://127.0.0.1:8000" if LOCAL else "").rstrip("/")
+# Server-side request forgery: a channel may point at a private, loopback or shared address
+# only when this is on (the demo and the tests, whose receivers run on this machine).
+# Link-local addresses (cloud metadata) and the product itself are refused always.
+AIMON_NOTIFY_ALLOW_PRIVATE_ADDRESSES = env_bool("AIMON_NOTIFY_ALLOW_PRIVATE_ADDRESSES", default=LOCAL)
+# Every send is time-limited (connect and answer); a failed one is retried with back-off up
+# to this many tries; a channel failing this many times in a row is marked broken.
+AIMON_NOTIFY_TIMEOUT_SECONDS = env_int("AIMON_NOTIFY_TIMEOUT_SECONDS", 5)
+AIMON_NOTIFY_MAX_ATTEMPTS = env_int("AIMON_NOTIFY_MAX_ATTEMPTS", 8)
+AIMON_NOTIFY_BROKEN_AFTER = env_int("AIMON_NOTIFY_BROKEN_AFTER", 5)
+# Email through SMTP when EMAIL_HOST is set; without it (the demo) messages are printed.
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "")
+EMAIL_BACKEND = (
+    "django.core.mail.backends.smtp.EmailBackend"
+    if EMAIL_HOST
+    else "django.core.mail.backends.console.EmailBackend"
+)
+EMAIL_PORT = env_int("EMAIL_PORT", 587)
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", default=False)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", default=False)
+EMAIL_TIMEOUT = AIMON_NOTIFY_TIMEOUT_SECONDS
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "AIMON Admin <aimon@localhost>")

@@ -18,3 +18,7 @@ LOGGING["root"]["level"] = "WARNING"  # noqa: F405
 # Static files straight from the app folders: the suite never runs collectstatic.
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = True
+# Notifications: links start with the test client's host; the receivers the tests start
+# run on 127.0.0.1, a private address production refuses by default.
+AIMON_BASE_URL = "http://testserver"
+AIMON_NOTIFY_ALLOW_PRIVATE_ADDRESSES = True

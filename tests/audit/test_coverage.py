@@ -35,6 +35,7 @@ from typing import Any
 
 import pytest
 from django.apps import apps
+from django.conf import settings
 from django.core.management import call_command
 from django.db import connection
 from django.test import Client
@@ -57,6 +58,10 @@ from aimon_admin.audit.models import AuditEvent
 from aimon_admin.core.actors import Actor
 from aimon_admin.core.context import Channel, bound
 from aimon_admin.core.middleware import REQUEST_ID_HEADER
+from aimon_admin.notifications import services as notifications
+from aimon_admin.notifications.choices import ChannelKind, DeliveryStatus, NotificationEvent
+from aimon_admin.notifications.models import Channel as NotifyChannel
+from aimon_admin.notifications.models import Delivery, Fanout
 from aimon_admin.registry import config as registry_config
 from aimon_admin.registry import services as registry
 from aimon_admin.registry.choices import AnnotationTrust, McpTransport, ReviewFinding, SyncStatus
@@ -80,7 +85,7 @@ SERVICE_MODULE_GLOBS = (
     "audit/verification.py",
 )
 # The product's state: every table of these apps (audit excluded: it is what we check).
-PRODUCT_APPS = ("accounts", "auth", "runtimes", "registry", "approvals")
+PRODUCT_APPS = ("accounts", "auth", "runtimes", "registry", "approvals", "notifications")
 
 NEW_PASSWORD = "cov-new-pass phrase 7Kq!"
 CREATED_PASSWORD = "cov-created-pass phrase 3Zx!"
@@ -386,6 +391,100 @@ def _answer(w: World, request: ApprovalRequest, user: User, answer: Answer) -> a
         # S8: a failed write is reported per skill, not raised; surface it for the A3 check.
         raise RuntimeError("; ".join(message for _, message in outcome.failed))
     return outcome
+
+
+# --- notifications --------------------------------------------------------------------------------
+
+CHAT_TOKEN = "TIiajkdnlazkcOXrIdevi7FQ"  # the secret part of a chat channel's URL
+CHAT_URL = f"slack://T1JJ3T3L2/A1BRTD4JD/{CHAT_TOKEN}/"
+SEND_CLAIM = (
+    "the claim (SENDING, its token and lease) commits before the send, so no second worker "
+    "sends it; the outcome commits with its event"
+)
+
+
+def _remember_secret(w: World, result: tuple[Any, str]) -> tuple[Any, str]:
+    w.secrets.append(result[1])  # a webhook's signing secret: never in an event
+    return result
+
+
+def _alice_channel(w: World) -> None:
+    w.prepared = notifications.channel_add(
+        owner=w.approver, kind=ChannelKind.EMAIL, name="work", target="alice@example.test",
+        actor=Actor.for_user(w.approver),
+    )  # fmt: skip
+
+
+def _webhook(w: World) -> None:
+    hook, _ = _remember_secret(
+        w, notifications.webhook_create(name="siem", url="https://93.184.216.34/hook", actor=w.op)
+    )
+    w.prepared = hook
+
+
+def _unannounced_request(w: World) -> None:
+    """Alice's channel, and her pending request as if its fan-out never ran (the queue was down)."""
+    _alice_channel(w)
+    Fanout.objects.filter(request=w.session_request).delete()
+
+
+def _due_delivery(w: World) -> None:
+    _alice_channel(w)
+    w.prepared = Delivery.objects.create(
+        request=w.session_request, channel=w.prepared, event=NotificationEvent.REQUESTED,
+        next_attempt_at=timezone.now(),
+    )  # fmt: skip
+
+
+def _held_delivery(w: World) -> None:
+    _due_delivery(w)
+    Delivery.objects.filter(pk=w.prepared.pk).update(status=DeliveryStatus.HELD, batched=True)
+
+
+def _lapsed_delivery(w: World) -> None:
+    _due_delivery(w)
+    Delivery.objects.filter(pk=w.prepared.pk).update(
+        status=DeliveryStatus.SENDING, lease_until=timezone.now() - timedelta(seconds=1)
+    )
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _failing_delivery(
+    *, attempts: int | Callable[[], int], failures: int | Callable[[], int]
+) -> Callable[[World], None]:
+    """A webhook whose receiver is down, and a delivery due to it: `attempts` already made,
+    the channel `failures` in a row already."""
+
+    def prepare(w: World) -> None:
+        hook, _ = _remember_secret(
+            w,
+            notifications.webhook_create(
+                name="down", url=f"http://127.0.0.1:{_closed_port()}/hook", actor=w.op
+            ),
+        )
+        NotifyChannel.objects.filter(pk=hook.pk).update(
+            consecutive_failures=failures() if callable(failures) else failures
+        )
+        w.prepared = Delivery.objects.create(
+            request=w.session_request, channel=hook, event=NotificationEvent.REQUESTED,
+            next_attempt_at=timezone.now(), attempts=attempts() if callable(attempts) else attempts,
+        )  # fmt: skip
+
+    return prepare
+
+
+def _send_again(w: World) -> Any:
+    """Send the prepared delivery, due again first (as the sweep hands back a lapsed claim:
+    the A3 check's refused run left it claimed)."""
+    Delivery.objects.filter(pk=w.prepared.pk).update(status=DeliveryStatus.PENDING, claim=None)
+    return notifications.delivery_send(delivery_id=w.prepared.pk)
 
 
 CASES: dict[str, list[Case]] = {
@@ -1073,6 +1172,134 @@ CASES: dict[str, list[Case]] = {
     ],
     "aimon_admin.audit.services.audit_verify_chain": [
         Case(run=lambda w: audit.audit_verify_chain(), reads="walks the chain, writes nothing")
+    ],
+    # notifications (DESIGN P1, P2, P4)
+    "aimon_admin.notifications.services.channels.channel_add": [
+        Case(
+            run=lambda w: notifications.channel_add(
+                owner=w.approver,
+                kind=ChannelKind.EMAIL,
+                name="work",
+                target="alice@example.test",
+                actor=Actor.for_user(w.approver),
+            ),
+            expect=(AuditAction.NOTIFICATION_CHANNEL_ADDED,),
+            actor=lambda w: Actor.for_user(w.approver),
+        ),
+        Case(
+            prepare=lambda w: w.secrets.append(CHAT_TOKEN),
+            run=lambda w: notifications.channel_add(
+                owner=w.approver,
+                kind=ChannelKind.APPRISE,
+                name="chat",
+                target=CHAT_URL,
+                actor=Actor.for_user(w.approver),
+            ),
+            expect=(AuditAction.NOTIFICATION_CHANNEL_ADDED,),
+            actor=lambda w: Actor.for_user(w.approver),
+        ),
+    ],
+    "aimon_admin.notifications.services.channels.new_webhook_secret": [
+        Case(run=lambda w: notifications.new_webhook_secret(), reads=PURE)
+    ],
+    "aimon_admin.notifications.services.channels.webhook_create": [
+        Case(
+            run=lambda w: _remember_secret(
+                w, notifications.webhook_create(name="siem", url="https://93.184.216.34/hook", actor=w.op)
+            ),
+            expect=(AuditAction.NOTIFICATION_CHANNEL_ADDED,),
+            actor=_op,
+        )
+    ],
+    "aimon_admin.notifications.services.channels.webhook_rotate": [
+        Case(
+            prepare=_webhook,
+            run=lambda w: _remember_secret(w, notifications.webhook_rotate(channel=w.prepared, actor=w.op)),
+            expect=(AuditAction.WEBHOOK_SECRET_ROTATED,),
+            actor=_op,
+        )
+    ],
+    "aimon_admin.notifications.services.channels.channel_remove": [
+        Case(
+            prepare=_alice_channel,
+            run=lambda w: notifications.channel_remove(channel=w.prepared, actor=Actor.for_user(w.approver)),
+            expect=(AuditAction.NOTIFICATION_CHANNEL_REMOVED,),
+            actor=lambda w: Actor.for_user(w.approver),
+        )
+    ],
+    "aimon_admin.notifications.services.channels.preference_set": [
+        Case(
+            run=lambda w: notifications.preference_set(
+                user=w.approver,
+                digest_minutes=30,
+                quiet_start=None,
+                quiet_end=None,
+                timezone_name="UTC",
+                actor=Actor.for_user(w.approver),
+            ),
+            expect=(AuditAction.NOTIFICATION_PREFERENCES_CHANGED,),
+            actor=lambda w: Actor.for_user(w.approver),
+        )
+    ],
+    "aimon_admin.notifications.services.delivery.request_fan_out": [
+        Case(
+            prepare=_unannounced_request,
+            run=lambda w: notifications.request_fan_out(
+                request_id=str(w.session_request.pk), event=NotificationEvent.REQUESTED
+            ),
+            no_event=(
+                "deliveries and their fan-out marker are the delivery log; the request's opening is "
+                "its own record, and what becomes of each delivery is audited when it matters"
+            ),
+            channel=Channel.TASK,
+        )
+    ],
+    "aimon_admin.notifications.services.delivery.channel_test": [
+        Case(
+            prepare=_alice_channel,
+            run=lambda w: notifications.channel_test(channel=w.prepared, actor=Actor.for_user(w.approver)),
+            no_event="a test message changes nothing; its outcome is in the delivery log",
+        )
+    ],
+    "aimon_admin.notifications.services.delivery.delivery_send": [
+        Case(
+            prepare=_due_delivery,
+            run=lambda w: notifications.delivery_send(delivery_id=w.prepared.pk),
+            no_event="each message sent is in the delivery log, attempt by attempt, not the audit log",
+            channel=Channel.TASK,
+        ),
+        Case(
+            prepare=_failing_delivery(attempts=0, failures=lambda: settings.AIMON_NOTIFY_BROKEN_AFTER - 1),
+            run=_send_again,
+            expect=(AuditAction.NOTIFICATION_CHANNEL_BROKEN,),
+            actor=lambda w: Actor.system("notifications"),
+            bookkeeping={"notifications_delivery": SEND_CLAIM},
+            channel=Channel.TASK,
+        ),
+        Case(
+            prepare=_failing_delivery(attempts=lambda: settings.AIMON_NOTIFY_MAX_ATTEMPTS - 1, failures=0),
+            run=_send_again,
+            expect=(AuditAction.NOTIFICATION_GAVE_UP,),
+            actor=lambda w: Actor.system("notifications"),
+            bookkeeping={"notifications_delivery": SEND_CLAIM},
+            channel=Channel.TASK,
+        ),
+    ],
+    "aimon_admin.notifications.services.delivery.digest_send": [
+        Case(
+            prepare=_held_delivery,
+            run=lambda w: notifications.digest_send(channel_id=w.prepared.channel_id),
+            no_event="a digest sent is in the delivery log, as each message is",
+            channel=Channel.TASK,
+        )
+    ],
+    "aimon_admin.notifications.services.delivery.deliveries_sweep": [
+        Case(
+            prepare=_lapsed_delivery,
+            run=lambda w: notifications.deliveries_sweep(),
+            no_event="hands a dead worker's claim back (PENDING again); what is sent then is logged",
+            channel=Channel.TASK,
+        )
     ],
 }
 

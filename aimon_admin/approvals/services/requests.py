@@ -37,6 +37,7 @@ from aimon_admin.approvals.services.sessions import _session_active, session_loo
 from aimon_admin.approvals.services.tool_decisions import tool_call_evaluate
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.services import audit_record
+from aimon_admin.core import hooks
 from aimon_admin.core.actors import Actor
 from aimon_admin.runtimes.models import AgentRuntime
 
@@ -89,7 +90,12 @@ def request_create(data: RequestInput) -> tuple[ApprovalRequest, bool]:
             return existing, False
     try:
         with transaction.atomic():
-            return _request_create(data), True
+            request = _request_create(data)
+            if request.status == RequestStatus.PENDING:
+                # Whoever listens (notifications: P1) hears of it once it commits; approvals
+                # imports no listener (core.hooks).
+                hooks.announce_after_commit(hooks.REQUEST_OPENED, request.pk)
+            return request, True
     except IntegrityError:
         if data.idempotency_key:
             existing = ApprovalRequest.objects.filter(

@@ -1,0 +1,46 @@
+"""What notifications can say and be (DESIGN P1-P4)."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class ChannelKind(models.TextChoices):
+    EMAIL = "EMAIL", "Email"
+    # A chat or phone channel addressed by a notification library's URL (ntfy, Slack, ...).
+    APPRISE = "APPRISE", "Chat or phone"
+    # An organisation-wide endpoint signed as Standard Webhooks specifies (P4).
+    WEBHOOK = "WEBHOOK", "Signed webhook"
+
+
+class NotificationEvent(models.TextChoices):
+    REQUESTED = "REQUESTED", "Request opened"
+    ANSWERED = "ANSWERED", "Request answered"
+    ESCALATED = "ESCALATED", "Request escalated"
+    TEST = "TEST", "Test message"
+
+
+# The wire names of the events (API.md "Notifications").
+EVENT_TYPES: dict[str, str] = {
+    NotificationEvent.REQUESTED: "approval.requested",
+    NotificationEvent.ANSWERED: "approval.answered",
+    NotificationEvent.ESCALATED: "approval.escalated",
+    NotificationEvent.TEST: "approval.test",
+}
+WEBHOOK_EVENTS = (NotificationEvent.REQUESTED, NotificationEvent.ANSWERED, NotificationEvent.ESCALATED)
+
+
+class DeliveryStatus(models.TextChoices):
+    PENDING = "PENDING", "Waiting to be sent"
+    SENDING = "SENDING", "Being sent"
+    # Batched: sent in one message at next_attempt_at (a digest, or the end of quiet hours).
+    HELD = "HELD", "Held for a digest or quiet hours"
+    SENT = "SENT", "Sent"
+    FAILED = "FAILED", "Failed for good"
+    SKIPPED = "SKIPPED", "Not sent"
+
+
+class AttemptOutcome(models.TextChoices):
+    SENT = "SENT", "Sent"
+    FAILED = "FAILED", "Failed"
+    REFUSED = "REFUSED", "Refused before sending"

@@ -1,0 +1,471 @@
+"""Deliveries (P1, P2): a request's event becomes one delivery per channel to tell, each sent
+once, retried with back-off, logged attempt by attempt; a channel that keeps failing is
+marked broken and its owner told on their page.
+
+Exactly once: a request's event is fanned out once (a unique marker row), each delivery is a
+unique row per request, channel and event, and a send starts only by claiming its row with a
+conditional update (PENDING -> SENDING, a claim token, a lease). A worker that dies after its
+claim leaves a lapsed lease: the sweep hands the row back and it is sent then. (A worker that
+dies after the receiver took the message and before the outcome was written sends it twice:
+the message id, Standard Webhooks' webhook-id, is the same both times so a receiver can tell.)
+
+Audited (A1): a channel marked broken or working again, and a delivery given up for good —
+the moments someone was not told. Not each attempt or each message sent: the delivery log
+records those, and an audit event per message would double the audit log's writes for every
+request opened.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Exists, OuterRef
+from django.utils import timezone
+
+from aimon_admin.approvals.choices import RequestStatus
+from aimon_admin.approvals.models import ApprovalRequest
+from aimon_admin.audit.choices import AuditAction, AuditLevel
+from aimon_admin.audit.services import audit_record
+from aimon_admin.core.actors import Actor
+from aimon_admin.notifications import policy, selectors, senders
+from aimon_admin.notifications.choices import (
+    AttemptOutcome,
+    ChannelKind,
+    DeliveryStatus,
+    NotificationEvent,
+)
+from aimon_admin.notifications.models import Channel, Delivery, DeliveryAttempt, Fanout
+from aimon_admin.notifications.services.channels import SUBJECT_TYPE, _described
+from aimon_admin.notifications.services.errors import REMOVED_MESSAGE, ChannelError
+
+logger = logging.getLogger(__name__)
+
+SENDER = Actor.system("notifications")
+CLOSED_BEFORE_SENT = "The request was answered or closed before this was sent."
+CHANNEL_GONE = "The channel was removed."
+CHANNEL_BROKEN = "The channel is marked broken; nothing is sent there until a test succeeds."
+UNEXPECTED = "Unexpected error while sending ({name}); see the server log."
+DIGEST_BATCH = 100
+# How far back the sweep looks for requests closed without their "answered" message.
+ANSWERED_LOOKBACK = dt.timedelta(hours=6)
+
+
+def _lease() -> dt.timedelta:
+    return dt.timedelta(seconds=float(settings.AIMON_NOTIFY_TIMEOUT_SECONDS) * 3 + 30)
+
+
+# --- Fan-out ----------------------------------------------------------------------------------------
+
+
+def _person_rows(request: ApprovalRequest, now: dt.datetime) -> list[Delivery]:
+    rows = []
+    for person in selectors.recipients_for(request=request):
+        pref = selectors.preference_of(user=person)
+        quiet_end = policy.quiet_until(
+            now, start=pref.quiet_start, end=pref.quiet_end, timezone=pref.timezone
+        )
+        for channel in selectors.channels_of(user=person).filter(broken_at__isnull=True):
+            open_due = selectors.open_digest_due(channel=channel, now=now) if pref.digest_minutes else None
+            due = policy.held_until(
+                now, digest_minutes=pref.digest_minutes, open_digest_due=open_due, quiet_end=quiet_end
+            )
+            rows.append(
+                Delivery(
+                    request=request,
+                    channel=channel,
+                    event=NotificationEvent.REQUESTED,
+                    status=DeliveryStatus.HELD if due else DeliveryStatus.PENDING,
+                    batched=due is not None,
+                    next_attempt_at=due or now,
+                )
+            )
+    return rows
+
+
+def request_fan_out(*, request_id: str, event: NotificationEvent | str) -> list[int]:
+    """Make the deliveries of a request's event, once (a second call makes none), and return
+    the ids due now. Opened: the people who answer it (P1) and the webhooks that take the
+    event; answered: the webhooks only. A request answered when it opened tells nobody."""
+    now = timezone.now()
+    request = (
+        ApprovalRequest.objects.select_related("runtime", "runtime__owner").filter(pk=request_id).first()
+    )
+    if request is None:
+        return []
+    if event == NotificationEvent.REQUESTED and (
+        request.status != RequestStatus.PENDING or request.expires_at <= now
+    ):
+        return []
+    if event == NotificationEvent.ANSWERED and (
+        request.status == RequestStatus.PENDING
+        or not Fanout.objects.filter(request=request, event=NotificationEvent.REQUESTED).exists()
+    ):
+        return []
+    hooks = selectors.webhooks_for(event)
+    if event != NotificationEvent.REQUESTED and not hooks:
+        return []  # nobody takes it: no marker either (the sweep looks only while some webhook does)
+    try:
+        with transaction.atomic():
+            marker = Fanout.objects.create(request=request, event=event)
+            rows = _person_rows(request, now) if event == NotificationEvent.REQUESTED else []
+            rows += [
+                Delivery(request=request, channel=hook, event=event, next_attempt_at=now) for hook in hooks
+            ]
+            Delivery.objects.bulk_create(rows, ignore_conflicts=True)
+            if rows:
+                marker.deliveries = len(rows)
+                marker.save(update_fields=["deliveries"])
+    except IntegrityError:
+        return []  # fanned out already (the hook and the sweep raced): that run sends them
+    return list(
+        Delivery.objects.filter(request=request, event=event, status=DeliveryStatus.PENDING).values_list(
+            "id", flat=True
+        )
+    )
+
+
+@transaction.atomic
+def channel_test(*, channel: Channel, actor: Actor) -> Delivery:
+    """*Send a test*: a test message to `channel`, due now and sent once this commits (inline
+    when tasks run eagerly). Its outcome is in the delivery log, not the audit log: it changes
+    nothing but, on success, a broken channel's mark (that is audited)."""
+    channel = Channel.objects.get(pk=channel.pk)
+    if channel.removed_at is not None:
+        raise ChannelError(REMOVED_MESSAGE)
+    delivery = Delivery.objects.create(
+        channel=channel, event=NotificationEvent.TEST, next_attempt_at=timezone.now()
+    )
+    transaction.on_commit(lambda: _queue([delivery.pk]))
+    return delivery
+
+
+def _queue(ids: list[int]) -> None:
+    """Queue each delivery's send (inline when tasks run eagerly); a queue that cannot be
+    reached leaves them due for the sweep."""
+    from aimon_admin.notifications import tasks
+
+    tasks.queue_deliveries(ids)
+
+
+# --- Sending ----------------------------------------------------------------------------------------
+
+
+def _outgoing(delivery: Delivery, requests: list[ApprovalRequest], now: dt.datetime) -> senders.Outgoing:
+    message_id = f"msg_{delivery.key.hex}"
+    if delivery.event == NotificationEvent.TEST:
+        return senders.Outgoing(
+            title=policy.TEST_MESSAGE.title,
+            text=policy.TEST_MESSAGE.text,
+            webhook_body=policy.webhook_payload(None, NotificationEvent.TEST, now),
+            message_id=message_id,
+            html=senders.render_email_html({"message": policy.TEST_MESSAGE, "requests": []}),
+        )
+    facts = [selectors.request_facts(request=request) for request in requests]
+    if len(facts) == 1:
+        message = policy.request_message(facts[0], delivery.event)
+    else:
+        message = policy.digest_message(facts)
+    return senders.Outgoing(
+        title=message.title,
+        text=message.text,
+        url=facts[0].url if len(facts) == 1 else selectors.inbox_link(),
+        webhook_body=policy.webhook_payload(facts[0], delivery.event, now),
+        message_id=message_id,
+        html=senders.render_email_html(
+            {"message": message, "requests": facts, "event": delivery.event, "note": policy.LINK_NOTE}
+        ),
+    )
+
+
+def _send(channel: Channel, outgoing: senders.Outgoing) -> str:
+    if channel.kind == ChannelKind.EMAIL:
+        return senders.send_email(channel.target, outgoing)
+    if channel.kind == ChannelKind.APPRISE:
+        return senders.send_apprise(channel.target, outgoing)
+    return senders.send_webhook(channel.target, channel.secret, outgoing)
+
+
+@dataclass
+class Tried:
+    outcome: AttemptOutcome
+    detail: str
+    duration_ms: int
+
+
+def _try(channel: Channel, outgoing: senders.Outgoing) -> Tried:
+    started = time.monotonic()
+    try:
+        detail = _send(channel, outgoing)
+        outcome = AttemptOutcome.SENT
+    except senders.SendError as exc:
+        detail = exc.message
+        outcome = AttemptOutcome.REFUSED if exc.refused else AttemptOutcome.FAILED
+    except Exception as exc:  # a library's own bug must not leave the row claimed forever
+        logger.exception("sending to channel %s failed unexpectedly", channel.pk)
+        detail = UNEXPECTED.format(name=type(exc).__name__)
+        outcome = AttemptOutcome.FAILED
+    return Tried(outcome, policy.shorten(detail, 500), int((time.monotonic() - started) * 1000))
+
+
+def _claim(ids: list[int], status: DeliveryStatus) -> tuple[uuid.UUID, list[Delivery]]:
+    now = timezone.now()
+    token = uuid.uuid4()
+    Delivery.objects.filter(pk__in=ids, status=status, next_attempt_at__lte=now).update(
+        status=DeliveryStatus.SENDING, claim=token, lease_until=now + _lease()
+    )
+    rows = list(
+        Delivery.objects.filter(claim=token).select_related("channel", "channel__owner").order_by("id")
+    )
+    return token, rows
+
+
+def _finish(rows: list[Delivery], status: DeliveryStatus, why: str) -> None:
+    Delivery.objects.filter(pk__in=[r.pk for r in rows], status=DeliveryStatus.SENDING).update(
+        status=status, last_error=why, claim=None, lease_until=None
+    )
+
+
+def _still_open(request: ApprovalRequest | None, now: dt.datetime) -> bool:
+    return request is not None and request.status == RequestStatus.PENDING and request.expires_at > now
+
+
+def delivery_send(*, delivery_id: int) -> str | None:
+    """Send one due delivery, once: returns its status afterwards, or None when it was not this
+    call's to send (another has it, it is not due, or it is already done)."""
+    token, rows = _claim([delivery_id], DeliveryStatus.PENDING)
+    if not rows:
+        return None
+    return _send_rows(token, rows)
+
+
+def digest_send(*, channel_id: int) -> int:
+    """Send a channel's held deliveries that are due in one message (a digest, or what waited
+    out quiet hours); returns how many requests it named."""
+    due = list(
+        Delivery.objects.filter(
+            channel_id=channel_id, status=DeliveryStatus.HELD, next_attempt_at__lte=timezone.now()
+        ).values_list("id", flat=True)[:DIGEST_BATCH]
+    )
+    if not due:
+        return 0
+    token, rows = _claim(due, DeliveryStatus.HELD)
+    if not rows:
+        return 0
+    _send_rows(token, rows)
+    return Delivery.objects.filter(pk__in=[r.pk for r in rows], status=DeliveryStatus.SENT).count()
+
+
+def _send_rows(token: uuid.UUID, rows: list[Delivery]) -> str:
+    """Send claimed rows of one channel as one message and record the outcome on each."""
+    now = timezone.now()
+    channel = rows[0].channel
+    if channel.removed_at is not None:
+        _finish(rows, DeliveryStatus.SKIPPED, CHANNEL_GONE)
+        return DeliveryStatus.SKIPPED
+    if channel.broken_at is not None and rows[0].event != NotificationEvent.TEST:
+        _finish(rows, DeliveryStatus.SKIPPED, CHANNEL_BROKEN)
+        return DeliveryStatus.SKIPPED
+    requests = selectors.requests_for_messages([str(r.request_id) for r in rows if r.request_id])
+    live = []
+    for row in rows:
+        request = requests.get(str(row.request_id)) if row.request_id else None
+        # A person is asked to answer only what is still open; a webhook gets every event.
+        if (
+            row.event == NotificationEvent.REQUESTED
+            and not channel.is_webhook
+            and not _still_open(request, now)
+        ):
+            _finish([row], DeliveryStatus.SKIPPED, CLOSED_BEFORE_SENT)
+            continue
+        live.append(row)
+    if not live:
+        return DeliveryStatus.SKIPPED
+    ordered = [requests[str(r.request_id)] for r in live if r.request_id]
+    tried = _try(channel, _outgoing(live[0], ordered, now))
+    return _record(token, live, tried)
+
+
+def _record(token: uuid.UUID, rows: list[Delivery], tried: Tried) -> str:
+    """Write the attempt on each row, the channel's run of failures, and what comes next."""
+    now = timezone.now()
+    with transaction.atomic():
+        channel = Channel.objects.select_for_update().get(pk=rows[0].channel_id)
+        mine = list(Delivery.objects.select_for_update().filter(pk__in=[r.pk for r in rows], claim=token))
+        if not mine:
+            return DeliveryStatus.SENDING  # its lease lapsed and the sweep handed it on
+        sent = tried.outcome == AttemptOutcome.SENT
+        newly_broken = _channel_outcome(channel, sent, tried.detail, now)
+        status = DeliveryStatus.SENT
+        for row in mine:
+            number = row.attempts + 1
+            DeliveryAttempt.objects.create(
+                delivery=row,
+                number=number,
+                outcome=tried.outcome,
+                detail=tried.detail,
+                duration_ms=tried.duration_ms,
+            )
+            row.attempts = number
+            row.claim = None
+            row.lease_until = None
+            if sent:
+                row.status, row.sent_at, row.last_error = DeliveryStatus.SENT, now, ""
+            else:
+                row.last_error = tried.detail
+                give_up = (
+                    tried.outcome == AttemptOutcome.REFUSED
+                    or row.event == NotificationEvent.TEST
+                    or number >= settings.AIMON_NOTIFY_MAX_ATTEMPTS
+                    or channel.broken_at is not None
+                )
+                if give_up:
+                    row.status = DeliveryStatus.FAILED
+                    # A broken channel's own event names what it gave up (below).
+                    if row.event != NotificationEvent.TEST and not newly_broken:
+                        _audit_gave_up(row, channel, tried.detail)
+                else:
+                    row.status = DeliveryStatus.HELD if row.batched else DeliveryStatus.PENDING
+                    row.next_attempt_at = now + dt.timedelta(seconds=policy.backoff_seconds(number))
+            row.save(
+                update_fields=[
+                    "attempts",
+                    "claim",
+                    "lease_until",
+                    "status",
+                    "sent_at",
+                    "last_error",
+                    "next_attempt_at",
+                ]
+            )
+            status = row.status
+    return status
+
+
+def _channel_outcome(channel: Channel, sent: bool, detail: str, now: dt.datetime) -> bool:
+    """Count the channel's run of failures; mark it broken after N in a row (True then), or
+    working again after a success. Both audited."""
+    if sent:
+        if channel.consecutive_failures == 0 and channel.broken_at is None:
+            return False
+        mended = channel.broken_at is not None
+        channel.consecutive_failures, channel.broken_at, channel.last_error = 0, None, ""
+        channel.save(update_fields=["consecutive_failures", "broken_at", "last_error"])
+        if mended:
+            audit_record(
+                action=AuditAction.NOTIFICATION_CHANNEL_MENDED,
+                actor=SENDER,
+                subject_type=SUBJECT_TYPE,
+                subject=channel.name,
+                details=_described(channel),
+            )
+        return False
+    channel.consecutive_failures += 1
+    channel.last_error = detail
+    newly_broken = (
+        channel.broken_at is None and channel.consecutive_failures >= settings.AIMON_NOTIFY_BROKEN_AFTER
+    )
+    if newly_broken:
+        channel.broken_at = now
+        # What waited for it will not be sent: given up with it, named in the one event.
+        waiting = Delivery.objects.filter(
+            channel=channel, status__in=[DeliveryStatus.PENDING, DeliveryStatus.HELD]
+        )
+        given_up = list(waiting.values_list("id", flat=True)[:100])
+        waiting.update(status=DeliveryStatus.FAILED, last_error=CHANNEL_BROKEN)
+        audit_record(
+            action=AuditAction.NOTIFICATION_CHANNEL_BROKEN,
+            actor=SENDER,
+            level=AuditLevel.WARNING,
+            subject_type=SUBJECT_TYPE,
+            subject=channel.name,
+            details={
+                **_described(channel),
+                "failures": channel.consecutive_failures,
+                "last_error": detail,
+                "given_up_delivery_ids": given_up,
+            },
+        )
+    channel.save(update_fields=["consecutive_failures", "broken_at", "last_error"])
+    return newly_broken
+
+
+def _audit_gave_up(row: Delivery, channel: Channel, detail: str) -> None:
+    audit_record(
+        action=AuditAction.NOTIFICATION_GAVE_UP,
+        actor=SENDER,
+        level=AuditLevel.WARNING,
+        subject_type=SUBJECT_TYPE,
+        subject=channel.name,
+        details={
+            **_described(channel),
+            "delivery_id": row.pk,
+            "request_id": str(row.request_id),
+            "event": row.event,
+            "attempts": row.attempts,
+            "last_error": detail,
+        },
+    )
+
+
+# --- The sweep ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Sweep:
+    """What the sweep found to do: requests to fan out, deliveries and digests due."""
+
+    opened: list[str] = field(default_factory=list)
+    answered: list[str] = field(default_factory=list)
+    due: list[int] = field(default_factory=list)
+    digests: list[int] = field(default_factory=list)
+    reclaimed: int = 0
+
+
+def deliveries_sweep(*, limit: int = 500) -> Sweep:
+    """Whatever the web process or a worker could not finish: requests opened without their
+    fan-out (the queue was down), requests closed without their answered message, sends
+    whose worker died (lease lapsed), and every delivery and digest now due. Only reads and
+    hands back leases: the caller queues the work."""
+    now = timezone.now()
+    result = Sweep()
+    opened_marker = Fanout.objects.filter(request=OuterRef("pk"), event=NotificationEvent.REQUESTED)
+    result.opened = [
+        str(pk)
+        for pk in ApprovalRequest.objects.filter(status=RequestStatus.PENDING, expires_at__gt=now)
+        .exclude(Exists(opened_marker))
+        .order_by("created_at")
+        .values_list("pk", flat=True)[:limit]
+    ]
+    if selectors.webhooks_for(NotificationEvent.ANSWERED):
+        answered_marker = Fanout.objects.filter(request=OuterRef("request"), event=NotificationEvent.ANSWERED)
+        result.answered = [
+            str(pk)
+            for pk in Fanout.objects.filter(
+                event=NotificationEvent.REQUESTED, created_at__gte=now - ANSWERED_LOOKBACK
+            )
+            .exclude(request__status=RequestStatus.PENDING)
+            .exclude(Exists(answered_marker))
+            .values_list("request_id", flat=True)[:limit]
+        ]
+    lapsed = Delivery.objects.filter(status=DeliveryStatus.SENDING, lease_until__lt=now)
+    result.reclaimed = lapsed.filter(batched=False).update(status=DeliveryStatus.PENDING, claim=None)
+    result.reclaimed += lapsed.filter(batched=True).update(status=DeliveryStatus.HELD, claim=None)
+    result.due = list(
+        Delivery.objects.filter(status=DeliveryStatus.PENDING, next_attempt_at__lte=now)
+        .order_by("next_attempt_at")
+        .values_list("id", flat=True)[:limit]
+    )
+    result.digests = sorted(
+        set(
+            Delivery.objects.filter(status=DeliveryStatus.HELD, next_attempt_at__lte=now).values_list(
+                "channel_id", flat=True
+            )[:limit]
+        )
+    )
+    return result
