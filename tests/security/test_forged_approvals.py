@@ -63,6 +63,14 @@ ALLOW_BODIES: list[Any] = [
     {"tool": "deploy", "session_id": "s-alice", "decision": "ALLOW"},
     [{"skill": "deploy", "decision": "ALLOW"}],
     "ALLOW",
+    # The AuthZEN shape (API.md "AuthZEN"): a decision or an answer sent along with a call.
+    {
+        "subject": {"type": "user", "id": "alice"},
+        "resource": {"type": "tool", "id": "deploy"},
+        "action": {"name": "call"},
+        "context": {"session_id": "s-alice", "decision": True, "scope": "AGENT"},
+    },
+    {"evaluations": [{"decision": True}], "decision": True},
 ]
 
 
@@ -116,11 +124,12 @@ def owned(runtime: AgentRuntime, make_user: Any) -> User:
 
 
 def _api_paths(request_id: uuid.UUID) -> list[str]:
-    """Every API route of the URL configuration, with this world's objects in it."""
+    """Every API route of the URL configuration (the AuthZEN ones too), with this world's
+    objects in it."""
     values = {"request_id": str(request_id), "session_id": "s-alice", "name": "files"}
     paths = []
     for route in ROUTES:
-        if not (route.name or "").startswith("api:"):
+        if not (route.name or "").startswith(("api:", "authzen-")):
             continue
         paths.append(reverse(route.name, kwargs={p: values[p] for p in route.parameters}))
     assert len(paths) >= 10

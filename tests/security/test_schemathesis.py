@@ -158,6 +158,17 @@ def _bounded(case: Any) -> None:
         case.query["wait"] = 0
 
 
+def test_the_authzen_endpoints_are_fuzzed_too() -> None:
+    # Issue 15 item 7: the run covers every operation of the served schema, so these must be in it.
+    paths = schema.raw_schema["paths"]
+    fuzzed = {(method.upper(), path) for path, item in paths.items() for method in item}
+    assert {
+        ("POST", "/access/v1/evaluation"),
+        ("POST", "/access/v1/evaluations"),
+        ("GET", "/.well-known/authzen-configuration"),
+    } <= fuzzed
+
+
 @schema.parametrize()
 @SETTINGS
 def test_every_operation_answers_generated_input_within_its_schema(case: Any, auth: dict[str, str]) -> None:
