@@ -429,7 +429,10 @@ DEMO_CREDENTIALS_FILE = BASE_DIR / ".demo-credentials.json"
 
 # --- Notifications (DESIGN P1-P4) -------------------------------------------------------------
 # The address people open the product at: every message's one link starts with it.
-AIMON_BASE_URL = os.environ.get("AIMON_BASE_URL", "http://127.0.0.1:8000" if LOCAL else "").rstrip("/")
+# Unset in production: https:// and the first name in DJANGO_ALLOWED_HOSTS.
+_public_host = next((h for h in ALLOWED_HOSTS if h and h != "*" and not h.startswith(".")), "")
+_default_base_url = "http://127.0.0.1:8000" if LOCAL else (f"https://{_public_host}" if _public_host else "")
+AIMON_BASE_URL = os.environ.get("AIMON_BASE_URL", _default_base_url).rstrip("/")
 # Server-side request forgery: a channel may point at a private, loopback or shared address
 # only when this is on (the demo and the tests, whose receivers run on this machine).
 # Link-local addresses (cloud metadata) and the product itself are refused always.

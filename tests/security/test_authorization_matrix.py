@@ -36,6 +36,9 @@ from aimon_admin.approvals.choices import Answer, RuleAction
 from aimon_admin.approvals.models import ApprovalRequest, Grant, Session, SkillRule, ToolRule
 from aimon_admin.approvals.services import RequestInput, request_answer, request_create
 from aimon_admin.audit.models import AuditEvent
+from aimon_admin.notifications import services as notify
+from aimon_admin.notifications.choices import ChannelKind
+from aimon_admin.notifications.models import Channel as NotifyChannel
 from aimon_admin.registry.choices import McpTransport
 from aimon_admin.registry.models import McpServer, McpSyncRun, RelayFinding, Tool, ToolSubject
 from aimon_admin.registry.services import (
@@ -133,6 +136,11 @@ def agent_managers(ok: str) -> dict[str, str]:
     return page(alice=FORBID, bob=FORBID, operator=ok, auditor=FORBID, owner=ok)
 
 
+def own(ok: str) -> dict[str, str]:
+    """A person's own object that is not a request: anyone else's is a 404, operators' too."""
+    return page(alice=ok, bob=MISSING, operator=MISSING, auditor=MISSING, owner=MISSING)
+
+
 @dataclass(frozen=True)
 class Expect:
     get: dict[str, str]
@@ -223,6 +231,19 @@ EXPECTED: dict[str, Expect] = {
     "approvals:tool-rule-create": Expect(get=operators(MOVED), post=operators(SEE_OTHER)),
     "approvals:tool-rule-preview": only_get(operators(OK)),
     "approvals:tool-rule-delete": Expect(get=operators(OK), post=operators(MOVED)),
+    # Notifications (issue 16): a person's own channels (Alice's here), operators' webhooks,
+    # the delivery log for operators and auditors.
+    "notifications:channels": only_get(approvers(OK)),
+    "notifications:channel-add": Expect(get=approvers(MOVED), post=approvers(SEE_OTHER)),  # invalid form
+    "notifications:channel-test": only_post(own(MOVED)),
+    "notifications:channel-remove": Expect(get=own(OK), post=own(MOVED)),  # confirm, then POST
+    "notifications:preferences": Expect(get=approvers(MOVED), post=approvers(SEE_OTHER)),
+    "notifications:my-deliveries": only_get(approvers(OK)),
+    "notifications:log": only_get(readers()),
+    "notifications:webhooks": only_get(operators(OK)),
+    "notifications:webhook-create": Expect(get=operators(MOVED), post=operators(SEE_OTHER)),
+    "notifications:webhook-rotate": Expect(get=operators(OK), post=operators(MOVED)),  # shows it next
+    "notifications:webhook-secret": only_get(operators(OK)),  # "already shown": it waits in a session
     # Audit (auditors and operators read; nobody writes)
     "audit:home": only_get(readers()),
     "audit:log": only_get(readers()),
@@ -375,6 +396,8 @@ class World:
     tool: Tool
     token_row: RuntimeToken
     finding: RelayFinding
+    notify_channel: NotifyChannel
+    webhook: NotifyChannel
 
 
 @pytest.fixture
@@ -422,6 +445,10 @@ def world(db: None) -> Iterator[World]:
     [finding] = mcp_tools_relay(
         server=server, runtime=other_runtime, listing=[{"name": "ls", "description": "other"}]
     ).findings
+    notify_channel = notify.channel_add(
+        owner=users["alice"], kind=ChannelKind.EMAIL, name="work", target="a@example.test", actor=TEST_ACTOR
+    )
+    webhook, _ = notify.webhook_create(name="siem", url="https://93.184.216.34/hook", actor=TEST_ACTOR)
     yield World(
         users=users,
         runtime=runtime,
@@ -437,6 +464,8 @@ def world(db: None) -> Iterator[World]:
         tool=Tool.objects.get(runtime=runtime, name="grep"),
         token_row=token_row,
         finding=finding,
+        notify_channel=notify_channel,
+        webhook=webhook,
     )
     rules.rule_index_reset()
 
@@ -480,6 +509,8 @@ def path_of(route: Route, world: World) -> str:
         "approvals:tool-rule-delete": world.tool_rule.pk,
         "registry:tool": world.tool.pk,
         "registry:finding": world.finding.pk,
+        "notifications:channel-": world.notify_channel.pk,
+        "notifications:webhook-": world.webhook.pk,
     }
     kwargs: dict[str, Any] = {}
     for parameter in route.parameters:
