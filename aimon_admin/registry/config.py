@@ -53,7 +53,7 @@ from aimon_admin.core.actors import Actor
 from aimon_admin.registry import selectors, services
 from aimon_admin.registry.choices import AnnotationTrust, McpTransport
 from aimon_admin.registry.models import SERVER_NAME_VALIDATOR, McpServer
-from aimon_admin.registry.services.subjects import subject_problems
+from aimon_admin.registry.services.subjects import _subject_problems
 
 TOP_LEVEL_KEYS = ("mcpServers", "toolSubjects")
 SERVER_KEYS = (
@@ -319,7 +319,7 @@ class _Parser:
             if not argument:
                 self.error(value, f"toolSubjects.{name} must name an argument (e.g. command), not ''")
                 continue
-            problems = subject_problems(server=server, tool=tool, argument=argument)
+            problems = _subject_problems(server=server, tool=tool, argument=argument)
             for field_name, messages in problems.items():
                 for message in messages:
                     self.error(

@@ -33,7 +33,7 @@ def _control_position(text: str) -> int | None:
     return None
 
 
-def subject_problems(*, server: str, tool: str, argument: str) -> dict[str, list[str]]:
+def _subject_problems(*, server: str, tool: str, argument: str) -> dict[str, list[str]]:
     """What is wrong with naming `argument` the subject of `server/tool`, by field; empty if
     nothing (a pure check: load_config reads a file with it before anything is written)."""
     problems: dict[str, list[str]] = {}
@@ -66,7 +66,7 @@ def tool_subject_set(*, server: str | None, tool: str, argument: str, actor: Act
     when cleared. Audited (U7) with the argument before and after; a call that changes
     nothing writes nothing."""
     server = server or ""
-    problems = subject_problems(server=server, tool=tool, argument=argument)
+    problems = _subject_problems(server=server, tool=tool, argument=argument)
     if problems:
         raise ValidationError(problems)
     current = ToolSubject.objects.select_for_update().filter(server=server, tool=tool).first()
