@@ -35,6 +35,7 @@ NAV_GROUPS: tuple[NavGroup, ...] = (
         (
             NavItem("Inbox", "approvals:inbox", "approvals.answer_approvalrequest"),
             NavItem("Sessions", "approvals:sessions", "approvals.answer_approvalrequest"),
+            NavItem("My notifications", "notifications:channels", "approvals.answer_approvalrequest"),
         ),
     ),
     NavGroup(
@@ -53,12 +54,19 @@ NAV_GROUPS: tuple[NavGroup, ...] = (
             NavItem("Gate simulator", "registry:simulator", "registry.view_tool"),
         ),
     ),
-    NavGroup("Audit", (NavItem("Audit log", "audit:home", "audit.view_auditevent"),)),
+    NavGroup(
+        "Audit",
+        (
+            NavItem("Audit log", "audit:home", "audit.view_auditevent"),
+            NavItem("Delivery log", "notifications:log", "notifications.view_delivery"),
+        ),
+    ),
     NavGroup(
         "Administration",
         (
             NavItem("People", "accounts:people", "accounts.view_user"),
             NavItem("Locked sign-ins", "accounts:locked", "accounts.change_user"),
+            NavItem("Webhooks", "notifications:webhooks", "notifications.change_channel"),
         ),
     ),
     NavGroup("Help", (NavItem("API docs", "api-docs", None),)),

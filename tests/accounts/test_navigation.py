@@ -44,6 +44,10 @@ def page_of(user: User, path: str) -> str:
         ("/audit/events/", ["Audit log"]),
         ("/accounts/people/new/", ["People"]),
         ("/accounts/sign-ins/locked/", ["Locked sign-ins"]),
+        ("/notifications/", ["My notifications"]),
+        ("/notifications/deliveries/", ["My notifications"]),
+        ("/notifications/webhooks/", ["Webhooks"]),
+        ("/notifications/log/", ["Delivery log"]),
     ],
 )
 def test_the_page_marks_its_own_item_only(operator: User, path: str, current: list[str]) -> None:

@@ -23,6 +23,7 @@ OPERATOR_NAV = [
     "Home",
     "Inbox",
     "Sessions",
+    "My notifications",
     "Runtimes",
     "Tools",
     "MCP servers",
@@ -30,8 +31,10 @@ OPERATOR_NAV = [
     "Rules",
     "Gate simulator",
     "Audit log",
+    "Delivery log",
     "People",
     "Locked sign-ins",
+    "Webhooks",
     "API docs",
 ]
 AUDITOR_NAV = [
@@ -43,9 +46,10 @@ AUDITOR_NAV = [
     "Rules",
     "Gate simulator",
     "Audit log",
+    "Delivery log",
     "API docs",
 ]
-APPROVER_NAV = ["Home", "Inbox", "Sessions", "API docs"]
+APPROVER_NAV = ["Home", "Inbox", "Sessions", "My notifications", "API docs"]
 
 
 @pytest.mark.parametrize(
