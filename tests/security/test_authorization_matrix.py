@@ -160,19 +160,21 @@ def only_post(post: dict[str, str]) -> Expect:
 ADMIN_ONLY = Expect(get=everyone(ADMIN_LOGIN), post=everyone(ADMIN_LOGIN))
 
 SIGN_IN = _row(**dict.fromkeys(("anonymous", *TOKENS), OK), **dict.fromkeys(PEOPLE[1:], MOVED))
+# An empty sign-in form is sent back to the sign-in page with its error (post/redirect/get).
+SIGN_IN_POST = _row(**dict.fromkeys(("anonymous", *TOKENS), SEE_OTHER), **dict.fromkeys(PEOPLE[1:], MOVED))
 
 # Each row: what every caller gets for GET and for POST (an empty form, CSRF token sent).
 EXPECTED: dict[str, Expect] = {
     "core:home": only_get(approvers(OK) | {"auditor": OK}),
     "core:healthz": only_get(everyone(OK)),
-    # A signed-in person is sent on from the sign-in page; to others an empty form is shown again.
-    "accounts:login": Expect(get=SIGN_IN, post=SIGN_IN),
+    # A signed-in person is sent on from the sign-in page; others' empty form is sent back to it.
+    "accounts:login": Expect(get=SIGN_IN, post=SIGN_IN_POST),
     "accounts:logout": Expect(get=everyone(NOT_ALLOWED), post=everyone(MOVED)),
     # A set-password link's page is for whoever holds the link (here a token that never was).
     "accounts:set-password": Expect(get=everyone(OK), post=everyone(OK)),
     # Administration (issue 17 item 7): operators only; auditors do not read people either.
     "accounts:people": only_get(operators(OK)),
-    "accounts:person-create": Expect(get=operators(OK), post=operators(OK)),  # invalid form, re-shown
+    "accounts:person-create": Expect(get=operators(OK), post=operators(SEE_OTHER)),  # invalid: back to it
     "accounts:person": only_get(operators(OK)),
     "accounts:person-roles": Expect(get=operators(MOVED), post=operators(MOVED)),  # GET: to the person
     "accounts:person-deactivate": Expect(get=operators(OK), post=operators(MOVED)),
@@ -182,9 +184,10 @@ EXPECTED: dict[str, Expect] = {
     "accounts:unlock": Expect(get=operators(OK), post=operators(MOVED)),
     # Runtimes (operators change; auditors read)
     "runtimes:list": only_get(readers()),
-    "runtimes:create": Expect(get=operators(OK), post=operators(OK)),  # invalid form, re-shown
+    "runtimes:create": Expect(get=operators(OK), post=operators(SEE_OTHER)),  # invalid form: back to it
     "runtimes:detail": only_get(readers()),
-    "runtimes:settings": Expect(get=operators(MOVED), post=operators(OK)),  # GET: to the runtime page
+    # GET: to the runtime page; an invalid form back to it (post/redirect/get, issue 17 item 6).
+    "runtimes:settings": Expect(get=operators(MOVED), post=operators(SEE_OTHER)),
     "runtimes:token-issue": Expect(get=operators(MOVED), post=operators(MOVED)),  # to the page that shows it
     "runtimes:token-issued": only_get(operators(OK)),  # "already shown": the token waits in a session
     "runtimes:token-revoke": Expect(get=operators(OK), post=operators(MOVED)),
@@ -193,19 +196,21 @@ EXPECTED: dict[str, Expect] = {
     "runtimes:retire": Expect(get=operators(OK), post=operators(MOVED)),
     # Registry
     "registry:server-list": only_get(readers()),
-    "registry:server-create": Expect(get=operators(OK), post=operators(OK)),
+    # An invalid form is sent back to its page (post/redirect/get, issue 17 item 6).
+    "registry:server-create": Expect(get=operators(OK), post=operators(SEE_OTHER)),
     "registry:server-detail": only_get(readers()),
-    "registry:server-edit": Expect(get=operators(OK), post=operators(OK)),
+    "registry:server-edit": Expect(get=operators(OK), post=operators(SEE_OTHER)),
     "registry:server-sync": only_post(operators(MOVED)),
     "registry:server-sync-run": only_get(readers()),
-    "registry:server-trust": Expect(get=operators(OK), post=operators(OK)),
+    # An unreadable or stale confirmation: back to the page, as the list is now.
+    "registry:server-trust": Expect(get=operators(OK), post=operators(MOVED)),
     "registry:server-retire": Expect(get=operators(OK), post=operators(MOVED)),  # a confirmation, then the POST
     "registry:tool-list": only_get(readers()),
     "registry:tool-detail": only_get(readers()),
     "registry:tool-accept": Expect(get=operators(OK), post=operators(MOVED)),
     # U1: an empty argument clears a subject that is not set: nothing changes, back to the page.
     "registry:tool-subject": Expect(get=operators(MOVED), post=operators(MOVED)),
-    "registry:tool-review": Expect(get=operators(OK), post=operators(OK)),
+    "registry:tool-review": Expect(get=operators(OK), post=operators(SEE_OTHER)),
     "registry:finding-accept": Expect(get=operators(OK), post=operators(MOVED)),  # T15 relay findings
     "registry:finding-dismiss": only_post(operators(MOVED)),
     "registry:simulator": only_get(readers()),
@@ -224,7 +229,8 @@ EXPECTED: dict[str, Expect] = {
     "approvals:agent": only_get(agent_managers(OK)),
     "approvals:agent-revoke": Expect(get=agent_managers(OK), post=agent_managers(MOVED)),
     "approvals:rules": only_get(readers()),
-    "approvals:rule-create": Expect(get=operators(MOVED), post=operators(OK)),  # GET: to the rules page
+    # GET: to the rules page; an invalid form back to it (post/redirect/get, issue 17 item 6).
+    "approvals:rule-create": Expect(get=operators(MOVED), post=operators(SEE_OTHER)),
     "approvals:rule-preview": only_get(operators(OK)),  # what a pattern matches, before saving
     "approvals:rule-delete": Expect(get=operators(OK), post=operators(MOVED)),
     # Tool rules (U1, U5) on the same page; an empty POST is an invalid form, sent back to it.
