@@ -12,6 +12,7 @@ their choices module is imported.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from django.db import models
@@ -63,3 +64,16 @@ def words_for(code: object, kind_name: str = "") -> str:
     if not kind_name:
         return text
     return kind(kind_name).words.get(text, text)
+
+
+def in_words(text: str, kind_name: str) -> str:
+    """`text` with each code of `kind_name` in it (a whole word) replaced by its words in lower
+    case: for prose stored with codes in it before pages said words ("undeclared: default
+    MUTATING" reads "undeclared: default writes")."""
+    known = kind(kind_name).words
+    if not known or not text:
+        return text
+    pattern = "|".join(re.escape(code) for code in sorted(known, key=len, reverse=True))
+    return re.sub(
+        rf"(?<![A-Za-z0-9_])(?:{pattern})(?![A-Za-z0-9_])", lambda m: known[m.group(0)].lower(), text
+    )

@@ -77,3 +77,12 @@ def test_a_code_with_two_meanings_in_one_kind_is_refused() -> None:
     words.register("test-two-meanings", One)
     with pytest.raises(ValueError, match="SESSION means 'This session' and 'Session'"):
         words.register("test-two-meanings", Other)
+
+
+def test_codes_in_stored_prose_read_as_words() -> None:
+    assert words.in_words("undeclared: default MUTATING", "level") == "undeclared: default writes"
+    assert (
+        words.in_words("destructiveHint true, but read-only implies non-destructive → NON_DESTRUCTIVE", "level")
+        == "destructiveHint true, but read-only implies non-destructive → not destructive"
+    )
+    assert words.in_words("MUTATING_X and XMUTATING stay", "level") == "MUTATING_X and XMUTATING stay"
