@@ -279,13 +279,13 @@ class GateSettingsForm(forms.Form):
         label="Ceiling",
         choices=_any(SideEffectLevel.choices, "The runtime's own"),
         required=False,
-        help_text="What if the ceiling were this (T6)?",
+        help_text="What if the ceiling were this?",
     )
     exempt_at_or_below = forms.ChoiceField(
         label="No question at or below",
         choices=_any(SideEffectLevel.choices, "The runtime's own"),
         required=False,
-        help_text="What if the gate threshold were this (T7)?",
+        help_text="What if the gate threshold were this?",
     )
 
     def settings(self) -> tuple[AgentRuntime, str, str]:
@@ -303,7 +303,7 @@ class SimulatorForm(GateSettingsForm):
         label="Execution",
         choices=[
             (ATTENDED, "Attended: someone can be asked"),
-            (UNATTENDED, "Unattended: no session to ask (T8)"),
+            (UNATTENDED, "Unattended: no session to ask"),
         ],
         initial=ATTENDED,
         required=False,

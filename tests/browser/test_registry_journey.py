@@ -1,6 +1,6 @@
 """The operator's registry journey in a real browser (issue: tool and MCP registry):
 register a real MCP server through the form, sync it and watch the outcome, read the trust
-confirmation, switch to TRUST, see the axes change, and check the gate simulator's outcomes.
+confirmation, trust the server's claims, see the axes change, and check the gate simulator's outcomes.
 At desktop and at phone width (issue 8); each main page is kept as a screenshot and checked
 with axe-core."""
 
@@ -56,22 +56,25 @@ def test_operator_registers_syncs_switches_trust_and_simulates_the_gate(
     tools = page.locator("#server-tools")
     expect(tools.get_by_role("link", name="lookup_record")).to_be_visible()
     lookup_row = tools.locator("tr", has=page.get_by_role("link", name="lookup_record", exact=True))
-    expect(lookup_row.locator(".badge-level").first).to_have_text("MUTATING")
+    expect(lookup_row.locator(".badge-level").first).to_have_text("Writes")  # MUTATING, in words
     # Under IGNORE (the default) every claim is ignored: all nine are MUTATING + DESTRUCTIVE.
     assert set(Tool.objects.values_list("side_effect_level", flat=True)) == {"MUTATING"}
     main_page(page, shot, "server-synced")
 
-    page.get_by_role("link", name="Switch to TRUST…").click()
+    page.get_by_role("link", name="Trust the server's claims…").click()
     confirm = page.locator("#trust-confirm")
-    expect(confirm.get_by_role("heading", name=re.compile(r"Switch catalog to\s*TRUST\s*\?"))).to_be_visible()
+    expect(
+        confirm.get_by_role("heading", name=re.compile(r"Switch catalog to\s*Trust the server's claims\s*\?"))
+    ).to_be_visible()
     expect(confirm).to_contain_text("lookup_record")
     main_page(page, shot, "trust-confirm")
     assert Tool.objects.get(name="lookup_record").side_effect_level == "MUTATING"  # not until confirmed
-    confirm.get_by_role("button", name="Switch to TRUST").click()
-    expect(page.locator("#server-trust .badge-trust")).to_have_text("TRUST")
+    confirm.get_by_role("button", name="Trust the server's claims").click()
+    expect(page.locator("#server-trust .badge-trust")).to_have_attribute("data-trust", "TRUST")
+    expect(page.locator("#server-trust .badge-trust")).to_have_text("Trust the server's claims")
     # The page shows the axes change without a reload (the tools table is swapped too).
-    expect(lookup_row.locator(".badge-level").first).to_have_text("READ_ONLY")
-    expect(lookup_row.locator(".badge-level").nth(1)).to_have_text("NON_DESTRUCTIVE")
+    expect(lookup_row.locator(".badge-level").first).to_have_text("Read-only")
+    expect(lookup_row.locator(".badge-level").nth(1)).to_have_text("Not destructive")
     lookup = Tool.objects.get(name="lookup_record")
     assert (lookup.side_effect_level, lookup.destructive_behavior) == ("READ_ONLY", "NON_DESTRUCTIVE")
     sloppy = Tool.objects.get(name="sloppy_flags")

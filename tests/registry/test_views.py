@@ -237,7 +237,7 @@ ACTION_LABELS = [
     "New MCP server",
     "Edit settings",
     "Sync now",
-    "Switch to",
+    "claims</span>…",  # Trust / Ignore the server's claims…
     "Accept new definition",
     "Record",
 ]
@@ -613,25 +613,11 @@ def test_trust_confirmation_lists_exactly_the_changing_tools_and_changes_nothing
     # delete_file claims exactly what IGNORE assumes, so it is not listed: it does not change.
     assert [name for name, _ in rows] == ["read_file", "write_file"]
     assert "1 other keeps theirs" in page
-    cells = {name: re.sub(r"<[^>]+>", "", body).split() for name, body in rows}
-    assert cells["read_file"] == [
-        "MUTATING",
-        "→",
-        "READ_ONLY",
-        "DESTRUCTIVE",
-        "→",
-        "NON_DESTRUCTIVE",
-        "NON_IDEMPOTENT",
-    ]
-    assert cells["write_file"] == [
-        "MUTATING",
-        "DESTRUCTIVE",
-        "→",
-        "NON_DESTRUCTIVE",
-        "NON_IDEMPOTENT",
-        "→",
-        "IDEMPOTENT",
-    ]
+    cells = {name: " ".join(re.sub(r"<[^>]+>", "", body).split()) for name, body in rows}
+    # The axes in words, each code on hover (issue 17).
+    assert cells["read_file"] == "Writes → Read-only Destructive → Not destructive Not idempotent"
+    assert cells["write_file"] == "Writes Destructive → Not destructive Not idempotent → Idempotent"
+    assert 'title="MUTATING">Writes</span> → <span class="badge badge-level" data-level="READ_ONLY"' in page
     server.refresh_from_db()
     assert server.annotation_trust == AnnotationTrust.IGNORE
     assert Tool.objects.get(name="read_file").side_effect_level == SideEffectLevel.MUTATING
@@ -642,7 +628,8 @@ def test_trust_confirmation_lists_exactly_the_changing_tools_and_changes_nothing
         "/registry/servers/files/trust/", {"trust": "TRUST", "preview": digest}, follow=True
     )
     assert response.redirect_chain == [("/registry/servers/files/", 302)]
-    assert views.TRUST_CHANGED.format(name="files", trust="TRUST", changed=2) in response.content.decode()
+    trusted = views.TRUST_CHANGED.format(name="files", trust=AnnotationTrust.TRUST.label, changed=2)
+    assert trusted in html_lib.unescape(response.content.decode())  # the trust in words (issue 17)
     server.refresh_from_db()
     assert server.annotation_trust == AnnotationTrust.TRUST
     read_file = Tool.objects.get(name="read_file")
@@ -689,7 +676,9 @@ def test_a_confirmation_of_a_list_that_has_since_changed_is_refused(
 def test_switching_back_to_ignore_explains_ignore(server: McpServer, operator: User) -> None:
     mcp_server_set_trust(server=server, trust=AnnotationTrust.TRUST, actor=TEST_ACTOR)
     client = logged_in(operator)
-    assert "Switch to IGNORE…" in client.get("/registry/servers/files/").content.decode()
+    assert (
+        "Ignore the server&#x27;s claims</span>…" in client.get("/registry/servers/files/").content.decode()
+    )
     page = client.get("/registry/servers/files/trust/").content.decode()
     assert views.IGNORE_MEANS in html_lib.unescape(page)
     assert "read_file" in page
@@ -858,8 +847,8 @@ def test_tool_page_shows_claims_axes_explanations_trust_and_fingerprint(
     assert "&quot;x-vendor&quot;: 1" in page
     assert "readOnlyHint: expected true or false, got &#x27;yes&#x27;; treated as absent" in page
     for explanation in tool.explanations.values():
-        assert explanation.replace("→", "→") in page
-    assert "trust IGNORE: claims not used → MUTATING" in page
+        assert f'title="{explanation}"' in page  # as stored, on hover; in words as text (issue 17)
+    assert ">the server&#x27;s claims are ignored: claims not used → writes<" in page
     assert 'data-trust="IGNORE"' in page  # resolved under (T12)
     assert "Open world</dt><dd>No" in page  # T14
     assert tool.fingerprint in page
@@ -869,7 +858,7 @@ def test_tool_page_shows_claims_axes_explanations_trust_and_fingerprint(
 def test_local_tool_page_names_its_runtime_and_declaration(local_tools: None, operator: User) -> None:
     page = logged_in(operator).get(f"/registry/tools/{tool_id('bash')}/").content.decode()
     assert "Local tool of runtime" in page
-    assert "undeclared: default DESTRUCTIVE" in page
+    assert "undeclared: default destructive" in page
     assert "from the runtime's own declaration" in page
 
 
@@ -889,7 +878,9 @@ def test_awaiting_review_shows_old_and_new_claims_and_accept_asks_first(
     assert confirm.lstrip().startswith("<h2>Accept the new definition of delete_file?")
     assert "destructiveHint" in confirm
     assert re.search(
-        r"Destructive behavior</th>.*?DESTRUCTIVE</span></td>.*?NON_DESTRUCTIVE</span>", confirm, re.S
+        r'Destructive behavior</th>.*?title="DESTRUCTIVE">Destructive</span></td>.*?>Not destructive</span>',
+        confirm,
+        re.S,
     )
     awaiting.refresh_from_db()
     assert awaiting.awaiting_review
@@ -997,7 +988,7 @@ def trusted_files(server: McpServer) -> McpServer:
 def _simulated(html: str) -> dict[str, tuple[str, str]]:
     rows = re.findall(
         r'<td><a href="/registry/tools/\d+/">([^<]+)</a></td>.*?'
-        r'data-outcome="([^"]+)">[^<]*</span></td>\s*<td>([^<]+)</td>',
+        r'data-outcome="([^"]+)">[^<]*</span></td>\s*<td><span title="[A-Z_]+">([^<]+)</span></td>',
         html,
         re.S,
     )
@@ -1089,7 +1080,7 @@ def test_worklist_lists_unreviewed_destructive_writes_and_forecasts_unattended_f
     assert sorted(int(pk) for pk in pending) == sorted([tool_id("bash"), tool_id("delete_file")])
     # Threshold READ_ONLY: every write asks, so all four write tools are denied unattended.
     assert counted(views.FORECAST, 4) in html
-    assert "With the threshold at MUTATING, 2 would still fail" in html
+    assert "With no question at or below Writes, 2 would still fail" in re.sub(r"<[^>]+>", "", html)
     what_if = client.get(
         "/registry/simulator/worklist/?runtime=agent-one&exempt_at_or_below=MUTATING", headers=HTMX
     ).content.decode()

@@ -23,14 +23,15 @@ from aimon_admin.registry.views._common import AXES, AxisChange, actor_of, redir
 FINDING_ACCEPTED = "The definition {runtime} relayed is now the one every runtime is served for {tool}."
 FINDING_ACCEPTED_HELD = (
     "The definition {runtime} relayed is now the one every runtime is served for {tool}. It claims "
-    "less risk, so the tool resolves as IGNORE until you also accept that on the tool's page (T15)."
+    "less risk, so the server's claims are ignored for the tool until you also accept that on the "
+    "tool's page."
 )
 FINDING_DISMISSED = "Relay finding from {runtime} on {tool} dismissed; the served definition is unchanged."
 RELAY_RULE = (
     "A runtime's relayed listing is that runtime's word only: it never lowers a tool's risk, never "
     "clears a hold and never changes the description or input schema other runtimes are served; "
     "only a claim of more risk takes effect at once. What it relays differently is kept here as a "
-    "finding, attributed to the runtime, until an operator accepts or dismisses it (T15)."
+    "finding, attributed to the runtime, until an operator accepts or dismisses it."
 )
 FINDINGS_SHOWN = 20
 

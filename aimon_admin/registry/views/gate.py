@@ -1,4 +1,4 @@
-"""The gate simulator and the NON_DESTRUCTIVE worklist (seed §8.1)."""
+"""The gate simulator and the NON_DESTRUCTIVE worklist, "Tools to review" on its page (seed §8.1)."""
 
 from __future__ import annotations
 
@@ -98,7 +98,7 @@ class SimulatedTool:
     server: str | None
     axes: policy.ToolAxes
     outcome: str
-    reason: str
+    reason: GateReason
     # U5, on unattended refusals: the ALLOW rules and pre-approvals that answer some of its
     # calls, and whether one answers every call.
     answered_by: tuple[extensions.AllowRule, ...] = ()
@@ -164,7 +164,7 @@ def simulator_view(request: HttpRequest) -> HttpResponse:
             if (not wanted or outcome == wanted) and len(rows) <= SIMULATOR_SHOWN:
                 rows.append(
                     SimulatedTool(
-                        pk, name, server, axes, outcome, result.reason.label, answer.rules, answer.every_call
+                        pk, name, server, axes, outcome, result.reason, answer.rules, answer.every_call
                     )
                 )
         context.update(

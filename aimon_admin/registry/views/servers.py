@@ -11,9 +11,10 @@ from django.contrib.auth.decorators import login_required, permission_required
 from django.core.exceptions import ValidationError
 from django.db.models import Count, OuterRef, Q, Subquery
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect
+from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from aimon_admin.core.prg import form_from_draft, redirect_invalid
@@ -24,6 +25,7 @@ from aimon_admin.registry.forms import (
     TrustForm,
 )
 from aimon_admin.registry.models import McpServer, McpSyncRun, Tool
+from aimon_admin.registry.sync import run_trouble
 from aimon_admin.registry.views._common import (
     AXES,
     AxisChange,
@@ -39,23 +41,25 @@ SERVER_CREATED = "MCP server {name} created. Sync it to fetch its tools."
 SERVER_SAVED = "Settings saved."
 SERVER_UNCHANGED = "Nothing changed."
 SYNC_QUEUED = "Sync of {name} queued."
-TRUST_CHANGED = "Annotation trust of {name} is now {trust}: {changed} of its tools changed axes."
-TRUST_UNCHANGED = "Annotation trust of {name} was already {trust}; nothing changed."
+TRUST_CHANGED = "Annotation trust of {name} is now “{trust}”: {changed} of its tools changed axes."
+TRUST_UNCHANGED = "Annotation trust of {name} was already “{trust}”; nothing changed."
 TRUST_PREVIEW_STALE = (
     "The server's tools changed since this list was made. Check the new list and confirm again."
 )
 TRUST_MEANS = (
-    "Under TRUST the server's claims decide each tool's axes: readOnlyHint sets the level, "
-    "destructiveHint and idempotentHint the traits, and a read-only tool is always non-destructive. "
-    "A later definition that claims less risk still waits for an operator's review before it takes "
-    "effect; one that claims more risk takes effect at once (T11, T15)."
+    "While the server's claims are trusted they decide each tool's axes: readOnlyHint says whether "
+    "it writes, destructiveHint and idempotentHint the traits, and a read-only tool is never "
+    "destructive. A later definition that claims less risk still waits for an operator's review "
+    "before it takes effect; one that claims more risk takes effect at once."
 )
 IGNORE_MEANS = (
-    "Under IGNORE the server's claims are stored and shown but not used: every tool is MUTATING, "
-    "DESTRUCTIVE and NON_IDEMPOTENT whatever it claims, so every call asks, and is denied when "
-    "nobody can be asked (T11)."
+    "While the server's claims are ignored they are stored and shown but not used: every tool "
+    "counts as writing, destructive and not idempotent whatever it claims, so every call asks, and "
+    "is denied when nobody can be asked."
 )
 SERVER_TOOLS_SHOWN = 200
+SYNC_ATTENTION = "attention"
+BAD_SYNC_FILTER = "Sync: {value!r} is not a choice here: leave it out for every server, or use attention."
 
 
 # --- Reads (registry-wide; every signed-in user with the view permission sees the same) ----------
@@ -99,9 +103,22 @@ def _server_tools(server: McpServer) -> tuple[list[Tool], bool]:
 @permission_required("registry.view_mcpserver", raise_exception=True)
 def server_list_view(request: HttpRequest) -> HttpResponse:
     servers = _server_list()
+    # ?sync=attention: the enabled servers whose latest sync failed or is stuck (the home's count).
+    sync_filter = request.GET.get("sync", "")
+    if sync_filter and sync_filter != SYNC_ATTENTION:
+        return render(
+            request,
+            "core/error.html",
+            {"status": 400, "title": "This filter cannot be read", "message": BAD_SYNC_FILTER.format(value=sync_filter)},
+            status=400,
+        )
+    if sync_filter:
+        now = timezone.now()
+        servers = [s for s in servers if s.enabled and run_trouble(s.last_run, now=now)]
     context = {
         "servers": servers,
         "any_sync_active": any(s.last_run and s.last_run.active for s in servers),
+        "sync_filter": sync_filter,
     }
     return render_page(request, "registry/server_list.html", context, "servers")
 
@@ -277,10 +294,11 @@ def server_trust_view(request: HttpRequest, name: str) -> HttpResponse:
             if already or form.cleaned_data["preview"] == _preview_digest(preview):
                 changes = services.mcp_server_set_trust(server=server, trust=trust, actor=actor_of(request))
                 if already:
-                    messages.info(request, TRUST_UNCHANGED.format(name=server.name, trust=trust))
+                    messages.info(request, TRUST_UNCHANGED.format(name=server.name, trust=trust.label))
                 else:
                     messages.success(
-                        request, TRUST_CHANGED.format(name=server.name, trust=trust, changed=len(changes))
+                        request,
+                        TRUST_CHANGED.format(name=server.name, trust=trust.label, changed=len(changes)),
                     )
                 return redirect_after_write(request, reverse("registry:server-detail", args=[server.name]))
         # Post/redirect/get: the page again, with the list as it is now, to confirm again.

@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import push_url
 
 from aimon_admin.core.prg import form_from_draft, redirect_invalid
+from aimon_admin.core.words import in_words
 from aimon_admin.registry import policy, selectors, services
 from aimon_admin.registry.choices import IdempotencyBehavior, SideEffectLevel
 from aimon_admin.registry.forms import (
@@ -48,6 +49,11 @@ REPLAY_REASKS = (
     "approved with Allow this call."
 )
 REPLAY_REUSES = "Idempotent: a replayed call may reuse the Allow this call its first call was given."
+# How a stored explanation names the trust it was resolved under (registry.policy.resolve).
+TRUST_IN_EXPLANATIONS = {
+    "trust IGNORE:": "the server's claims are ignored:",
+    "trust TRUST:": "the server's claims are trusted:",
+}
 TOOL_PAGE_SIZE = 50
 
 
@@ -183,11 +189,23 @@ def _subject_context(request: HttpRequest, tool: Tool, form: ToolSubjectForm | N
     }
 
 
+def explanation_words(stored: str) -> dict[str, str]:
+    """An axis's stored explanation ("trust IGNORE: claims not used → MUTATING") as the page
+    says it ("the server's claims are ignored: claims not used → writes"), and as stored, for
+    its title: the resolution wrote it with codes, and rows keep what they were given."""
+    text = stored
+    for code, words in TRUST_IN_EXPLANATIONS.items():
+        text = text.replace(code, words)
+    return {"stored": stored, "words": in_words(text, "level")}
+
+
 def _tool_context(request: HttpRequest, tool: Tool) -> dict[str, Any]:
     explanations = tool.explanations or {}
     context: dict[str, Any] = {
         "tool": tool,
-        "axes": [(label, getattr(tool, key), explanations.get(key, "")) for key, label in AXES],
+        "axes": [
+            (label, getattr(tool, key), explanation_words(explanations.get(key, ""))) for key, label in AXES
+        ],
         "claims_json": _pretty(tool.claims),
         "schema_json": _pretty(tool.input_schema),
         "can_accept": tool.awaiting_review
