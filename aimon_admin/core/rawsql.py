@@ -11,7 +11,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections, models
+from django.db import (
+    DEFAULT_DB_ALIAS,
+    DatabaseError,
+    IntegrityError,
+    connection,
+    connections,
+    models,
+    transaction,
+)
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 M = TypeVar("M", bound=models.Model)
@@ -54,6 +62,46 @@ def _converters(model: type[models.Model], names: tuple[str, ...]) -> _Converter
                 found.append((position, column, converters))
         _found[key] = found
     return found
+
+
+def insert_unless_conflict(instance: models.Model) -> bool:
+    """Insert a new `instance` unless a unique constraint refuses it; True when inserted
+    (its pk set, as `save()` sets it), False when a row already holds the same unique values.
+
+    One `INSERT ... ON CONFLICT DO NOTHING RETURNING pk` (PostgreSQL; SQLite 3.35+): a
+    conflict leaves the transaction intact, so no savepoint is needed around it, and only
+    a uniqueness conflict is skipped (a CHECK or NOT NULL constraint still refuses). On
+    PostgreSQL it waits, as a plain insert does, for a concurrent uncommitted insert of the
+    same values to commit or roll back. No signals are sent (the project keeps no logic in
+    them). Where the database cannot return the row from such an insert (an older SQLite):
+    a plain insert in a savepoint, any refusal then read as a conflict.
+    """
+    meta = instance._meta
+    fields = [field for field in meta.concrete_fields if not field.primary_key]
+    if not connection.features.can_return_columns_from_insert:
+        try:
+            with transaction.atomic():
+                instance.save(force_insert=True)
+        except IntegrityError:
+            return False
+        return True
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(field.column) for field in fields)
+    values = ", ".join(["%s"] * len(fields))
+    params = [field.get_db_prep_save(field.pre_save(instance, True), connection) for field in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES ({values}) "  # noqa: S608 - names from the model, values are parameters # nosec B608
+            f"ON CONFLICT DO NOTHING RETURNING {quote(meta.pk.column)}",
+            params,
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return False
+    instance.pk = row[0]
+    instance._state.adding = False
+    instance._state.db = connection.alias
+    return True
 
 
 def fetchall_prepared(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:

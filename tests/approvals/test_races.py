@@ -352,8 +352,8 @@ def test_an_answer_whose_grant_insert_meets_a_concurrent_one_settles_on_it_deter
     holder.start()
     assert inserted.wait(timeout=30)
     results: dict = {}
-    # The second answer reads the key free (the first is uncommitted), inserts, and waits on
-    # the unique index until the first commits; then its insert is refused.
+    # The second answer inserts (the key is held by nothing committed yet) and waits on the
+    # unique index until the first commits; then its insert does nothing and it reads the key.
     answering = answer_in_thread(second, "alice", Answer.ALLOW_SESSION, None, results)
     for _ in range(300):
         if _waiting_on_a_lock():

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 import pytest
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -63,6 +63,7 @@ from aimon_admin.approvals.services import (
 from aimon_admin.approvals.services import answers as answer_writes
 from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.models import AuditEvent
+from aimon_admin.core import rawsql
 from aimon_admin.core.actors import Actor
 from aimon_admin.runtimes.models import AgentRuntime
 from aimon_admin.runtimes.services import runtime_create
@@ -1084,6 +1085,34 @@ def test_session_deny_beats_older_agent_allow(
     assert decide(runtime, session_id="s-2") == {"deploy": (DENY, "SESSION")}
     assert decide(runtime, invoking_session_id="s-2") == {"deploy": (DENY, "INVOKING_SESSION")}
     assert decide(runtime, session_id="s-3") == {"deploy": (ALLOW, "AGENT")}
+
+
+@pytest.mark.parametrize("returning", [True, False], ids=["on-conflict", "savepoint"])
+def test_a_grant_insert_steps_aside_for_a_held_key_only(
+    runtime: AgentRuntime, approver: User, returning: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:  # S2, S4: one active grant per key; every other constraint still refuses
+    if not returning:  # SQLite before 3.35 has no INSERT ... RETURNING: a savepoint instead
+        if connection.vendor != "sqlite":
+            pytest.skip("only an older SQLite inserts without RETURNING")
+        monkeypatch.setattr(connection.features, "can_return_columns_from_insert", False)
+    session = open_request(runtime).session
+
+    def grant(**fields: object) -> Grant:
+        key = {"runtime": runtime, "scope": "SESSION", "decision": ALLOW, "skill": "deploy"}
+        return Grant(**{**key, "session": session, "origin": "ANSWER", "granted_by": approver, **fields})
+
+    first = grant()
+    assert rawsql.insert_unless_conflict(first)
+    assert Grant.objects.get(pk=first.pk).decision == ALLOW
+    assert not rawsql.insert_unless_conflict(grant(decision=DENY))  # the key is held
+    assert list(Grant.objects.values_list("pk", flat=True)) == [first.pk]  # the transaction goes on
+    refused = grant(scope="AGENT", skill="other")  # an AGENT grant with a session: a CHECK
+    if returning:
+        with pytest.raises(IntegrityError), transaction.atomic():
+            rawsql.insert_unless_conflict(refused)
+    else:  # a savepoint's insert cannot tell a CHECK from a conflict: refused all the same
+        assert not rawsql.insert_unless_conflict(refused)
+    assert Grant.objects.count() == 1
 
 
 def test_a_new_answer_supersedes_the_grant_of_the_same_key(

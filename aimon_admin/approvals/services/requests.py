@@ -37,7 +37,7 @@ from aimon_admin.approvals.services.sessions import _session_active, session_loo
 from aimon_admin.approvals.services.tool_decisions import tool_call_evaluate
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.services import audit_record
-from aimon_admin.core import hooks
+from aimon_admin.core import hooks, rawsql
 from aimon_admin.core.actors import Actor
 from aimon_admin.runtimes.models import AgentRuntime
 
@@ -309,52 +309,54 @@ def _write_grant(
     chain would have read it). A person's answer (`settle`) then follows S2: the same decision
     is answered by that grant, nothing new written; a DENY beats the ALLOW (superseding it);
     an ALLOW meets the DENY standing, and is answered by it. An abort's denial (S9) always
-    supersedes. Two answers racing for the same key (each seeing it free, one insert refused
-    by the one-active-grant constraint) are settled the same way: the loser reads the key again.
+    supersedes. The insert comes first, the key read only when it is held: most keys hold
+    nothing. Two answers racing for the same key (each seeing it free, one insert refused by
+    the one-active-grant constraint) are settled the same way: the loser reads the key again.
     A tool request's grant is a TOOL grant for its tool, server and `pattern` (U3).
     """
     kind = _grant_kind(request)
     session = _holder_session(request, target.holder)
-    for attempt in (1, 2):
+    grant = Grant(
+        runtime=request.runtime,
+        kind=kind,
+        server=request.server if kind == GrantKind.TOOL else "",
+        pattern=pattern,
+        scope=target.scope,
+        decision=target.decision,
+        skill=skill,
+        session=session,
+        turn_id=request.turn_id if target.scope == GrantScope.TURN else "",
+        origin=origin,
+        granted_by=user,
+        request=request,
+    )
+    superseded: list[int] = []
+    replaced = None
+    for attempt in (1, 2, 3):
+        # Most keys hold nothing: the insert alone, no read before it.
+        if rawsql.insert_unless_conflict(grant):
+            return GrantWrite(grant=grant, superseded=superseded, replaced=replaced)
+        if attempt == 3:
+            break
         held = list(
             Grant.objects.filter(_same_key(request, skill, target, session, pattern)).select_related(
                 "granted_by"
             )
         )
         in_force = [g for g in held if g.expires_at is None or g.expires_at > now]
-        replaced = None
         if settle and in_force:
             current = in_force[0]
             if current.decision == target.decision or current.decision == GrantDecision.DENY:
-                return GrantWrite(grant=current, superseded=[], settled_by=current)
+                return GrantWrite(grant=current, superseded=superseded, settled_by=current)
             replaced = current  # our DENY, made now, beats their ALLOW (S2)
-        superseded = [g.pk for g in held]
-        if superseded:
-            Grant.objects.filter(pk__in=superseded, revoked_at__isnull=True).update(
+        if held:
+            Grant.objects.filter(pk__in=[g.pk for g in held], revoked_at__isnull=True).update(
                 revoked_at=now, revoked_by=user, revoke_reason=RevokeReason.SUPERSEDED
             )
-        try:
-            with transaction.atomic():  # a savepoint: a refused insert leaves the rest intact
-                grant = Grant.objects.create(
-                    runtime=request.runtime,
-                    kind=kind,
-                    server=request.server if kind == GrantKind.TOOL else "",
-                    pattern=pattern,
-                    scope=target.scope,
-                    decision=target.decision,
-                    skill=skill,
-                    session=session,
-                    turn_id=request.turn_id if target.scope == GrantScope.TURN else "",
-                    origin=origin,
-                    granted_by=user,
-                    request=request,
-                )
-        except IntegrityError:
-            if attempt == 2:
-                raise
-            continue  # another answer committed a grant for this key meanwhile: read it
-        return GrantWrite(grant=grant, superseded=superseded, replaced=replaced)
-    raise AssertionError("unreachable")  # pragma: no cover
+            superseded += [g.pk for g in held]
+        # Then the insert again: another answer may have committed a grant for this key
+        # since the read, and the loser of that race reads the key again.
+    raise IntegrityError(f"The {skill} grant's key stayed held by grants written meanwhile.")
 
 
 def _abort_pattern(request: ApprovalRequest) -> str:
