@@ -48,7 +48,7 @@ from aimon_admin.accounts.models import User
 from aimon_admin.accounts.roles import Role
 from aimon_admin.approvals import rules, tool_rules
 from aimon_admin.approvals import services as approvals
-from aimon_admin.approvals.choices import Answer, GrantScope, RequestStatus, RuleAction
+from aimon_admin.approvals.choices import Answer, GrantScope, RequestKind, RequestStatus, RuleAction
 from aimon_admin.approvals.models import ApprovalRequest, Grant, Session, SkillRule
 from aimon_admin.approvals.tasks import expire_due_requests
 from aimon_admin.audit import chain, verification
@@ -329,6 +329,34 @@ def _tool_rule(w: World) -> None:
     w.prepared = tool_rules.tool_rule_create(text="Bash(make:*)", action=RuleAction.ASK, actor=w.op)
 
 
+def _tool_request(w: World) -> ApprovalRequest:
+    """A pending request about one Bash call of session s-1 (U2), its subject the command."""
+    registry.tool_subject_set(server=None, tool="Bash", argument="command", actor=w.op)
+    request, _ = approvals.request_create(
+        approvals.RequestInput(
+            runtime=w.runtime,
+            skills=[],
+            kind=RequestKind.TOOL,
+            tool="Bash",
+            arguments={"command": "make deploy"},
+            session_id="s-1",
+            principal="alice",
+        )
+    )
+    return request
+
+
+def _pending_tool_request(w: World) -> None:
+    w.prepared = _tool_request(w)
+
+
+def _call_approved(w: World) -> None:
+    """A tool request answered Allow this call (U4): its id, for a decision to present."""
+    request = _tool_request(w)
+    approvals.request_answer(request=request, user=w.approver, answer=Answer.ALLOW_CALL)
+    w.prepared = request.pk
+
+
 def _relay_finding(w: World) -> None:
     """An open relay finding: a runtime relayed a known tool with another description (T15)."""
     result = registry.mcp_tools_relay(
@@ -385,8 +413,10 @@ def _export_file(w: World) -> None:
     w.prepared = handle.name
 
 
-def _answer(w: World, request: ApprovalRequest, user: User, answer: Answer) -> approvals.AnswerOutcome:
-    outcome = approvals.request_answer(request=request, user=user, answer=answer)
+def _answer(
+    w: World, request: ApprovalRequest, user: User, answer: Answer, pattern: str | None = None
+) -> approvals.AnswerOutcome:
+    outcome = approvals.request_answer(request=request, user=user, answer=answer, pattern=pattern)
     if outcome.failed:
         # S8: a failed write is reported per skill, not raised; surface it for the A3 check.
         raise RuntimeError("; ".join(message for _, message in outcome.failed))
@@ -908,6 +938,52 @@ CASES: dict[str, list[Case]] = {
             channel=Channel.API,
         )
     ],
+    "aimon_admin.approvals.services.tool_decisions.tool_call_decide": [
+        Case(
+            prepare=_call_approved,
+            run=lambda w: approvals.tool_call_decide(
+                runtime=w.runtime,
+                tool="Bash",
+                session_id="s-1",
+                arguments={"command": "make deploy"},
+                approval_id=w.prepared,
+            ),
+            expect=(AuditAction.TOOL_CALL_APPROVAL_USED,),
+            actor=_rt,
+            channel=Channel.API,
+        )
+    ],
+    "aimon_admin.approvals.services.tool_decisions.tool_call_evaluate": [
+        Case(
+            run=lambda w: approvals.tool_call_evaluate(
+                runtime=w.runtime,
+                tool="Bash",
+                server=None,
+                session=Session.objects.get(session_id="s-1"),
+                invoking_session=None,
+                turn_id=None,
+                arguments={"command": "ls"},
+            ),
+            reads="a decision (U) reads the chain and writes nothing",
+        )
+    ],
+    "aimon_admin.approvals.services.tool_decisions.call_approval_use": [
+        Case(
+            prepare=_call_approved,
+            run=lambda w: approvals.call_approval_use(
+                runtime=w.runtime,
+                approval_id=w.prepared,
+                tool="Bash",
+                server="",
+                digest=ApprovalRequest.objects.get(pk=w.prepared).arguments_digest,
+                session_pk=Session.objects.get(session_id="s-1").pk,
+                invoking_pk=None,
+            ),
+            expect=(AuditAction.TOOL_CALL_APPROVAL_USED,),
+            actor=_rt,
+            channel=Channel.API,
+        )
+    ],
     "aimon_admin.approvals.services.sessions.session_lookup": [
         Case(run=lambda w: approvals.session_lookup(runtime=w.runtime, session_id="s-1"), reads="a lookup")
     ],
@@ -969,6 +1045,18 @@ CASES: dict[str, list[Case]] = {
             actor=_op,
             check=_check_escalation,
         ),
+        Case(  # U3, U7: a tool grant, with its pattern
+            prepare=_pending_tool_request,
+            run=lambda w: _answer(w, w.prepared, w.approver, Answer.ALLOW_SESSION, "make:*"),
+            expect=(AuditAction.TOOL_GRANTED,),
+            actor=lambda w: Actor.for_user(w.approver),
+        ),
+        Case(  # U4, U7: a call approved, with its digest
+            prepare=_pending_tool_request,
+            run=lambda w: _answer(w, w.prepared, w.approver, Answer.ALLOW_CALL),
+            expect=(AuditAction.TOOL_CALL_APPROVED,),
+            actor=lambda w: Actor.for_user(w.approver),
+        ),
     ],
     "aimon_admin.approvals.services.requests.request_cancel": [
         Case(
@@ -976,7 +1064,14 @@ CASES: dict[str, list[Case]] = {
             expect=(AuditAction.SKILL_ABORT_DENIED,),
             actor=_rt,
             channel=Channel.API,
-        )
+        ),
+        Case(  # S9 for a tool call: its exact subject denied for the session
+            prepare=_pending_tool_request,
+            run=lambda w: approvals.request_cancel(request=w.prepared, actor=w.as_runtime),
+            expect=(AuditAction.TOOL_ABORT_DENIED,),
+            actor=_rt,
+            channel=Channel.API,
+        ),
     ],
     "aimon_admin.approvals.services.requests.request_expire_if_due": [
         Case(
