@@ -1241,7 +1241,7 @@ def test_a_review_is_refused_for_a_read_only_tool(runtime: AgentRuntime) -> None
     local_tools_replace(
         runtime=runtime, tools=[{"name": "peek", "side_effect_level": "READ_ONLY"}], actor=TEST_ACTOR
     )
-    with pytest.raises(RegistryError, match="Only MUTATING tools"):
+    with pytest.raises(RegistryError, match="Only tools that write are reviewed"):
         tool_record_review(
             tool=local(runtime, "peek"),
             finding=ReviewFinding.CONFIRMED_DESTRUCTIVE,

@@ -1154,7 +1154,7 @@ def test_an_invalid_finding_without_htmx_is_shown_again_and_a_reload_keeps_it(
         f"/registry/tools/{search}/review/",
         {"finding": ReviewFinding.CONFIRMED_DESTRUCTIVE},
         page=f"/registry/tools/{search}/review/",
-        shows=["Only MUTATING tools are reviewed"],
+        shows=["Only tools that write are reviewed"],
     )
     assert not AuditEvent.objects.filter(action=AuditAction.TOOL_REVIEW_RECORDED).exists()
 
@@ -1186,7 +1186,7 @@ def test_a_read_only_tool_cannot_be_reviewed(
         headers=HTMX,
     )
     assert response.status_code == 200
-    assert "Only MUTATING tools are reviewed" in response.content.decode()
+    assert "Only tools that write are reviewed" in response.content.decode()
     assert Tool.objects.get(name="search").review_finding == ""
 
 

@@ -19,6 +19,7 @@ from aimon_admin.registry.services.common import (
     DEFINITION_NOT_AWAITING_REVIEW,
     FINDING_NOT_OPEN,
     RELAY_NEEDS_RUNTIME,
+    REVIEW_WRITES_ONLY,
     RegistryError,
 )
 from aimon_admin.registry.services.listings import ListingResult, mcp_tools_record, mcp_tools_relay
@@ -53,6 +54,7 @@ __all__ = [
     "QUEUED_RESEND_AFTER",
     "RELAY_NEEDS_RUNTIME",
     "RESERVED_SERVER_NAMES",
+    "REVIEW_WRITES_ONLY",
     "SECRET_FIELDS",
     "SERVER_FIELDS",
     "SYNC_ALREADY_ACTIVE",

@@ -13,6 +13,9 @@ from aimon_admin.registry.models import TOOL_DESCRIPTION_MAX, Tool
 
 DEFINITION_NOT_AWAITING_REVIEW = "This tool's definition is not waiting for review."
 FINDING_NOT_OPEN = "This relay finding is no longer open: it was already accepted or dismissed."
+REVIEW_WRITES_ONLY = (
+    "Only tools that write are reviewed for their destructive trait: a read-only tool destroys nothing."
+)
 RELAY_NEEDS_RUNTIME = "A relayed listing is recorded only with the runtime that relayed it."
 
 

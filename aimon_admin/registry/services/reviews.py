@@ -19,6 +19,7 @@ from aimon_admin.registry.models import McpServer, RelayFinding, Tool
 from aimon_admin.registry.services.common import (
     DEFINITION_NOT_AWAITING_REVIEW,
     FINDING_NOT_OPEN,
+    REVIEW_WRITES_ONLY,
     RegistryError,
     _audit_claims,
     _axes_dict,
@@ -68,7 +69,7 @@ def tool_record_review(*, tool: Tool, finding: str, note: str, actor: Actor) -> 
     finding = ReviewFinding(finding)
     tool = Tool.objects.select_for_update().get(pk=tool.pk)
     if tool.side_effect_level != SideEffectLevel.MUTATING:
-        raise RegistryError("Only MUTATING tools are reviewed for their destructive trait.")
+        raise RegistryError(REVIEW_WRITES_ONLY)
     before = {"finding": tool.review_finding, "note": tool.review_note}
     tool.review_finding = finding
     tool.review_note = note
