@@ -46,6 +46,7 @@ import aimon_admin
 from aimon_admin.accounts import services as accounts
 from aimon_admin.accounts.models import User
 from aimon_admin.accounts.roles import Role
+from aimon_admin.approvals import config as approvals_config
 from aimon_admin.approvals import rules, tool_rules
 from aimon_admin.approvals import services as approvals
 from aimon_admin.approvals.choices import Answer, GrantScope, RequestKind, RequestStatus, RuleAction
@@ -80,6 +81,7 @@ SERVICE_MODULE_GLOBS = (
     "*/services/*.py",
     "approvals/rules.py",
     "approvals/tool_rules.py",
+    "approvals/config.py",
     "registry/config.py",
     "registry/sync/*.py",
     "audit/verification.py",
@@ -394,6 +396,17 @@ mcpServers:
   cov-new:
     url: https://new.example.test/mcp
     headers: {{Authorization: "Bearer {CONFIG_HEADER_SECRET}"}}
+"""
+
+
+# load_config's rule sections (approvals/config.py, issue 15).
+RULES_YAML = """\
+toolSubjects: {Bash: command}
+toolRules:
+  - {pattern: "Bash(rm:*)", action: DENY}
+  - {pattern: "Bash(make nightly)", action: ALLOW, runtime: cov-agent, unattended: true}
+skillRules:
+  - {pattern: "cov-*", action: ASK, widestScope: SESSION}
 """
 
 
@@ -1167,6 +1180,37 @@ CASES: dict[str, list[Case]] = {
         Case(
             run=lambda w: tool_rules.tool_rule_preview(text="Bash(git:*)", action=RuleAction.ALLOW),
             reads="what a rule would match, before it is saved",
+        )
+    ],
+    "aimon_admin.approvals.tool_rules.unattended_allow_rules": [
+        Case(
+            run=lambda w: tool_rules.unattended_allow_rules(w.runtime),
+            reads="which ALLOW rules answer a runtime's unattended calls, for the gate pages",
+        )
+    ],
+    "aimon_admin.approvals.config.config_read": [
+        Case(
+            prepare=_config_file,
+            run=lambda w: approvals_config.config_read(w.prepared),
+            reads="reads and checks a file; config_apply writes",
+        )
+    ],
+    "aimon_admin.approvals.config.config_parse": [
+        Case(run=lambda w: approvals_config.config_parse(RULES_YAML, filename="c.yaml"), reads=PURE)
+    ],
+    "aimon_admin.approvals.config.config_apply": [
+        Case(
+            run=lambda w: approvals_config.config_apply(
+                approvals_config.config_parse(RULES_YAML, filename="rules.yaml"), actor=w.op
+            ),
+            expect=(
+                AuditAction.CONFIG_LOADED,
+                AuditAction.TOOL_SUBJECT_SET,
+                AuditAction.TOOL_RULE_CREATED,
+                AuditAction.RULE_CREATED,
+            ),
+            actor=_op,
+            channel=Channel.CLI,
         )
     ],
     "aimon_admin.approvals.tool_rules.tool_rule_create": [
