@@ -54,6 +54,8 @@ SETTINGS = hypothesis.settings(
 )
 OPEN = "/api/v1/approval-requests"
 LONG_POLL = "/api/v1/approval-requests/{request_id}"
+OPEN_TOOL = "/api/v1/tool-approval-requests"
+TOOL_LONG_POLL = "/api/v1/tool-approval-requests/{request_id}"
 
 
 # Schemathesis' WSGI client sends Host: localhost.
@@ -90,6 +92,25 @@ _READ_LINKS = {
 }
 
 
+# The same for a tool approval request (U2): read it, cancel it, clear or revoke its session.
+_TOOL_REQUEST_LINKS = {
+    "ReadTheToolRequest": {
+        "operationId": "v1_tool_approval_requests_retrieve",
+        "parameters": {"request_id": "$response.body#/id"},
+    },
+    "CancelTheToolRequest": {
+        "operationId": "v1_tool_approval_requests_cancel_create",
+        "parameters": {"request_id": "$response.body#/id"},
+    },
+    "ClearItsSession": _REQUEST_LINKS["ClearItsSession"],
+    "RevokeItsSession": _REQUEST_LINKS["RevokeItsSession"],
+}
+_TOOL_READ_LINKS = {
+    "CancelTheToolRequest": _TOOL_REQUEST_LINKS["CancelTheToolRequest"],
+    "ReadItAgain": _TOOL_REQUEST_LINKS["ReadTheToolRequest"],
+}
+
+
 def _served_schema() -> Any:
     """The schema exactly as served at /api/schema/ plus the links above, called through WSGI.
 
@@ -105,6 +126,12 @@ def _served_schema() -> Any:
     paths["/api/v1/approval-requests/{request_id}"]["get"]["responses"]["200"]["links"] = _READ_LINKS
     paths["/api/v1/approval-requests/{request_id}/cancel"]["post"]["responses"]["200"]["links"] = {
         "ReadTheCancelled": _READ_LINKS["ReadItAgain"]
+    }
+    for status in ("200", "201"):
+        paths[OPEN_TOOL]["post"]["responses"][status]["links"] = _TOOL_REQUEST_LINKS
+    paths[TOOL_LONG_POLL]["get"]["responses"]["200"]["links"] = _TOOL_READ_LINKS
+    paths[f"{TOOL_LONG_POLL}/cancel"]["post"]["responses"]["200"]["links"] = {
+        "ReadTheCancelled": _TOOL_READ_LINKS["ReadItAgain"]
     }
     linked = schemathesis.openapi.from_dict(raw)
     linked.app = application
@@ -154,7 +181,7 @@ def auth(runtime_token: str) -> dict[str, str]:
 def _bounded(case: Any) -> None:
     # ?wait=N holds a long-poll open for up to 60 s on a pending request; the waiting itself is
     # tested in tests/approvals. Here every generated wait is sent as 0 so the run stays bounded.
-    if case.operation.path == LONG_POLL and case.query and "wait" in case.query:
+    if case.operation.path in (LONG_POLL, TOOL_LONG_POLL) and case.query and "wait" in case.query:
         case.query["wait"] = 0
 
 
@@ -181,6 +208,7 @@ def test_stateful_sequences_keep_to_the_schema(auth: dict[str, str]) -> None:
 
     workflow = schema.as_state_machine()
     opened = workflow.bundles["POST /api/v1/approval-requests -> 201"]
+    opened_tool = workflow.bundles["POST /api/v1/tool-approval-requests -> 201"]
 
     class Machine(workflow):  # type: ignore[misc, valid-type]
         # Schemathesis takes only GET /mcp-servers as an entry point (it guesses session_id
@@ -209,6 +237,28 @@ def test_stateful_sequences_keep_to_the_schema(auth: dict[str, str]) -> None:
             self.recorder.record_case(case=case)  # what the generated rules do before a step
             self.control.record_step(step, self.recorder)
             return self._step(step)
+
+        # The same for a tool call (U2): a known-good body among the generated ones.
+        @precondition(lambda self: self._opened < 2)
+        @rule(
+            target=opened_tool,
+            case=hypothesis.strategies.one_of(
+                hypothesis.strategies.builds(
+                    lambda n: schema[OPEN_TOOL]["POST"].Case(
+                        body={
+                            "tool": "Bash",
+                            "session_id": f"s-{n}",
+                            "arguments": {"command": f"git push origin r{n}"},
+                        },
+                        media_type="application/json",
+                    ),
+                    hypothesis.strategies.integers(min_value=0, max_value=10**6),
+                ),
+                schema[OPEN_TOOL]["POST"].as_strategy(),
+            ),
+        )
+        def open_a_tool_approval_request(self, case: Any) -> Any:
+            return self.open_an_approval_request(case)
 
         # Each scenario starts from the same database: what one scenario wrote (an
         # idempotent replay answering 200 instead of 201) would make the next one draw
@@ -253,3 +303,5 @@ def test_stateful_sequences_keep_to_the_schema(auth: dict[str, str]) -> None:
     assert answered[("GET /api/v1/approval-requests/{request_id}", 200)] > 0, answered
     assert answered[("POST /api/v1/approval-requests/{request_id}/cancel", 200)] > 0, answered
     assert answered[("POST /api/v1/mcp-servers/{name}/tools", 200)] > 0, answered
+    assert answered[(f"GET {TOOL_LONG_POLL}", 200)] > 0, answered
+    assert answered[(f"POST {TOOL_LONG_POLL}/cancel", 200)] > 0, answered
