@@ -156,15 +156,19 @@ def _queue(ids: list[int]) -> None:
 # --- Sending ----------------------------------------------------------------------------------------
 
 
-def _outgoing(delivery: Delivery, requests: list[ApprovalRequest], now: dt.datetime) -> senders.Outgoing:
+def _outgoing(
+    delivery: Delivery, channel: Channel, requests: list[ApprovalRequest], now: dt.datetime
+) -> senders.Outgoing:
+    """The message in each form its channel takes: words, a webhook body, an email's HTML."""
     message_id = f"msg_{delivery.key.hex}"
+    email = channel.kind == ChannelKind.EMAIL
     if delivery.event == NotificationEvent.TEST:
         return senders.Outgoing(
             title=policy.TEST_MESSAGE.title,
             text=policy.TEST_MESSAGE.text,
             webhook_body=policy.webhook_payload(None, NotificationEvent.TEST, now),
             message_id=message_id,
-            html=senders.render_email_html({"message": policy.TEST_MESSAGE, "requests": []}),
+            html=senders.render_email_html({"message": policy.TEST_MESSAGE, "requests": []}) if email else "",
         )
     facts = [selectors.request_facts(request=request) for request in requests]
     if len(facts) == 1:
@@ -179,7 +183,9 @@ def _outgoing(delivery: Delivery, requests: list[ApprovalRequest], now: dt.datet
         message_id=message_id,
         html=senders.render_email_html(
             {"message": message, "requests": facts, "event": delivery.event, "note": policy.LINK_NOTE}
-        ),
+        )
+        if email
+        else "",
     )
 
 
@@ -287,7 +293,7 @@ def _send_rows(token: uuid.UUID, rows: list[Delivery]) -> str:
     if not live:
         return DeliveryStatus.SKIPPED
     ordered = [requests[str(r.request_id)] for r in live if r.request_id]
-    tried = _try(channel, _outgoing(live[0], ordered, now))
+    tried = _try(channel, _outgoing(live[0], channel, ordered, now))
     return _record(token, live, tried)
 
 
