@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from aimon_admin.core import words
+
 
 class SkillDecision(models.TextChoices):
     ALLOW = "ALLOW", "Allow"
@@ -101,8 +103,8 @@ class GrantOrigin(models.TextChoices):
     """How a grant came to be."""
 
     ANSWER = "ANSWER", "A person's answer"
-    ESCALATION = "ESCALATION", "A session answer with no session, made agent-wide (S6)"
-    ABORT = "ABORT", "An unanswered request aborted (S9)"
+    ESCALATION = "ESCALATION", "A session answer with no session, made agent-wide"  # S6
+    ABORT = "ABORT", "An unanswered request aborted"  # S9
 
 
 class RevokeReason(models.TextChoices):
@@ -125,3 +127,10 @@ class RuleAction(models.TextChoices):
     ALLOW = "ALLOW", "Allow"
     DENY = "DENY", "Deny"
     ASK = "ASK", "Ask"
+
+
+# Plain words for the codes above on pages (core.words; `{% words code "kind" %}`). Decisions
+# share the registry's badge ("decision"); a grant's and an item's scopes read alike.
+words.register("decision", SkillDecision, GrantDecision, RuleAction, badge="decision")
+words.register("scope", GrantScope, ItemScope)
+words.register("origin", GrantOrigin)

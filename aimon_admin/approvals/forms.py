@@ -55,7 +55,7 @@ class RuleForm(forms.Form):
         label="Widest answer allowed",
         choices=GrantScope.choices,
         initial=GrantScope.AGENT,
-        help_text="Choose SESSION to take 'Always allow for this agent' away for these skills.",
+        help_text="Choose “This session” to take 'Always allow for this agent' away for these skills.",
     )
     note = forms.CharField(
         required=False,

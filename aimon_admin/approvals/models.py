@@ -221,7 +221,7 @@ class ApprovalRequest(models.Model):
     )
     turn_id = models.CharField(max_length=200, blank=True, default="")
     principal = models.CharField(
-        max_length=200, blank=True, default="", help_text="Whose request it is (S13), resolved at creation."
+        max_length=200, blank=True, default="", help_text="Whose request it is, resolved at creation."
     )
     reason = models.TextField(blank=True, default="")
     status = models.CharField(max_length=12, choices=RequestStatus.choices, default=RequestStatus.PENDING)

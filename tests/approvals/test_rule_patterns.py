@@ -265,7 +265,7 @@ def test_the_rule_list_flags_stored_bad_patterns_and_allow_everything(operator: 
     SkillRule.objects.create(pattern="deploy-*", action=RuleAction.DENY)
     html = logged_in(operator).get("/approvals/rules/").content.decode()
     assert html.count("Invalid pattern:") == 1
-    assert "Read as ASK until it is deleted." in html
+    assert "Read as Ask until it is deleted." in html
     assert PATTERN_BRACKET_MESSAGE.format(char="[", position=1) in html
     assert "Allows every skill of every runtime without asking." in html
 
