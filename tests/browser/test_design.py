@@ -383,8 +383,12 @@ def test_every_field_reference_points_at_something_on_every_page_and_invalid_for
             problems[visit.key] = dangling
     operator = client_for(world.users["operator"])
     for name in ("runtimes:create", "registry:server-create", "approvals:rule-create"):
-        response = operator.post(reverse(name), {"name": "", "pattern": "", "transport": "STDIO"})
-        assert response.status_code == 200, name  # the form again, with its errors
+        response = operator.post(
+            reverse(name), {"name": "", "pattern": "", "transport": "STDIO"}, follow=True
+        )
+        # The form again, with its errors, after post/redirect/get (issue 17 item 6).
+        assert response.redirect_chain[0][1] == 303, name
+        assert response.status_code == 200, name
         html = response.content.decode()
         assert 'aria-invalid="true"' in html, name
         assert '_error"' in html, name
