@@ -29,7 +29,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -79,6 +79,12 @@ LEASE_CHECK_SECONDS = 15.0
 SYNC_ACTOR = Actor.system("task:mcp-sync")
 # pg_advisory_lock(namespace, run id): a key space apart from the audit chain's one-key lock.
 RUN_LOCK_NAMESPACE = 0x4D435053  # "MCPS"
+# A run still queued after this long has no worker taking it (with a worker, a queued run
+# starts within seconds; with no broker it fails at once, sync_run_fail_unqueued).
+QUEUED_STUCK_AFTER = timedelta(minutes=10)
+# Why a server's latest sync needs an operator (run_trouble).
+TROUBLE_FAILED = "failed"
+TROUBLE_STUCK = "stuck"
 
 
 @dataclass(frozen=True)
@@ -308,6 +314,26 @@ def _run_claimed(claim: _Claim) -> None:
     except Exception as exc:
         logger.exception("sync run %s: storing the listing failed", claim.run_id)
         _fail(claim, ERROR_STORE.format(detail=one_line(f"{type(exc).__name__}: {exc}", 300)))
+
+
+def run_trouble(run: McpSyncRun | None, *, now: datetime) -> str:
+    """Why a server's latest sync run needs an operator (the home's count, the servers list's
+    filter): TROUBLE_FAILED, it failed; TROUBLE_STUCK, it runs with its lease lapsed (its
+    worker is gone; beat's sweep fails it, but none may run) or waited in the queue longer
+    than QUEUED_STUCK_AFTER (no worker took it); "" otherwise, or when it never synced."""
+    if run is None:
+        return ""
+    if run.status == SyncStatus.FAILED:
+        return TROUBLE_FAILED
+    if run.status == SyncStatus.RUNNING:
+        lease = run.lease_expires_at
+        if (lease is not None and lease < now) or (
+            lease is None and run.started_at is not None and run.started_at < now - STALE_AFTER
+        ):
+            return TROUBLE_STUCK
+    if run.status == SyncStatus.QUEUED and run.created_at < now - QUEUED_STUCK_AFTER:
+        return TROUBLE_STUCK
+    return ""
 
 
 def sync_runs_fail_stale(*, older_than: timedelta = STALE_AFTER, server_id: int | None = None) -> int:

@@ -59,6 +59,7 @@ IGNORE_MEANS = (
 )
 SERVER_TOOLS_SHOWN = 200
 SYNC_ATTENTION = "attention"
+BAD_FILTER_TITLE = "This filter cannot be read"
 BAD_SYNC_FILTER = "Sync: {value!r} is not a choice here: leave it out for every server, or use attention."
 
 
@@ -106,12 +107,9 @@ def server_list_view(request: HttpRequest) -> HttpResponse:
     # ?sync=attention: the enabled servers whose latest sync failed or is stuck (the home's count).
     sync_filter = request.GET.get("sync", "")
     if sync_filter and sync_filter != SYNC_ATTENTION:
-        return render(
-            request,
-            "core/error.html",
-            {"status": 400, "title": "This filter cannot be read", "message": BAD_SYNC_FILTER.format(value=sync_filter)},
-            status=400,
-        )
+        message = BAD_SYNC_FILTER.format(value=sync_filter)
+        context = {"status": 400, "title": BAD_FILTER_TITLE, "message": message}
+        return render(request, "core/error.html", context, status=400)
     if sync_filter:
         now = timezone.now()
         servers = [s for s in servers if s.enabled and run_trouble(s.last_run, now=now)]
