@@ -15,7 +15,7 @@ import re
 import socket
 import time
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import apprise
 import urllib3
@@ -203,10 +203,21 @@ def send_email(address: str, message: Outgoing) -> str:
     return "accepted by the mail server"
 
 
+def with_open_link(url: str, link: str) -> str:
+    """An ntfy URL whose notification opens `link` when tapped and has an Open button for it
+    (the URL's own click and actions replaced); any other URL as it is."""
+    parts = urlsplit(url)
+    if parts.scheme not in {"ntfy", "ntfys"} or not link:
+        return url
+    query = [
+        (k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k not in {"click", "actions"}
+    ]
+    query += [("click", link), ("actions", f"view, Open, {link}")]
+    return urlunsplit(parts._replace(query=urlencode(query, quote_via=quote)))
+
+
 def send_apprise(url: str, message: Outgoing) -> str:
-    plugin = apprise_plugin(url)
-    if message.url and hasattr(plugin, "click"):
-        plugin.click = message.url  # ntfy: tapping the notification opens the request
+    plugin = apprise_plugin(with_open_link(url, message.url))
     with apprise.LogCapture(level=logging.WARNING) as captured:
         ok = plugin.notify(body=message.text, title=message.title, body_format=apprise.NotifyFormat.TEXT)
     if not ok:

@@ -123,6 +123,7 @@ def test_an_ntfy_channel_gets_the_message_and_opens_the_request(
     assert f"Open: {link(request)}" in body["message"]
     assert "Reason: ship it" in body["message"]
     assert got.headers["x-click"] == link(request)
+    assert got.headers["x-actions"] == f"view, Open, {link(request)}"
     assert channel.shown_target == f"ntfy://{receiver.base}/aimon"
     assert attempts(channel) == [(AttemptOutcome.SENT, "accepted")]
 
