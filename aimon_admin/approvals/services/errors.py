@@ -14,7 +14,7 @@ ANSWER_NOT_OFFERED_MESSAGE = (
 STANDING_ANSWER_REFUSED_MESSAGE = (
     "{answer} is not yours to give for {skill}: this request has no session, so it would hold "
     "for every session of {runtime}, and only an operator or the runtime's owner may answer "
-    "that way. Use Deny this request instead: the runtime is told DENY for this request and "
+    "that way. Use Deny this request instead: the runtime is told Deny for this request and "
     "nothing is stored."
 )
 CAPPED_ANSWER_MESSAGE = (
@@ -27,7 +27,7 @@ AGENT_WIDE_ENDS = "until it is revoked, on its own or with Revoke agent-wide"
 ESCALATION_REACH = (
     f"applies to all sessions of the runtime, has no expiry, survives clear, and holds {AGENT_WIDE_ENDS}"
 )
-REQUEST_DENY_REACH = "the runtime is told DENY for this request only; nothing is stored in any grant store"
+REQUEST_DENY_REACH = "the runtime is told Deny for this request only; nothing is stored in any grant store"
 # Item 10 / S2: a second answer for a key a grant already holds (another request's answer).
 SETTLED_SAME_MESSAGE = (
     "{skill}: {who} gave the same answer a moment ago on another request ({how}); this request "
@@ -35,15 +35,15 @@ SETTLED_SAME_MESSAGE = (
 )
 SETTLED_DENY_STANDS_MESSAGE = (
     "{skill}: {who} denied it a moment ago on another request, and a Deny made now beats an "
-    "approval (S2), so this request is answered Deny. To allow it, revoke that denial on the "
+    "approval, so this request is answered Deny. To allow it, revoke that denial on the "
     "session's page, then let the agent ask again."
 )
 DENY_REPLACED_MESSAGE = (
     "{skill}: your Deny replaced the approval {who} gave a moment ago on another request: a Deny "
-    "made now beats older approvals (S2)."
+    "made now beats older approvals."
 )
 UNKNOWN_INVOKING_SESSION_MESSAGE = (
-    "No session {session!r} has been seen for this runtime, so there is nothing to inherit (S3). "
+    "No session {session!r} has been seen for this runtime, so there is nothing to inherit. "
     "Name the session that launched this run as it was named in its own calls, or leave "
     "invoking_session_id out."
 )
@@ -76,7 +76,7 @@ def _unknown_invoking(session_id: str) -> UnknownInvokingSessionError:
 
 
 UNATTENDED_TOOL_REQUEST_MESSAGE = (
-    "An unattended call opens no request: nobody can be asked (T8). Name the session asking "
+    "An unattended call opens no request: nobody can be asked. Name the session asking "
     "(session_id), or the session that launched this run (invoking_session_id)."
 )
 ARGUMENTS_NUL_MESSAGE = "Text must not contain NUL characters (\\u0000), which cannot be stored."
