@@ -1,0 +1,94 @@
+"""The inbox's filters: requests from your own sessions, and skill or tool requests (issue 17
+item 1: each count on the home opens the inbox filtered to what it counted).
+
+`?whose=mine` keeps requests whose principal is you (S13: the ones about your own sessions);
+`?kind=SKILL` or `?kind=TOOL` keeps one kind (ApprovalRequest.kind). They narrow what the
+inbox already shows the person; they never widen it. A value that cannot be read is a 400
+naming the filter, never an inbox quietly showing everything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import urlencode
+
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, QueryDict
+from django.shortcuts import render
+from django.urls import reverse
+
+from aimon_admin.accounts.models import User
+from aimon_admin.approvals.choices import RequestKind
+from aimon_admin.approvals.models import ApprovalRequest
+
+MINE = "mine"
+# Messages people see (tests import these).
+BAD_FILTER_TITLE = "This filter cannot be read"
+BAD_WHOSE_MESSAGE = "Whose: {value!r} is not a choice here: leave it out for every request, or use mine."
+BAD_KIND_MESSAGE = "Kind: {value!r} is not a kind of request: choose SKILL (skills) or TOOL (a tool call)."
+KIND_WORDS = {RequestKind.SKILL: "skill requests", RequestKind.TOOL: "tool requests"}
+
+
+class InboxFilterError(ValueError):
+    """A filter value the inbox cannot read; its message names the filter."""
+
+
+@dataclass(frozen=True)
+class InboxFilter:
+    mine: bool = False
+    kind: str = ""  # a RequestKind value, "" for both
+
+    @classmethod
+    def parse(cls, query: QueryDict) -> InboxFilter:
+        """The filters in `query` (other parameters, such as the poll's `v`, are not ours)."""
+        whose = query.get("whose", "").strip()
+        if whose not in ("", MINE):
+            raise InboxFilterError(BAD_WHOSE_MESSAGE.format(value=whose))
+        kind = query.get("kind", "").strip()
+        if kind and kind not in RequestKind.values:
+            raise InboxFilterError(BAD_KIND_MESSAGE.format(value=kind))
+        return cls(mine=whose == MINE, kind=kind)
+
+    @property
+    def active(self) -> bool:
+        return self.mine or bool(self.kind)
+
+    def apply(self, requests: QuerySet[ApprovalRequest], *, user: User) -> QuerySet[ApprovalRequest]:
+        if self.mine:
+            requests = requests.filter(principal=user.get_username())
+        if self.kind:
+            requests = requests.filter(kind=self.kind)
+        return requests
+
+    @property
+    def querystring(self) -> str:
+        return urlencode(
+            [(k, v) for k, v in (("whose", MINE if self.mine else ""), ("kind", self.kind)) if v]
+        )
+
+    @property
+    def url(self) -> str:
+        base = reverse("approvals:inbox")
+        return f"{base}?{self.querystring}" if self.active else base
+
+    @property
+    def description(self) -> str:
+        """What the filtered inbox shows, in words: "tool requests from your own sessions"."""
+        what = KIND_WORDS.get(self.kind, "requests")  # type: ignore[call-overload]
+        return f"{what} from your own sessions" if self.mine else what
+
+
+def inbox_url(*, mine: bool = False, kind: str = "") -> str:
+    """The inbox filtered so (the home's links)."""
+    return InboxFilter(mine=mine, kind=kind).url
+
+
+def bad_filter(request: HttpRequest, error: InboxFilterError) -> HttpResponse:
+    """The 400 page saying which filter could not be read."""
+    context = {
+        "status": 400,
+        "title": BAD_FILTER_TITLE,
+        "message": str(error),
+        "request_id": getattr(request, "request_id", ""),
+    }
+    return render(request, "core/error.html", context, status=400)
