@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from aimon_admin.core import words
+
 
 class AuditLevel(models.TextChoices):
     INFO = "INFO", "Info"
@@ -94,3 +96,8 @@ class AuditAction(models.TextChoices):
     # The audit log itself
     AUDIT_CHAIN_VERIFIED = "AUDIT_CHAIN_VERIFIED", "Audit chain verified"
     AUDIT_CHAIN_BROKEN = "AUDIT_CHAIN_BROKEN", "Audit chain found broken"
+
+
+# Plain words for the codes above on pages (core.words; `{% words code "kind" %}`).
+words.register("audit-level", AuditLevel, badge="audit-level")
+words.register("action", AuditAction)
