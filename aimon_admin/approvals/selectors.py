@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import Any
 
 from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet
 from django.utils import timezone
@@ -19,14 +20,16 @@ from aimon_admin.registry import selectors as registry_selectors
 from aimon_admin.registry.models import Tool
 from aimon_admin.runtimes.models import AgentRuntime
 
+_REQUEST_RELATIONS = ("runtime", "session", "invoking_session", "answered_by")
+
 
 def request_list_visible_to(*, user: User) -> QuerySet[ApprovalRequest]:
     """Requests this person may see and answer (S13): their own (by principal); for
     operators every request; for a runtime's owner, that runtime's requests whose
     principal is nobody here. Auditors answer nothing and see none here."""
-    requests = ApprovalRequest.objects.select_related(
-        "runtime", "session", "invoking_session", "answered_by"
-    ).prefetch_related(Prefetch("items", queryset=ApprovalItem.objects.select_related("answered_by")))
+    requests = ApprovalRequest.objects.select_related(*_REQUEST_RELATIONS).prefetch_related(
+        Prefetch("items", queryset=ApprovalItem.objects.select_related("answered_by"))
+    )
     if not user.is_authenticated or not user.is_active:
         return requests.none()
     if user.has_role(Role.OPERATOR):
@@ -37,6 +40,29 @@ def request_list_visible_to(*, user: User) -> QuerySet[ApprovalRequest]:
     return requests.annotate(principal_is_user=principal_is_user).filter(
         Q(principal=user.username) | (Q(runtime__owner=user) & Q(principal_is_user=False))
     )
+
+
+def request_visible_to(*, user: User, pk: Any) -> ApprovalRequest | None:
+    """One request this person may see (S13: `request_list_visible_to` decides), with what
+    `request_list_visible_to` reads with it, in one query instead of two: its items, each
+    joined to the request and its relations. None when they may not see it (or it does not
+    exist)."""
+    visible = request_list_visible_to(user=user).filter(pk=pk)
+    items = list(
+        ApprovalItem.objects.filter(request__in=visible.values("pk"))
+        .select_related("answered_by", *(f"request__{name}" for name in _REQUEST_RELATIONS))
+        .order_by("position")
+    )
+    if not items:  # not theirs to see, or (never made so) a request without items
+        return visible.first()
+    request = items[0].request
+    for item in items:
+        item.request = request  # one request object, as a prefetch leaves them
+    # The items as `prefetch_related("items")` would have cached them.
+    cached = request.items.all()
+    cached._result_cache, cached._prefetch_done = items, True
+    request._prefetched_objects_cache = {"items": cached}
+    return request
 
 
 def pending_requests_for(*, user: User) -> QuerySet[ApprovalRequest]:
