@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from aimon_admin.approvals import policy, rules, selectors, services, tool_rule_views
 from aimon_admin.approvals.choices import Answer, GrantDecision, GrantScope, ItemScope
 from aimon_admin.approvals.forms import AnswerForm, RuleForm
+from aimon_admin.approvals.inbox_filter import InboxFilter, InboxFilterError, bad_filter
 from aimon_admin.approvals.models import ApprovalRequest, Grant, Session, SkillRule
 from aimon_admin.core.actors import Actor
 from aimon_admin.core.plurals import counted
@@ -109,19 +110,24 @@ def _card(request: HttpRequest, approval: ApprovalRequest) -> dict[str, Any]:
 
 
 def _inbox_context(request: HttpRequest) -> dict[str, Any]:
+    shown = InboxFilter.parse(request.GET)  # before any write: a bad filter changes nothing
     # Requests past their deadline are closed (S9) before the inbox is read.
     services.requests_expire_due(limit=100, among=selectors.request_list_visible_to(user=request.user))
-    pending = list(selectors.pending_requests_for(user=request.user))
+    pending = list(shown.apply(selectors.pending_requests_for(user=request.user), user=request.user))
     return {
         "cards": [_card(request, approval) for approval in pending],
         "version": selectors.inbox_version(pending),
+        "shown": shown,
     }
 
 
 @require_GET
 @_approver_or_operator
 def inbox_view(request: HttpRequest) -> HttpResponse:
-    context = _inbox_context(request)
+    try:
+        context = _inbox_context(request)
+    except InboxFilterError as error:
+        return bad_filter(request, error)
     if request.htmx:
         return render(request, "approvals/inbox.html#inbox", context)
     return render(request, "approvals/inbox.html", context)
@@ -131,7 +137,10 @@ def inbox_view(request: HttpRequest) -> HttpResponse:
 @_approver_or_operator
 def inbox_poll_view(request: HttpRequest) -> HttpResponse:
     """htmx polls this; 204 (nothing swapped) while the inbox is unchanged."""
-    context = _inbox_context(request)
+    try:
+        context = _inbox_context(request)
+    except InboxFilterError as error:
+        return bad_filter(request, error)
     if request.GET.get("v") == context["version"]:
         return HttpResponse(status=204)
     return render(request, "approvals/inbox.html#inbox", context)
