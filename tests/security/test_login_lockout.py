@@ -51,8 +51,9 @@ def person(make_user: Callable[..., User]) -> User:
 def test_failures_below_the_limit_still_let_the_right_password_in(client: Client, person: User) -> None:
     for _ in range(LIMIT - 1):
         response = _sign_in(client, person.username, WRONG)
-        assert response.status_code == 200
-        assert "Please enter a correct username and password" in response.content.decode()
+        assert response.status_code == 303  # back to the sign-in page (post/redirect/get)
+        page = client.get(response["Location"]).content.decode()
+        assert "Please enter a correct username and password" in page
     response = _sign_in(client, person.username, PASSWORD)
     assert response.status_code == 302
     assert response["Location"] == reverse("core:home")
@@ -64,7 +65,7 @@ def test_failures_below_the_limit_still_let_the_right_password_in(client: Client
 def test_limit_reached_locks_out_with_styled_page_and_audits_it(client: Client, person: User) -> None:
     # A1: every failed attempt stays a LOGIN_FAILED event; the lockout is its own WARNING.
     for _ in range(LIMIT - 1):
-        assert _sign_in(client, person.username, WRONG).status_code == 200
+        assert _sign_in(client, person.username, WRONG).status_code == 303
     response = _sign_in(client, person.username, WRONG)
     assert response.status_code == LOCKOUT_STATUS
     page = response.content.decode()
