@@ -167,6 +167,7 @@ def request_answer_view(request: HttpRequest, pk: Any) -> HttpResponse:
     approval = _visible_request(request, pk)
     form = AnswerForm(request.POST)
     notes: list[tuple[str, str]] = []
+    outcome: services.AnswerOutcome | None = None
     if not form.is_valid():
         notes.append(("error", "; ".join(f"{k}: {', '.join(v)}" for k, v in form.errors.items())))
     else:
@@ -188,8 +189,10 @@ def request_answer_view(request: HttpRequest, pk: Any) -> HttpResponse:
             notes.append(("error", str(exc)))
         else:
             notes.extend(_outcome_notes(outcome))
-    fresh = _visible_request(request, pk)
     if request.htmx:
+        # The request as the answer left it, when the service knows all of it (it closed it
+        # with every answer in hand); else read again, with whatever others answered meanwhile.
+        fresh = outcome.request if outcome and outcome.request else _visible_request(request, pk)
         return render(
             request, "approvals/_card.html", {"card": _card(request, fresh), "notes": notes, "swapped": True}
         )

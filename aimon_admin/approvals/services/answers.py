@@ -63,6 +63,9 @@ class AnswerOutcome:
     request_answered: bool = False
     # What the person must be told of an answer another request's answer decided (S2).
     notes: list[str] = field(default_factory=list)
+    # The request as it now stands, when this call knows all of it: it closed the request
+    # with every skill's answer in hand (S7). None: read it again to show it.
+    request: ApprovalRequest | None = None
 
 
 def user_may_answer(user: User, request: ApprovalRequest) -> bool:
@@ -161,6 +164,7 @@ def request_answer(
         except ValueError as exc:  # a pattern the request does not offer (U3)
             raise NotAllowedError(str(exc)) from exc
     open_items = [item for item in chosen if not item.answered]
+    closed_at: dt.datetime | None = None
     for position, item in enumerate(open_items):
         last = position == len(open_items) - 1
         try:
@@ -170,22 +174,25 @@ def request_answer(
                 # left open (S7 holds: every grant is written by then), saving a commit on
                 # the path from the click to the waiting runtime.
                 if last and written is not None:
-                    outcome.request_answered = _close_if_complete(request)
+                    closed_at = _close_if_complete(request)
         except Exception as exc:  # S8: one skill's failure must not stop the others
             logger.exception("writing the grant for %s of request %s failed", item.skill, request.pk)
             outcome.failed.append((item.skill, str(exc) or type(exc).__name__))
-            outcome.request_answered = False
+            closed_at = None
             continue
         if written is None:
             item.refresh_from_db()
             outcome.already_answered.append(item)
         else:
             outcome.written.append(written)
-    if not outcome.request_answered:
+    if closed_at is None:
         # Again after the commits: another person's answer to the request's other skills
         # may have committed alongside ours, each transaction seeing the other's item still
         # open. Whichever call checks last, after both commits, closes it.
-        outcome.request_answered = _close_if_complete(request)
+        closed_at = _close_if_complete(request)
+    outcome.request_answered = closed_at is not None
+    if closed_at is not None and not outcome.failed and _answers_in_hand(request, closed_at):
+        outcome.request = request
     if outcome.written or outcome.request_answered:
         wakeups.publish_after_commit(request.pk)
     return outcome
@@ -452,8 +459,9 @@ def _audit_grant(
     )
 
 
-def _close_if_complete(request: ApprovalRequest) -> bool:
-    """S7: ANSWERED only once no skill is left without a concrete decision.
+def _close_if_complete(request: ApprovalRequest) -> dt.datetime | None:
+    """S7: ANSWERED only once no skill is left without a concrete decision. Returns when
+    this call closed it, or None: it did not (still open, or closed before).
 
     The request names whoever answered its last skill, not whoever's call closes it: the
     loser of a race on an item (or a retry after a crash) may close it, having answered
@@ -466,7 +474,7 @@ def _close_if_complete(request: ApprovalRequest) -> bool:
         items.exclude(answered_by=None).order_by("-answered_at", "-position").values("answered_by")[:1]
     )
     now = timezone.now()
-    return (
+    closed = (
         ApprovalRequest.objects.filter(
             ~Exists(items.filter(decision="")), pk=request.pk, status=RequestStatus.PENDING
         ).update(
@@ -477,3 +485,19 @@ def _close_if_complete(request: ApprovalRequest) -> bool:
         )
         == 1
     )
+    return now if closed else None
+
+
+def _answers_in_hand(request: ApprovalRequest, closed_at: dt.datetime) -> bool:
+    """Whether the request this call just closed can be shown as it is in memory: each of its
+    items as it was read answered, or as this call answered it (or read it again after losing
+    it). An item still open here was answered by someone else meanwhile: not in hand. When in
+    hand, the request is given what the close wrote, its answerer from the same items."""
+    items = list(request.items.all())
+    if not all(item.answered for item in items):
+        return False
+    answerers = [item for item in items if item.answered_by_id is not None]
+    last = max(answerers, key=lambda item: (item.answered_at, item.position), default=None)
+    request.status, request.answered_at, request.closed_at = RequestStatus.ANSWERED, closed_at, closed_at
+    request.answered_by_id = last.answered_by_id if last else None
+    return True
