@@ -260,8 +260,25 @@ def test_skill_decisions_cost_a_few_queries(
     with django_assert_max_num_queries(4):
         response = decide(api, skills, **body)
     assert response.json()["decisions"][-1] == {"skill": "deploy", "decision": "ALLOW", "source": "SESSION"}
-    with django_assert_max_num_queries(8):  # first sight also creates the session (get_or_create)
+    # First sight: the same one read finds the session absent, then it is inserted (in a savepoint).
+    with django_assert_max_num_queries(4):
         assert decide(api, skills, session_id="s-new", principal="alice").status_code == 200
+
+
+def test_a_decision_for_a_new_session_reads_its_session_row_once(
+    api: APIClient, django_assert_num_queries: Any
+) -> None:  # S12: created at first sight, from the one read that found it absent (issue 14)
+    decide(api, ["deploy"], session_id="s-0", principal="alice")  # warm: token seen, rule index built
+    with django_assert_num_queries(4) as queries:
+        response = decide(api, ["deploy"], session_id="s-new", principal="alice")
+    assert response.status_code == 200
+    assert Session.objects.get(session_id="s-new").principal == "alice"
+    # One read: token, sessions, grants and the rule set's version in one statement (on
+    # PostgreSQL a prepared statement, logged without its text). Then the insert.
+    writes = ("INSERT", "SAVEPOINT", "RELEASE")
+    sqls = [(q["sql"] or "").lstrip().upper() for q in queries.captured_queries]
+    assert [sql.split()[0] for sql in sqls if sql.startswith(writes)] == ["SAVEPOINT", "INSERT", "RELEASE"]
+    assert len([sql for sql in sqls if not sql.startswith(writes)]) == 1
 
 
 # --- Input errors (API.md "General") ---------------------------------------------------------------
