@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import logging
+
 from django.apps import AppConfig
 
 
@@ -12,3 +14,9 @@ class NotificationsConfig(AppConfig):
         from aimon_admin.notifications import tasks
 
         tasks.listen()
+        # Apprise logs every channel URL whole at DEBUG, and urllib3 each request's path, the
+        # tokens inside them included: never below INFO, whatever LOG_LEVEL says
+        # (tests/notifications/test_no_secrets_logged.py).
+        for name in ("apprise", "urllib3"):
+            logger = logging.getLogger(name)
+            logger.setLevel(max(logger.getEffectiveLevel(), logging.INFO))

@@ -160,20 +160,35 @@ def apprise_plugin(url: str):  # type: ignore[no-untyped-def]
     return plugin
 
 
+SHOWN_SEGMENT_MAX = 6
+
+
+def _masked_path(path: str) -> str:
+    """Each path segment longer than a short word as its first and last character (an ntfy
+    topic, a token in a webhook's path: whoever knows it can read or post)."""
+    return "/".join(
+        f"{segment[0]}...{segment[-1]}" if len(segment) > SHOWN_SEGMENT_MAX else segment
+        for segment in path.split("/")
+    )
+
+
 def apprise_shown(url: str) -> str:
-    """The URL as pages show it: the library's masked form, tokens and passwords hidden."""
+    """The URL as pages show it: the library's masked form (tokens and passwords hidden), its
+    long path segments masked too, no options."""
     plugin = apprise.Apprise.instantiate(url, suppress_exceptions=True)
     if plugin is None:
         return ""
-    return plugin.url(privacy=True).split("?", 1)[0]
+    parts = urlsplit(plugin.url(privacy=True).split("?", 1)[0])
+    return f"{parts.scheme}://{parts.netloc}{_masked_path(parts.path)}"
 
 
 def webhook_shown(url: str) -> str:
-    """A webhook URL as pages show it: no credentials, no query values (they may hold tokens)."""
+    """A webhook URL as pages show it: no credentials, long path segments masked, no query
+    values (they may hold tokens)."""
     parts = urlsplit(url)
     host = parts.hostname or ""
     netloc = f"{host}:{parts.port}" if parts.port else host
-    shown = f"{parts.scheme}://{netloc}{parts.path}"
+    shown = f"{parts.scheme}://{netloc}{_masked_path(parts.path)}"
     return shown + ("?…" if parts.query else "")
 
 

@@ -39,14 +39,14 @@ def test_adding_a_chat_channel_keeps_its_token_out_of_pages_and_events(approver:
         actor=Actor.for_user(approver),
     )
     assert channel.target == SLACK
-    assert channel.shown_target == "slack://T...2/A...D/T...Q/%23alerts/"
+    assert channel.shown_target == "slack://T...2/A...D/T...Q/%...s/"
     (event,) = events(AuditAction.NOTIFICATION_CHANNEL_ADDED)
     assert event.actor_label == "alice"
     assert event.details == {
         "channel_id": channel.pk,
         "kind": "APPRISE",
         "name": "team chat",
-        "address": "slack://T...2/A...D/T...Q/%23alerts/",
+        "address": "slack://T...2/A...D/T...Q/%...s/",
         "owner": "alice",
     }
     assert "TIiajkdnlazkcOXrIdevi7FQ" not in str(event.details)
