@@ -66,7 +66,7 @@ class RuleForm(forms.Form):
     confirm_everything = forms.BooleanField(
         label=CONFIRM_EVERYTHING_LABEL,
         required=False,
-        help_text="Needed only for ALLOW with the pattern * (it matches every skill).",
+        help_text="Needed only for Allow with the pattern * (it matches every skill).",
     )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -125,8 +125,8 @@ TOOL_RULE_HELP = (
 )
 PRE_APPROVAL_LABEL = "Pre-approval: only this runtime's unattended runs"
 PRE_APPROVAL_HELP = (
-    "An ALLOW that answers this runtime's calls when nobody can be asked (a scheduled run, say), "
-    "instead of refusing them. Attended calls still ask a person. Needs ALLOW and a runtime."
+    "An Allow that answers this runtime's calls when nobody can be asked (a scheduled run, say), "
+    "instead of refusing them. Attended calls still ask a person. Needs Allow and a runtime."
 )
 
 
@@ -142,7 +142,7 @@ class ToolRuleForm(forms.Form):
         choices=RuleAction.choices,
         initial=RuleAction.ASK,
         help_text=(
-            "DENY applies before any answer a person gave and cannot be granted away; ALLOW and ASK "
+            "Deny applies before any answer a person gave and cannot be granted away; Allow and Ask "
             "apply when no person's answer decides the call."
         ),
     )

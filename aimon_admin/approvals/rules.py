@@ -31,7 +31,7 @@ from aimon_admin.runtimes.models import AgentRuntime
 
 ALLOW_EVERYTHING_MESSAGE = (
     "This rule allows every skill{where} without asking anyone. Tick the confirmation to save it, "
-    "or narrow the pattern (deploy-*), or choose ASK."
+    "or narrow the pattern (deploy-*), or choose Ask."
 )
 STORED_PATTERN_INVALID_MESSAGE = (
     "This rule's stored pattern is not valid: {problems} Delete the rule and write it again."

@@ -110,7 +110,7 @@ def unattended_allow_rules(runtime: AgentRuntime) -> dict[tuple[str, str], list[
 
 # --- Writes (U1, U5, U7) ------------------------------------------------------------------------
 
-PRE_APPROVAL_NEEDS_ALLOW = "Only an ALLOW can be a pre-approval for unattended runs."
+PRE_APPROVAL_NEEDS_ALLOW = "Only an Allow can be a pre-approval for unattended runs."
 PRE_APPROVAL_NEEDS_RUNTIME = "A pre-approval answers one runtime's unattended runs: choose the runtime."
 WHOLE_TOOL_UNREGISTERED = (
     "No runtime or enabled MCP server has registered {tool}, so it counts as destructive: an allow "
