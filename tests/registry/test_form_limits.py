@@ -27,8 +27,8 @@ def test_a_box_past_its_limit_is_refused_naming_the_field(
 ) -> None:
     client = Client()
     client.force_login(operator)
-    response = client.post("/registry/servers/new/", {**FORM, field: value})
-    assert response.status_code == 200
+    response = client.post("/registry/servers/new/", {**FORM, field: value}, follow=True)
+    assert response.redirect_chain[0][1] == 303  # back to the form (post/redirect/get)
     assert f"Ensure this value has at most {limit} characters" in response.content.decode()
     assert f'id="id_{field}_error"' in response.content.decode()
     assert not McpServer.objects.exists()
