@@ -15,11 +15,12 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from aimon_admin.approvals import policy, rules, selectors, services, tool_rule_views
-from aimon_admin.approvals.choices import Answer, GrantDecision, GrantScope, ItemScope
+from aimon_admin.approvals import policy, rules, selectors, services, tool_policy, tool_rule_views
+from aimon_admin.approvals.choices import Answer, GrantDecision, GrantScope, ItemScope, RequestKind
 from aimon_admin.approvals.forms import AnswerForm, RuleForm
 from aimon_admin.approvals.inbox_filter import InboxFilter, InboxFilterError, bad_filter
 from aimon_admin.approvals.models import ApprovalRequest, Grant, Session, SkillRule
+from aimon_admin.approvals.tool_card import tool_call_card
 from aimon_admin.core.actors import Actor
 from aimon_admin.core.plurals import counted
 from aimon_admin.core.prg import form_from_draft, redirect_invalid
@@ -51,6 +52,8 @@ def answer_label(decision: str, scope: str) -> str:
     """How an item was answered, in the words of the buttons (API.md)."""
     if decision == GrantDecision.DENY:
         return Answer.DENY_REQUEST.label if scope == ItemScope.REQUEST else Answer.DENY.label
+    if scope == ItemScope.CALL:
+        return Answer.ALLOW_CALL.label
     if scope == GrantScope.TURN:
         return Answer.ALLOW_ONCE.label
     if scope == GrantScope.AGENT:
@@ -70,9 +73,11 @@ def _card(request: HttpRequest, approval: ApprovalRequest) -> dict[str, Any]:
     """Everything a request card shows, the reach of each button included (S5)."""
     user = request.user
     shape = services.request_shape(approval)
+    # A tool request's patterns and axes are read once, for its buttons and its card (U3).
+    patterns = selectors.tool_call_patterns(request=approval) if approval.kind == RequestKind.TOOL else None
     items = []
     for item in approval.items.all():
-        offered = services.answers_for(user, approval, item) if not item.answered else []
+        offered = services.answers_for(user, approval, item, patterns=patterns) if not item.answered else []
         items.append(
             {
                 "item": item,
@@ -106,6 +111,7 @@ def _card(request: HttpRequest, approval: ApprovalRequest) -> dict[str, Any]:
         "deny_request_help": DENY_REQUEST_ONLY_HELP.format(runtime=approval.runtime.name),
         "agent_wide_ends": AGENT_WIDE_ENDS,
         "is_fork": approval.is_fork,
+        "tool": tool_call_card(approval, patterns) if patterns is not None else None,
     }
 
 
@@ -178,6 +184,8 @@ def request_answer_view(request: HttpRequest, pk: Any) -> HttpResponse:
                 user=request.user,
                 answer=form.cleaned_data["answer"],
                 skills=[skill] if skill else None,
+                # A tool request's pattern (U3): "" the whole tool; not sent, the narrowest.
+                pattern=form.cleaned_data["pattern"] if "pattern" in request.POST else None,
             )
         except services.NotAllowedError as exc:
             notes.append(("error", str(exc)))
@@ -253,7 +261,13 @@ def request_dismiss_view(request: HttpRequest, pk: Any) -> HttpResponse:
 def _dismiss_confirmation(approval: ApprovalRequest) -> dict[str, Any]:
     open_skills = [i.skill for i in approval.items.all() if not i.answered]
     shape = services.request_shape(approval)
-    if shape.escalates:
+    if approval.kind == RequestKind.TOOL:
+        denied = tool_policy.rule_text(
+            server=approval.server, tool=approval.tool, pattern=tool_policy.abort_pattern(approval.subject)
+        )
+        effect = f"The call is denied for this session, as {denied} (never agent-wide)."
+        open_skills = [denied] if open_skills else []
+    elif shape.escalates:
         effect = (
             "This request has no session, so nothing is written: its skills stay unanswered "
             "and an unattended run refuses them."
@@ -331,7 +345,7 @@ def session_clear_view(request: HttpRequest, pk: int) -> HttpResponse:
                 "session approvals and denials). Agent-wide approvals stay: each holds "
                 f"{AGENT_WIDE_ENDS}."
             ),
-            "items": [f"{g.skill}: {answer_label(g.decision, g.scope)}" for g in grants],
+            "items": [f"{g.label}: {answer_label(g.decision, g.scope)}" for g in grants],
             "confirm_label": "Clear session",
             "cancel_url": "approvals:sessions",
             "danger": True,
@@ -362,7 +376,7 @@ def session_revoke_view(request: HttpRequest, pk: int) -> HttpResponse:
                 f"Revokes the {_count(len(grants), 'answer')} this session holds (approvals and "
                 "denials); the runtime asks again next time. Agent-wide approvals stay."
             ),
-            "items": [f"{g.skill}: {answer_label(g.decision, g.scope)}" for g in grants],
+            "items": [f"{g.label}: {answer_label(g.decision, g.scope)}" for g in grants],
             "confirm_label": "Revoke session approvals",
             "cancel_url": "approvals:sessions",
             "danger": True,
@@ -402,8 +416,8 @@ def grant_revoke_view(request: HttpRequest, pk: int) -> HttpResponse:
         request,
         "approvals/confirm.html",
         {
-            "title": f"Revoke {answer_label(grant.decision, grant.scope)} for {grant.skill}?",
-            "effect": f"The runtime will ask again about {grant.skill} in {where}.",
+            "title": f"Revoke {answer_label(grant.decision, grant.scope)} for {grant.label}?",
+            "effect": f"The runtime will ask again about {grant.label} in {where}.",
             "items": [],
             "confirm_label": "Revoke approval",
             "cancel_url": "approvals:sessions",
@@ -450,7 +464,7 @@ def agent_revoke_view(request: HttpRequest, name: str) -> HttpResponse:
                 f"{_every_session(selectors.runtime_session_count(runtime=runtime), runtime.name)}; "
                 "each session is asked again."
             ),
-            "items": [f"{g.skill}: {answer_label(g.decision, g.scope)}" for g in grants],
+            "items": [f"{g.label}: {answer_label(g.decision, g.scope)}" for g in grants],
             "confirm_label": "Revoke agent-wide",
             "cancel_url": "approvals:sessions",
             "danger": True,
