@@ -32,7 +32,7 @@ from aimon_admin.accounts.models import User
 from aimon_admin.accounts.roles import Role
 from aimon_admin.accounts.services import user_create
 from aimon_admin.approvals import rules, tool_rules
-from aimon_admin.approvals.choices import Answer, RuleAction
+from aimon_admin.approvals.choices import Answer, RequestKind, RuleAction
 from aimon_admin.approvals.models import ApprovalRequest, Grant, Session, SkillRule, ToolRule
 from aimon_admin.approvals.services import RequestInput, request_answer, request_create
 from aimon_admin.audit.models import AuditEvent
@@ -293,6 +293,16 @@ EXPECTED: dict[str, Expect] = {
     "api:tool-decisions": Expect(
         get=api(token=NOT_ALLOWED, other_token=NOT_ALLOWED), post=api(token=BAD, other_token=BAD)
     ),
+    # Tool approval requests (U2): as skill requests, agent-one's tool request is another's 404.
+    "api:tool-approval-requests": Expect(
+        get=api(token=NOT_ALLOWED, other_token=NOT_ALLOWED), post=api(token=BAD, other_token=BAD)
+    ),
+    "api:tool-approval-request-detail": Expect(
+        get=api(token=OK, other_token=MISSING), post=everyone(NOT_ALLOWED)
+    ),
+    "api:tool-approval-request-cancel": Expect(
+        get=api(token=NOT_ALLOWED, other_token=NOT_ALLOWED), post=api(token=OK, other_token=MISSING)
+    ),
     "api:mcp-servers": Expect(
         get=api(token=OK, other_token=OK), post=api(token=NOT_ALLOWED, other_token=NOT_ALLOWED)
     ),
@@ -393,6 +403,7 @@ class World:
     other_runtime: AgentRuntime
     tokens: dict[str, str]
     request: ApprovalRequest
+    tool_request: ApprovalRequest
     session: Session
     grant: Grant
     rule: SkillRule
@@ -439,6 +450,17 @@ def world(db: None) -> Iterator[World]:
     )
     request_answer(request=answered, user=users["alice"], answer=Answer.ALLOW_SESSION)
     grant = Grant.objects.get(request=answered)
+    tool_request, _ = request_create(
+        RequestInput(
+            runtime=runtime,
+            skills=[],
+            kind=RequestKind.TOOL,
+            tool="grep",
+            arguments={"pattern": "TODO"},
+            session_id="s-alice",
+            principal="alice",
+        )
+    )
     rule = rules.rule_create(pattern="read-*", action=RuleAction.ALLOW, actor=TEST_ACTOR)
     tool_rule = tool_rules.tool_rule_create(text="Bash(rm:*)", action=RuleAction.DENY, actor=TEST_ACTOR)
     server = mcp_server_create(
@@ -461,6 +483,7 @@ def world(db: None) -> Iterator[World]:
         other_runtime=other_runtime,
         tokens={"token": token, "other_token": other_token, "revoked_token": revoked_token},
         request=request,
+        tool_request=tool_request,
         session=Session.objects.get(runtime=runtime, session_id="s-alice"),
         grant=grant,
         rule=rule,
@@ -493,7 +516,9 @@ def path_of(route: Route, world: World) -> str:
         ),
         "token_id": lambda: world.token_row.pk,
         "run_id": lambda: world.run.pk,
-        "request_id": lambda: world.request.pk,
+        "request_id": lambda: (
+            world.tool_request.pk if route.key.startswith("api:tool-approval") else world.request.pk
+        ),
         "session_id": lambda: "s-alice",
         "seq": lambda: AuditEvent.objects.order_by("seq").values_list("seq", flat=True).first(),
         "app_label": lambda: "runtimes",
