@@ -28,6 +28,11 @@ class ChannelForm(forms.Form):
     )
 
 
+def _clock(example: str) -> forms.TimeInput:
+    """A time typed as HH:MM, in a text box styled like every other (empty: no quiet hours)."""
+    return forms.TimeInput(format="%H:%M", attrs={"placeholder": example, "inputmode": "numeric"})
+
+
 class PreferenceForm(forms.Form):
     digest_minutes = forms.IntegerField(
         label="Digest every (minutes)",
@@ -39,12 +44,8 @@ class PreferenceForm(forms.Form):
             "naming each request still waiting."
         ),
     )
-    quiet_start = forms.TimeField(
-        label="Quiet hours from", required=False, widget=forms.TimeInput(attrs={"type": "time"})
-    )
-    quiet_end = forms.TimeField(
-        label="Quiet hours until", required=False, widget=forms.TimeInput(attrs={"type": "time"})
-    )
+    quiet_start = forms.TimeField(label="Quiet hours from", required=False, widget=_clock("22:00"))
+    quiet_end = forms.TimeField(label="Quiet hours until", required=False, widget=_clock("07:00"))
     timezone = forms.CharField(
         label="Time zone",
         max_length=64,
