@@ -266,6 +266,11 @@ class Tool(models.Model):
             models.Index(fields=["runtime", "present"], name="tool_runtime_present"),
             # The tools page pages through name order (keyset on name, id).
             models.Index(fields=["name", "id"], name="tool_name_id"),
+            # Only the tools awaiting review (few): the home counts them, the tools page's
+            # filter pages through them in name order, neither reading every tool.
+            models.Index(
+                fields=["name", "id"], condition=Q(awaiting_review=True), name="tool_awaiting_review"
+            ),
         ]
 
     def __str__(self) -> str:
