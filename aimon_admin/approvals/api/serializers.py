@@ -77,7 +77,7 @@ def unique_skills(skills: list[str]) -> list[str]:
 
 
 class SkillDecisionIn(StrictSerializer):
-    """Which skills, for which session (S1). Unknown fields are refused, naming them."""
+    """Which skills, for which session. Unknown fields are refused, naming them."""
 
     skills = serializers.ListField(
         child=NameField(),
@@ -85,15 +85,13 @@ class SkillDecisionIn(StrictSerializer):
         max_length=MAX_SKILLS,
         help_text=f"1-{MAX_SKILLS} skill names, each once.",
     )
-    session_id = OptionalIdField(
-        help_text="The session asking; null or absent for forks and scheduled runs (S1)."
-    )
+    session_id = OptionalIdField(help_text="The session asking; null or absent for forks and scheduled runs.")
     invoking_session_id = OptionalIdField(
-        help_text="The session that launched this execution, where the user really answers (S1, S3)."
+        help_text="The session that launched this execution, where the user really answers."
     )
     turn_id = OptionalIdField(help_text="The turn, for answers that hold for one turn only.")
     principal = OptionalIdField(
-        help_text="The end user's AIMON Admin username; fixed for a session when first seen (S12)."
+        help_text="The end user's AIMON Admin username; fixed for a session when first seen."
     )
 
     @staticmethod
@@ -119,7 +117,7 @@ class ApprovalRequestIn(SkillDecisionIn):
         min_value=MIN_TIMEOUT,
         max_value=MAX_TIMEOUT,
         default=None,
-        help_text="Seconds until the request expires (S9); 300 when omitted.",
+        help_text="Seconds until the request expires; 300 when omitted.",
     )
 
     @staticmethod
@@ -129,7 +127,7 @@ class ApprovalRequestIn(SkillDecisionIn):
 
 
 class ArgumentsField(serializers.DictField):
-    """A tool call's arguments as the runtime will run them (U2, U4): a JSON object whose
+    """A tool call's arguments as the runtime will run them: a JSON object whose
     canonical form (RFC 8785) exists and is at most 64 KiB, that the database can hold."""
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
@@ -140,40 +138,40 @@ class ArgumentsField(serializers.DictField):
 
 
 class ToolDecisionIn(StrictSerializer):
-    """A tool call to decide (T6-T9, U). Only `tool` is required; without the fields of part U
+    """A tool call to decide. Only `tool` is required; without the fields of part U
     the answer is the gate's, as it always was."""
 
     tool = ToolNameField()
     server = OptionalIdField(help_text="The MCP server's name; null or absent for a local tool.")
     session_id = OptionalIdField(
-        help_text="Null or absent (with no invoking_session_id): unattended, so ASK becomes DENY (T8)."
+        help_text="Null or absent (with no invoking_session_id): unattended, so ASK becomes DENY."
     )
     invoking_session_id = OptionalIdField(
-        help_text="The session that launched this run (a fork): its approvals and denials hold here (S3)."
+        help_text="The session that launched this run (a fork): its approvals and denials hold here."
     )
     turn_id = OptionalIdField(help_text="The turn, for approvals that hold for one turn only.")
     principal = OptionalIdField(
-        help_text="The end user's AIMON Admin username; fixed for a session when first seen (S12)."
+        help_text="The end user's AIMON Admin username; fixed for a session when first seen."
     )
     arguments = ArgumentsField(
         required=False,
         allow_null=True,
         default=None,
         help_text="The call's input, a JSON object (at most 64 KiB as canonical JSON): its subject "
-        "argument is matched by argument rules and grants (U1); its digest by an Allow this call (U4).",
+        "argument is matched by argument rules and grants; its digest by an Allow this call.",
     )
     replay = StrictBooleanField(
         required=False,
         default=False,
         help_text="A retry or rewake replay: a NON_IDEMPOTENT tool's replay is never answered by an "
-        "earlier Allow this call (U6).",
+        "earlier Allow this call.",
     )
     approval_id = serializers.UUIDField(
         required=False,
         allow_null=True,
         default=None,
         help_text="The tool approval request answered Allow this call: ALLOW once, for the same "
-        "arguments in the same session (U4).",
+        "arguments in the same session.",
     )
 
 
@@ -211,17 +209,17 @@ def tool_decision_input(data: Any) -> dict[str, Any]:
 
 
 class ToolApprovalRequestIn(StrictSerializer):
-    """One tool call to ask a person about (U2), with its exact arguments."""
+    """One tool call to ask a person about, with its exact arguments."""
 
     tool = ToolNameField()
     server = OptionalIdField(help_text="The MCP server's name; null or absent for a local tool.")
-    session_id = OptionalIdField(help_text="The session asking. With no invoking_session_id, required (T8).")
+    session_id = OptionalIdField(help_text="The session asking. With no invoking_session_id, required.")
     invoking_session_id = OptionalIdField(
-        help_text="The session that launched this run: a fork's session answers land there (S3, S4)."
+        help_text="The session that launched this run: a fork's session answers land there."
     )
     turn_id = OptionalIdField(help_text="The turn asking.")
     principal = OptionalIdField(
-        help_text="The end user's AIMON Admin username; fixed for a session when first seen (S12)."
+        help_text="The end user's AIMON Admin username; fixed for a session when first seen."
     )
     arguments = ArgumentsField(
         required=False,
@@ -244,7 +242,7 @@ class ToolApprovalRequestIn(StrictSerializer):
         min_value=MIN_TIMEOUT,
         max_value=MAX_TIMEOUT,
         default=None,
-        help_text="Seconds until the request expires (S9); 300 when omitted.",
+        help_text="Seconds until the request expires; 300 when omitted.",
     )
 
     @staticmethod
@@ -262,7 +260,7 @@ class SessionRevokeIn(StrictSerializer):
     agent = StrictBooleanField(
         required=False,
         default=False,
-        help_text="Also revoke the runtime's agent-wide approvals (S10).",
+        help_text="Also revoke the runtime's agent-wide approvals.",
     )
 
 
@@ -304,7 +302,7 @@ class NamedEnumFieldExtension(OpenApiSerializerFieldExtension):
 class SkillDecisionOut(serializers.Serializer):
     skill = serializers.CharField()
     decision = NamedEnumField(SkillDecision, "SkillDecisionEnum")
-    source = NamedEnumField(DecisionSource, "DecisionSourceEnum", help_text="The layer that answered (S2).")
+    source = NamedEnumField(DecisionSource, "DecisionSourceEnum", help_text="The layer that answered.")
 
 
 class SkillDecisionsOut(serializers.Serializer):
@@ -321,7 +319,7 @@ class ApprovalItemOut(serializers.Serializer):
         allow_null=True,
         help_text="Where a person's answer holds; null while unanswered and for items the chain "
         "decided at creation. REQUEST (with DENY): *Deny this request*, for this request only; "
-        "nothing was stored in any grant store (S13).",
+        "nothing was stored in any grant store.",
     )
     source = NamedEnumField(
         DecisionSource,
@@ -350,21 +348,21 @@ class ToolDecisionOut(serializers.Serializer):
     decision = serializers.ChoiceField(ToolDecision.choices)
     reason = serializers.ChoiceField(GateReason.choices)
     source = NamedEnumField(
-        ToolCallSource, "ToolCallSourceEnum", help_text="The layer of the chain that answered (U)."
+        ToolCallSource, "ToolCallSourceEnum", help_text="The layer of the chain that answered."
     )
     side_effect_level = serializers.ChoiceField(SideEffectLevel.choices)
     destructive_behavior = serializers.ChoiceField(DestructiveBehavior.choices)
     idempotency_behavior = serializers.ChoiceField(
-        IdempotencyBehavior.choices, help_text="Retry advice only; no gate reads it (T3)."
+        IdempotencyBehavior.choices, help_text="Retry advice only; no gate reads it."
     )
     registered = serializers.BooleanField(
-        help_text="False: nobody registered this tool, so it counts as MUTATING + DESTRUCTIVE (T9)."
+        help_text="False: nobody registered this tool, so it counts as MUTATING + DESTRUCTIVE."
     )
     rule = ToolRuleRefOut(required=False, help_text="Present when an operator's rule decided.")
     note = serializers.CharField(
         required=False,
         help_text="Present when something about the call is worth saying: its subject argument absent "
-        "or not a string (so only whole-tool rules and grants apply, U1), an approval_id not used (U4, U6).",
+        "or not a string (so only whole-tool rules and grants apply), an approval_id not used.",
     )
 
 
@@ -376,10 +374,10 @@ class ToolApprovalRequestOut(serializers.Serializer):
     tool = serializers.CharField()
     server = serializers.CharField(allow_null=True, help_text="Null for the runtime's own tool.")
     subject = serializers.CharField(
-        allow_null=True, help_text="The value of the tool's subject argument; null when there is none (U1)."
+        allow_null=True, help_text="The value of the tool's subject argument; null when there is none."
     )
     arguments_digest = serializers.CharField(
-        help_text="`sha256:` and the hex SHA-256 of the arguments' RFC 8785 canonical JSON (U4)."
+        help_text="`sha256:` and the hex SHA-256 of the arguments' RFC 8785 canonical JSON."
     )
     decision = NamedEnumField(GrantDecision, "ApprovalItemDecisionEnum", allow_null=True)
     scope = NamedEnumField(
@@ -387,7 +385,7 @@ class ToolApprovalRequestOut(serializers.Serializer):
         "ToolApprovalScopeEnum",
         only=[ItemScope.CALL, ItemScope.TURN, ItemScope.SESSION, ItemScope.AGENT, ItemScope.REQUEST],
         allow_null=True,
-        help_text="Where a person's answer holds: CALL (Allow this call: this call, once, U4), SESSION "
+        help_text="Where a person's answer holds: CALL (Allow this call: this call, once), SESSION "
         "or AGENT; null while unanswered and when the chain decided at creation.",
     )
     pattern = serializers.CharField(

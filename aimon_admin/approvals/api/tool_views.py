@@ -66,18 +66,18 @@ def tool_decision_body(decided: services.ToolCallDecision) -> dict[str, Any]:
 @extend_schema(
     summary="May this runtime run this tool now?",
     description=(
-        "The tool chain, first match wins: the ceiling (DENY, T6) → operator DENY rules → this "
-        "call's approval (`approval_id`, U4) → turn → session → invoking session → agent grants "
-        "→ operator ALLOW / ASK rules → the gate (T7-T9) → ASK. `source` names the layer that "
+        "The tool chain, first match wins: the ceiling (DENY) → operator DENY rules → this "
+        "call's approval (`approval_id`) → turn → session → invoking session → agent grants "
+        "→ operator ALLOW / ASK rules → the gate → ASK. `source` names the layer that "
         "answered; `rule` the rule, when one did. Attended means `session_id` or "
         "`invoking_session_id` is given; unattended, nobody can be asked, so ASK becomes DENY "
-        "(T8) unless one of this runtime's pre-approvals answers it (PRE_APPROVED, U5). Rules and "
+        "unless one of this runtime's pre-approvals answers it (PRE_APPROVED). Rules and "
         "grants narrowed to a subject pattern match the value of the tool's subject argument in "
-        "`arguments` (U1). A tool that is not registered (for this runtime, or on an enabled "
-        "server) counts as MUTATING + DESTRUCTIVE (T9). `idempotency_behavior` is retry advice "
-        "(T3); a `replay` of a NON_IDEMPOTENT tool asks again (U6). A session is created when "
-        "first seen and its principal then fixed (409 for another, S12); an "
-        "`invoking_session_id` this runtime never used is a 400 on that field (S3)."
+        "`arguments`. A tool that is not registered (for this runtime, or on an enabled "
+        "server) counts as MUTATING + DESTRUCTIVE. `idempotency_behavior` is retry advice"
+        "; a `replay` of a NON_IDEMPOTENT tool asks again. A session is created when "
+        "first seen and its principal then fixed (409 for another); an "
+        "`invoking_session_id` this runtime never used is a 400 on that field."
     ),
     request=ToolDecisionIn,
     responses={200: ToolDecisionOut, **{k: _ERRORS[k] for k in (400, 401, 409)}},
@@ -101,15 +101,15 @@ def tool_decisions(request: Request) -> Response:
 @extend_schema(
     summary="Open a tool approval request",
     description=(
-        "Asks a person about one tool call with its exact arguments (U2): they see the tool, its "
+        "Asks a person about one tool call with its exact arguments: they see the tool, its "
         "server's trust and claims, the resolved axes and the arguments in full, and answer Allow "
-        "this call (CALL: ALLOW once for these arguments, U4), Allow for this session or Always "
-        "allow for this agent (narrowed to a subject pattern they pick, U3), or Deny. A call the "
+        "this call (CALL: ALLOW once for these arguments), Allow for this session or Always "
+        "allow for this agent (narrowed to a subject pattern they pick), or Deny. A call the "
         "chain already decides is ANSWERED from the start (`source` given). With no "
         "`session_id` and no `invoking_session_id` it is a 400: an unattended call opens no "
-        "request (T8). `Idempotency-Key`, expiry and cancel as for skill requests; an expired "
+        "request. `Idempotency-Key`, expiry and cancel as for skill requests; an expired "
         "or cancelled request denies the call for the session, for its exact subject (else the "
-        "whole tool) (S9)."
+        "whole tool)."
     ),
     request=ToolApprovalRequestIn,
     parameters=[
@@ -166,7 +166,7 @@ def tool_approval_requests(request: Request) -> Response:
     summary="Cancel a tool approval request",
     description=(
         "Closes a PENDING tool request as CANCELLED; the call is denied for the session, for its "
-        "exact subject (else the whole tool), never agent-wide (S9). An answered, expired or "
+        "exact subject (else the whole tool), never agent-wide. An answered, expired or "
         "cancelled request is a 409."
     ),
     request=None,
@@ -199,9 +199,9 @@ class ToolApprovalRequestDetailSchema(APIView):
         description=(
             "Returns as soon as the request leaves PENDING, or after `wait` seconds with its "
             "current state. Every read applies expiry: a request past `expires_at` is EXPIRED, and "
-            "the call is then denied for the session, for its exact subject (else the whole tool) "
-            "(S9). Answered: `decision` ALLOW or DENY, `scope` CALL (Allow this call: ask "
-            "tool-decisions with this id as `approval_id` and the same arguments, ALLOW once, U4), "
+            "the call is then denied for the session, for its exact subject (else the whole tool)"
+            ". Answered: `decision` ALLOW or DENY, `scope` CALL (Allow this call: ask "
+            "tool-decisions with this id as `approval_id` and the same arguments, ALLOW once), "
             "SESSION or AGENT with the subject `pattern` the approver picked (null: the whole tool)."
         ),
         parameters=[

@@ -146,7 +146,7 @@ _DECISION_FIELDS = ("skills", "session_id", "invoking_session_id", "principal", 
 
 
 def _decision_ask(data: dict[str, Any]) -> dict[str, Any]:
-    """What a skill decision asks (S1), as the decision services take it."""
+    """What a skill decision asks, as the decision services take it."""
     return {name: data[name] for name in _DECISION_FIELDS}
 
 
@@ -206,11 +206,11 @@ class SkillDecisionsView(APIView):
         summary="Decide skills for a session",
         description=(
             "Evaluates the chain for each skill, narrowest first: turn → session → invoking session "
-            "→ agent → rules → default ASK; `source` names the layer that answered (S2). A fork "
-            "(only `invoking_session_id`) reads its invoking session's approvals and denials (S3); "
+            "→ agent → rules → default ASK; `source` names the layer that answered. A fork "
+            "(only `invoking_session_id`) reads its invoking session's approvals and denials; "
             "an `invoking_session_id` this runtime never used as a session is a 400 on that field. "
             f"1-{MAX_SKILLS} skills, each once. The session is created when first seen and its "
-            "principal is then fixed: another principal for it is a 409 (S12)."
+            "principal is then fixed: another principal for it is a 409."
         ),
         request=SkillDecisionIn,
         responses={200: SkillDecisionsOut, 400: _ERRORS[400], 401: _ERRORS[401], 409: _ERRORS[409]},
@@ -250,13 +250,13 @@ skill_decisions = SkillDecisionsView.as_view()
 @extend_schema(
     summary="Open an approval request",
     description=(
-        "Asks a person about the skills (S4-S9). Skills the chain already decides are filled in "
+        "Asks a person about the skills. Skills the chain already decides are filled in "
         "at once (`scope` null, `source` given); when all are, the request is ANSWERED from the "
         "start. With an `Idempotency-Key` header, the same key from the same runtime returns the "
         "same request: 201 the first time, 200 after. The request expires after "
         "`timeout_seconds` (default 300); an expired request denies each unanswered skill for "
-        "the session, as a cancel does (S9). An `invoking_session_id` this runtime never used as "
-        "a session is a 400 on that field: a fork inherits from a session that exists (S3)."
+        "the session, as a cancel does. An `invoking_session_id` this runtime never used as "
+        "a session is a 400 on that field: a fork inherits from a session that exists."
     ),
     request=ApprovalRequestIn,
     parameters=[
@@ -344,7 +344,7 @@ def _release_connection() -> None:
 
 
 def _read(runtime_id: int, request_id: uuid.UUID, kind: RequestKind, *, release: bool) -> _Snapshot | None:
-    """One read of the row, the truth: expire it if due (S9), then render it."""
+    """One read of the row, the truth: expire it if due, then render it."""
     try:
         approval = _load(runtime_id, request_id, kind)
         if approval is None:
@@ -445,10 +445,10 @@ class ApprovalRequestDetailSchema(APIView):
         description=(
             "Returns as soon as the request leaves PENDING, or after `wait` seconds with its "
             "current state. Every read applies expiry: a request past `expires_at` is EXPIRED, "
-            "and each unanswered skill is then denied for the session (S9). An answered item "
+            "and each unanswered skill is then denied for the session. An answered item "
             "carries `decision` and `scope`; `answered_by` and `answered_at` are set once the "
             "request is answered. Scope `REQUEST` (always with DENY) means *Deny this request*: "
-            "the answer holds for this request only and nothing was stored (S13)."
+            "the answer holds for this request only and nothing was stored."
         ),
         parameters=[
             OpenApiParameter("request_id", OpenApiTypes.UUID, OpenApiParameter.PATH),
@@ -478,7 +478,7 @@ approval_request_detail.initkwargs = {}  # type: ignore[attr-defined]
     summary="Cancel an approval request",
     description=(
         "Closes a PENDING request as CANCELLED; each unanswered skill gets a SESSION-scope DENY, "
-        "never an agent-wide one (S9). An answered, expired or cancelled request is a 409."
+        "never an agent-wide one. An answered, expired or cancelled request is a 409."
     ),
     request=None,
     parameters=[OpenApiParameter("request_id", OpenApiTypes.UUID, OpenApiParameter.PATH)],
@@ -512,7 +512,7 @@ _SESSION_PARAMETER = OpenApiParameter(
 
 @extend_schema(
     summary="Clear a session's approvals",
-    description="Drops the session's turn and session approvals and denials (S10); agent-wide "
+    description="Drops the session's turn and session approvals and denials; agent-wide "
     "approvals stay. An unknown session removes nothing.",
     request=None,
     parameters=[_SESSION_PARAMETER],
@@ -531,7 +531,7 @@ def session_clear(request: Request, session_id: str) -> Response:
 @extend_schema(
     summary="Revoke a session's approvals",
     description="Revokes the session's turn and session approvals and denials; with "
-    '`{"agent": true}` the runtime\'s agent-wide approvals go too (S10).',
+    '`{"agent": true}` the runtime\'s agent-wide approvals go too.',
     request=SessionRevokeIn,
     parameters=[_SESSION_PARAMETER],
     responses={200: SessionRevokeOut, 400: _ERRORS[400], 401: _ERRORS[401]},

@@ -238,7 +238,7 @@ class McpListedToolIn(serializers.Serializer):
     description = StorableJSONField(required=False, allow_null=True)
     inputSchema = StorableJSONField(required=False, allow_null=True)  # MCP's own spelling
     annotations = StorableJSONField(
-        required=False, allow_null=True, help_text="The server's claims, stored verbatim (T10)."
+        required=False, allow_null=True, help_text="The server's claims, stored verbatim."
     )
 
 
@@ -258,13 +258,13 @@ class ResolvedToolOut(serializers.Serializer):
     read_only = serializers.BooleanField()
     held_for_review = serializers.BooleanField(
         help_text="The definition changed to claim less risk: resolved as IGNORE until an operator "
-        "accepts it (T15)."
+        "accepts it."
     )
     warnings = serializers.ListField(child=serializers.CharField())
     kept_as_finding = serializers.BooleanField(
         help_text="The relayed definition differs from the one every runtime is served: it was kept "
         "as a relay finding for operators, attributed to this runtime, and is not served. The axes "
-        "above are the served tool's (T15)."
+        "above are the served tool's."
     )
     finding_id = serializers.IntegerField(
         allow_null=True, help_text="The relay finding that holds this relayed definition, or null."

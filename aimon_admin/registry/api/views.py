@@ -80,7 +80,7 @@ _TOOL_COLUMNS = (
     summary="The tools this runtime may give its model",
     description=(
         "The runtime's own (local) tools plus the tools of every enabled MCP server, "
-        "without those its ceiling does not permit (T6). A local tool has `server` null."
+        "without those its ceiling does not permit. A local tool has `server` null."
     ),
     responses={200: ToolOut(many=True), 401: _ERRORS[401]},
 )
@@ -90,7 +90,7 @@ _TOOL_COLUMNS = (
     description=(
         "The whole local catalog, replaced: tools left out are marked absent (never deleted). "
         "An omitted or null axis takes its worst default: MUTATING, DESTRUCTIVE, "
-        f"NON_IDEMPOTENT (T1-T3). At most {MAX_TOOLS} tools, "
+        f"NON_IDEMPOTENT. At most {MAX_TOOLS} tools, "
         "names unique."
     ),
     request=LocalCatalogIn,
@@ -140,9 +140,9 @@ def mcp_servers(request: Request) -> Response:
     summary="Relay an MCP server's tools/list result",
     description=(
         "A runtime that listed a server's tools itself hands over the result verbatim. Each "
-        "tool's claims are stored as sent and resolved once under the server's trust "
-        "(T10-T12); the runtime is recorded as their source. A relay is this runtime's word "
-        "only (T15): a tool nobody listed before is added but held as IGNORE until the server's "
+        "tool's claims are stored as sent and resolved once under the server's trust"
+        "; the runtime is recorded as their source. A relay is this runtime's word "
+        "only: a tool nobody listed before is added but held as IGNORE until the server's "
         "own sync or an operator confirms it; a known tool is never changed by a relay (not its "
         "description, input schema, claims, axes or hold). A relayed definition that differs "
         "from the served one is kept as a relay finding for operators (`kept_as_finding`, "

@@ -75,7 +75,7 @@ class AuthZenSubjectIn(StrictSerializer):
     """Who the call is for: the end user, by AIMON Admin username."""
 
     type = _constant(SubjectType, "AuthZenSubjectTypeEnum")
-    id = NameField(help_text="The end user's AIMON Admin username (the principal, S12, S13).")
+    id = NameField(help_text="The end user's AIMON Admin username (the principal).")
 
 
 class AuthZenResourcePropertiesIn(StrictSerializer):
@@ -87,7 +87,7 @@ class AuthZenResourcePropertiesIn(StrictSerializer):
         allow_null=True,
         default=None,
         help_text="The call's input, a JSON object (at most 64 KiB as canonical JSON): its subject "
-        "argument is matched by argument rules and grants (U1); its digest by an Allow this call (U4).",
+        "argument is matched by argument rules and grants; its digest by an Allow this call.",
     )
 
 
@@ -109,10 +109,10 @@ class AuthZenContextIn(StrictSerializer):
     """The sessions and turn the call belongs to, and a call approval to use."""
 
     session_id = OptionalIdField(
-        help_text="Null or absent (with no invoking_session_id): unattended, so a question is false (T8)."
+        help_text="Null or absent (with no invoking_session_id): unattended, so a question is false."
     )
     invoking_session_id = OptionalIdField(
-        help_text="The session that launched this run (a fork): its approvals and denials hold here (S3)."
+        help_text="The session that launched this run (a fork): its approvals and denials hold here."
     )
     turn_id = OptionalIdField(help_text="The turn, for approvals that hold for one turn only.")
     approval_id = serializers.UUIDField(
@@ -120,13 +120,13 @@ class AuthZenContextIn(StrictSerializer):
         allow_null=True,
         default=None,
         help_text="The tool approval request answered Allow this call: true once, for the same "
-        "arguments in the same session (U4).",
+        "arguments in the same session.",
     )
     replay = StrictBooleanField(
         required=False,
         default=False,
         help_text="A retry or rewake replay: a NON_IDEMPOTENT tool's replay is never answered by an "
-        "earlier Allow this call (U6).",
+        "earlier Allow this call.",
     )
 
 
@@ -203,7 +203,7 @@ class AuthZenDecisionContextOut(serializers.Serializer):
         ToolCallSource,
         "ToolCallSourceEnum",
         required=False,
-        help_text="The layer of the chain that answered (U).",
+        help_text="The layer of the chain that answered.",
     )
     rule = ToolRuleRefOut(required=False, help_text="Present when an operator's rule decided.")
     note = serializers.CharField(

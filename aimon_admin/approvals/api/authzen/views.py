@@ -198,13 +198,13 @@ def _answer_each(runtime: AgentRuntime, evaluations: list[dict[str, Any]], seman
 # --- POST /access/v1/evaluation --------------------------------------------------------------------
 
 _CHAIN = (
-    "Decided by the tool chain, exactly as `POST /api/v1/tool-decisions` decides (U): `subject.id` "
+    "Decided by the tool chain, exactly as `POST /api/v1/tool-decisions` decides: `subject.id` "
     "is the principal, `resource.id` the tool, `resource.properties` its server and arguments, "
     "`context` the sessions and turn. `decision` is true only when the tool decision is ALLOW; "
     "ASK and DENY are false, with `context.ask` (true for ASK: a person may allow it through a tool "
     "approval request) and `context.reason`. A call with no `session_id` and no "
-    "`invoking_session_id` is unattended: a question is false unless a pre-approval answers it "
-    "(T8, U5). Unknown members are refused by name, never ignored."
+    "`invoking_session_id` is unattended: a question is false unless a pre-approval answers it"
+    ". Unknown members are refused by name, never ignored."
 )
 
 
