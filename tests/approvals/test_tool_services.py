@@ -3,9 +3,11 @@ rules, grants and call approvals; tool requests opened, answered, aborted; their
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
 from aimon_admin.accounts.models import User
 from aimon_admin.approvals import rules, services
@@ -20,7 +22,7 @@ from aimon_admin.approvals.choices import (
     RequestStatus,
     RuleAction,
 )
-from aimon_admin.approvals.models import ApprovalRequest, Grant, ToolRule
+from aimon_admin.approvals.models import ApprovalRequest, Grant, Session, ToolRule
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.registry.models import ToolSubject
@@ -596,3 +598,46 @@ def test_a_tool_grant_is_audited_with_its_pattern(runtime: AgentRuntime, approve
     assert event.details["arguments_digest"] == request.arguments_digest
     assert event.session_key == "s-1"
     assert event.actor_label == "alice"
+
+
+def test_a_single_revoke_names_the_tool_grant_with_its_pattern(
+    runtime: AgentRuntime, approver: User
+) -> None:  # U7
+    answer(ask(runtime), approver, Answer.ALLOW_SESSION, "git push:*")
+
+    assert services.grant_revoke(grant=Grant.objects.get(), actor=TEST_ACTOR)
+
+    event = AuditEvent.objects.get(action=AuditAction.GRANT_REVOKED)
+    assert (event.subject_type, event.subject, event.details["pattern"]) == (
+        "tool",
+        "Bash(git push:*)",
+        "git push:*",
+    )
+    assert what(decide(runtime, arguments=PUSH))[0] == "ASK"
+
+
+def test_an_expired_tool_request_denies_its_subject_for_the_session(runtime: AgentRuntime) -> None:  # S9
+    request = ask(runtime, timeout_seconds=60)
+    ApprovalRequest.objects.filter(pk=request.pk).update(expires_at=timezone.now() - dt.timedelta(seconds=1))
+
+    assert services.requests_expire_due() == 1
+
+    request.refresh_from_db()
+    assert request.status == RequestStatus.EXPIRED
+    assert (Grant.objects.get().decision, Grant.objects.get().pattern) == ("DENY", "git push origin main")
+    assert AuditEvent.objects.filter(action=AuditAction.TOOL_ABORT_DENIED).count() == 1
+
+
+def test_a_session_idle_past_its_ttl_holds_no_tool_grant(
+    runtime: AgentRuntime, approver: User, settings: Any
+) -> None:  # S12, U3
+    answer(ask(runtime), approver, Answer.ALLOW_SESSION, "git push:*")
+    long_ago = timezone.now() - dt.timedelta(seconds=settings.AIMON_SESSION_IDLE_TTL_SECONDS + 60)
+    Session.objects.filter(session_id="s-1").update(last_seen_at=long_ago)
+
+    # Forked from the idle session: its grants are not inherited (read without touching it).
+    forked = decide(runtime, session_id=None, invoking_session_id="s-1", arguments=PUSH)
+    assert what(forked) == ("ASK", "DESTRUCTIVE_ALWAYS_ASKS", "GATE")
+    # The session itself, seen again: its grants expire first (audited), then it asks.
+    assert what(decide(runtime, arguments=PUSH))[0] == "ASK"
+    assert Grant.objects.get().revoke_reason == "EXPIRED"

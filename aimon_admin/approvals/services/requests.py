@@ -359,22 +359,13 @@ def _write_grant(
     raise IntegrityError(f"The {skill} grant's key stayed held by grants written meanwhile.")
 
 
-def _abort_pattern(request: ApprovalRequest) -> str:
-    """S9 for a tool call (U3): the subject pattern an abort's session DENY carries — the
-    call's exact subject where it can be written as a pattern, else the whole tool."""
-    subject = request.subject
-    if subject and not tool_policy.subject_pattern_problems(subject):
-        return subject
-    return ""
-
-
 def _abort(request: ApprovalRequest, status: RequestStatus, actor: Actor, why: str) -> bool:
     """S9: close a PENDING request as `status`; each unanswered skill gets a SESSION DENY
     where a session can hold it, never agent-wide (a tool call: for its exact subject, else
     the whole tool). Returns False if it was not PENDING."""
     now = timezone.now()
     tool = request.kind == RequestKind.TOOL
-    pattern = _abort_pattern(request) if tool else ""
+    pattern = tool_policy.abort_pattern(request.subject) if tool else ""
     action = AuditAction.TOOL_ABORT_DENIED if tool else AuditAction.SKILL_ABORT_DENIED
     subject_type = "tool" if tool else "skill"
     with transaction.atomic():

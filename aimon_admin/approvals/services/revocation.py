@@ -7,6 +7,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from aimon_admin.approvals.choices import (
+    GrantKind,
     GrantScope,
     RevokeReason,
 )
@@ -100,8 +101,14 @@ def grant_revoke(*, grant: Grant, actor: Actor) -> bool:
             actor=actor,
             runtime=grant.runtime,
             session_key=grant.session.session_id if grant.session else "",
-            subject_type="skill",
-            subject=grant.skill,
-            details={"grant_id": grant.pk, "scope": grant.scope, "decision": grant.decision},
+            # A tool grant is named with its subject pattern, as its grant event named it (U7).
+            subject_type="tool" if grant.kind == GrantKind.TOOL else "skill",
+            subject=grant.label,
+            details={
+                "grant_id": grant.pk,
+                "scope": grant.scope,
+                "decision": grant.decision,
+                **({"pattern": grant.pattern} if grant.kind == GrantKind.TOOL else {}),
+            },
         )
     return bool(revoked)
