@@ -42,7 +42,7 @@ GRANT_GONE_MESSAGE = "That approval was no longer in force."
 DENY_REQUEST_ONLY_HELP = (
     "This request has no session, so an answer here would hold for every session of {runtime}. "
     "Only an operator or the runtime's owner may give that. You may refuse it with Deny this "
-    "request: the runtime is told DENY for this request, and nothing is stored."
+    "request: the runtime is told Deny for this request, and nothing is stored."
 )
 # S5/S6: what ends an agent-wide grant, in the words the pages use.
 AGENT_WIDE_ENDS = services.AGENT_WIDE_ENDS

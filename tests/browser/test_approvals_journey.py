@@ -154,7 +154,7 @@ def test_an_approver_may_only_deny_a_sessionless_request_for_that_request(
     card = page.locator(f"#request-{created['id']}")
     expect(card).to_be_visible()
     expect(card).to_contain_text(
-        "You may refuse it with Deny this request: the runtime is told DENY for this request, "
+        "You may refuse it with Deny this request: the runtime is told Deny for this request, "
         "and nothing is stored."
     )
     expect(page.locator("#deny-this-request-help")).to_contain_text("Deny this request")
