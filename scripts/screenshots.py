@@ -62,6 +62,7 @@ SHOTS = {
     "agent-wide-revoke-confirm.png": DESKTOP,
     "tools.png": DESKTOP,
     "escalated-grants.png": DESKTOP,
+    "notifications.png": DESKTOP,
 }
 DEMO_RUNTIME = "demo-agent"
 DEMO_SESSION = "demo-session-1"
@@ -255,6 +256,21 @@ def tour(browser: Any, url: str, credentials: dict[str, str], out: Path) -> None
     desktop.goto(f"{url}/registry/tools/")
     expect(desktop.get_by_role("link", name="Bash", exact=True)).to_be_visible()
     take(desktop, out, "tools.png")
+
+    # Operator: their own notification channels, a self-hosted ntfy topic and an email address.
+    desktop.goto(f"{url}/notifications/")
+    for kind, name, target in (
+        ("APPRISE", "phone", "ntfy://127.0.0.1:8090/aimon-operator"),
+        ("EMAIL", "work email", "operator@example.com"),
+    ):
+        desktop.get_by_label("Kind").select_option(kind)
+        desktop.get_by_label("Name").fill(name)
+        desktop.get_by_label("Address or URL").fill(target)
+        desktop.get_by_role("button", name="Add channel").click()
+        expect(desktop.locator("#channels")).to_contain_text(name)
+    desktop.goto(f"{url}/notifications/")  # without the toast
+    desktop.mouse.move(0, 0)
+    take(desktop, out, "notifications.png")
 
     # Auditor: the escalated grants, from the audit log's overview as an auditor finds them.
     contexts["auditor"] = browser.new_context(**DESKTOP)

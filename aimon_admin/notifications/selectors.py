@@ -7,7 +7,7 @@ import datetime as dt
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db.models import Q, QuerySet
+from django.db.models import Max, Q, QuerySet
 from django.urls import reverse
 
 from aimon_admin.accounts.models import User
@@ -95,6 +95,11 @@ def channels_of(*, user: User) -> QuerySet[Channel]:
 
 def webhooks() -> QuerySet[Channel]:
     return Channel.objects.live().filter(kind=ChannelKind.WEBHOOK).order_by("created_at", "id")
+
+
+def with_last_sent(channels: QuerySet[Channel]) -> QuerySet[Channel]:
+    """Each channel with `last_sent_at`, when a message last reached it (None: never yet)."""
+    return channels.annotate(last_sent_at=Max("deliveries__sent_at"))
 
 
 def webhooks_for(event: str) -> list[Channel]:

@@ -75,7 +75,7 @@ def channels_view(request: HttpRequest) -> HttpResponse:
         "quiet_end": pref.quiet_end,
         "timezone": pref.timezone,
     }
-    channels = list(selectors.channels_of(user=request.user))  # type: ignore[arg-type]
+    channels = list(selectors.with_last_sent(selectors.channels_of(user=request.user)))  # type: ignore[arg-type]
     return render(
         request,
         "notifications/channels.html",
@@ -189,7 +189,7 @@ def webhooks_view(request: HttpRequest) -> HttpResponse:
         request,
         "notifications/webhooks.html",
         {
-            "webhooks": list(selectors.webhooks()),
+            "webhooks": list(selectors.with_last_sent(selectors.webhooks())),
             "form": form_from_draft(request, "webhook", lambda data: WebhookForm(data)),
         },
     )

@@ -62,6 +62,10 @@ LEFT_OUT: dict[str, str] = {
     "runtimes:token-issue": "a form's address: a GET goes to the runtime page (swept there)",
     "approvals:rule-create": "a form's address: a GET goes to the rules page (swept there)",
     "accounts:person-roles": "a form's address: a GET goes to the person's page (swept there)",
+    "notifications:channel-add": "a form's address: a GET goes to the channels page (swept there)",
+    "notifications:preferences": "a form's address: a GET goes to the channels page (swept there)",
+    "notifications:webhook-create": "a form's address: a GET goes to the webhooks page (swept there)",
+    "notifications:channel-test": "Send a test: a button's POST on the channels and webhooks pages",
 }
 LEFT_OUT_PREFIXES = {
     "api:": "the runtime API (JSON)",

@@ -75,11 +75,14 @@ def test_a_person_adds_a_channel_sends_a_test_and_removes_it(approver: User) -> 
         assert views.CHANNEL_ADDED in page
         assert "team chat" in page
         assert "s3cret-token-value" not in page  # the URL's secrets are never shown again
+        assert "Nothing sent yet" in page
         channel = Channel.objects.get(owner=approver)
         response = client.post(f"/notifications/channels/{channel.pk}/test/", follow=True)
         assert len(receiver.got) == 1
     # Tasks run eagerly here, as under make run: the outcome is known before the answer.
     assert views.TEST_SENT in text(response)
+    assert "Working" in text(response)
+    assert "Nothing sent yet" not in text(response)
     assert client.get(f"/notifications/channels/{channel.pk}/remove/").status_code == 200
     response = client.post(f"/notifications/channels/{channel.pk}/remove/", follow=True)
     assert views.CHANNEL_REMOVED in text(response)
