@@ -32,7 +32,8 @@ run: $(VENV)/.installed-runtime
 	@# No Celery beat here: verify the audit chain once now (auditors can Verify now later); a
 	@# broken chain is reported on the audit home, it does not stop the demo.
 	-AIMON_DEMO=1 $(BIN)/python manage.py verify_audit --from-checkpoint --record
-	AIMON_DEMO=1 $(BIN)/uvicorn aimon_admin.asgi:application --host $(HOST) --port $(PORT) --lifespan off
+	@# Notifications link to the address the demo serves at (a channel's messages carry it).
+	AIMON_DEMO=1 AIMON_BASE_URL=http://$(HOST):$(PORT) $(BIN)/uvicorn aimon_admin.asgi:application --host $(HOST) --port $(PORT) --lifespan off
 
 ## Production on this machine: PostgreSQL (DATABASE_URL), Redis (REDIS_URL), DJANGO_SECRET_KEY
 ## and nginx (Debian: apt-get install -y nginx) required; migrates, collects static files, then
