@@ -46,6 +46,15 @@ STATUS_MESSAGE = "The receiver answered {status}{excerpt}."
 TIMEOUT_MESSAGE = "The receiver did not answer within {seconds} seconds."
 CONNECT_MESSAGE = "Could not connect to {host}: {problem}"
 APPRISE_FAILED_MESSAGE = "The channel refused the message: {problem}"
+APPRISE_LOCAL_MESSAGE = (
+    "This URL notifies the server AIMON Admin runs on (its desktop or system log), not you. "
+    "Use a chat, phone or email service's URL."
+)
+# The library's senders that never leave this machine: a desktop notification, the local
+# system log. None of them reaches a person; refused.
+APPRISE_LOCAL_ONLY = frozenset(
+    {"NotifyWindows", "NotifyMacOSX", "NotifyDBus", "NotifyGLib", "NotifyGnome", "NotifySyslog"}
+)
 
 
 class SendError(Exception):
@@ -149,7 +158,10 @@ def apprise_plugin(url: str):  # type: ignore[no-untyped-def]
     plugin = apprise.Apprise.instantiate(url, asset=asset, suppress_exceptions=True)
     if plugin is None:
         raise SendError(APPRISE_UNKNOWN_MESSAGE)
+    if type(plugin).__name__ in APPRISE_LOCAL_ONLY:
+        raise SendError(APPRISE_LOCAL_MESSAGE, refused=True)
     plugin.redirects = False
+    plugin.retry = 0  # ours are the retries (with back-off, each logged), not the library's
     plugin.socket_connect_timeout = min(float(plugin.socket_connect_timeout), _timeout())
     plugin.socket_read_timeout = min(float(plugin.socket_read_timeout), _timeout())
     host = getattr(plugin, "host", None)

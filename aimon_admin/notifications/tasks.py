@@ -36,7 +36,8 @@ def queue_deliveries(ids: list[int]) -> None:
             deliver.delay(delivery_id)
         except Exception:
             logger.exception("could not queue delivery %s; the sweep will", delivery_id)
-            return
+            if not _eager():
+                return  # the broker is down: the rest would fail alike
 
 
 @shared_task(name=OPENED_TASK, ignore_result=True)

@@ -155,6 +155,7 @@ def test_preferences_are_audited_with_before_and_after(approver: User) -> None:
             policy.SELF_ADDRESS_MESSAGE.format(host="aimon.test"),
         ),
         (ChannelKind.APPRISE, "x" * 2001, "url", errors.TARGET_LENGTH_MESSAGE.format(limit=2000)),
+        (ChannelKind.APPRISE, "syslog://", "url", senders.APPRISE_LOCAL_MESSAGE),
         (ChannelKind.WEBHOOK, "https://example.test/hook", "kind", errors.CHANNEL_KIND_MESSAGE),
     ],
 )
