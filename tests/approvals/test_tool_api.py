@@ -13,10 +13,12 @@ import uuid
 from typing import Any
 
 import pytest
+from rest_framework.exceptions import ValidationError
 from rest_framework.test import APIClient
 
 from aimon_admin.accounts.models import User
 from aimon_admin.approvals import rules, services, wakeups
+from aimon_admin.approvals.api.serializers import ToolDecisionIn, tool_decision_input
 from aimon_admin.approvals.choices import Answer, RuleAction
 from aimon_admin.approvals.models import ApprovalRequest, Grant, ToolRule
 from aimon_admin.approvals.tool_policy import ARGUMENTS_MAX_DEPTH
@@ -424,3 +426,36 @@ def test_nothing_is_granted_through_the_api(api: APIClient) -> None:  # S11
     for path in (f"{TOOL_REQUESTS}/{opened['id']}", f"{TOOL_REQUESTS}/{opened['id']}/answer"):
         assert api.post(path, {"answer": "ALLOW_SESSION"}, format="json").status_code in (404, 405)
     assert not Grant.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"tool": "Bash", "arguments": {"command": "ls"}},
+        {"tool": "Bash", "session_id": "s-1", "invoking_session_id": "s-0", "turn_id": "t", "principal": "a"},
+        {"tool": "Bash", "arguments": None},
+        {"tool": "Bash", "arguments": {}},
+        {"tool": "Bash", "arguments": []},
+        {"tool": "Bash", "arguments": {"n": float("inf")}},
+        {"tool": "Bash", "arguments": {"t": "a\x00"}},
+        {"tool": "Bash", "arguments": {"deep": [[[["x"]]]]}, "server": "git"},
+        {"tool": "Bash", "turn_id": ""},
+        {"tool": "Bash", "principal": 7},
+        {"tool": "Bash", "arguments": {"command": "ls"}, "replay": True},
+        {
+            "tool": "Bash",
+            "arguments": {"command": "ls"},
+            "approval_id": "0f9c2a44-2c1e-4c33-9b51-3f1b8f0c9d11",
+        },
+    ],
+)
+def test_the_decision_fast_path_agrees_with_the_fields(body: dict) -> None:
+    # The common bodies are checked directly (the endpoint runs on every call); each answer,
+    # value or error, must be the serializer's own.
+    serializer = ToolDecisionIn(data=body)
+    if serializer.is_valid():
+        assert tool_decision_input(body) == serializer.validated_data
+    else:
+        with pytest.raises(ValidationError) as raised:
+            tool_decision_input(body)
+        assert raised.value.detail == serializer.errors

@@ -130,16 +130,20 @@ class ArgumentsField(serializers.DictField):
     """A tool call's arguments as the runtime will run them: a JSON object whose
     canonical form (RFC 8785) exists and is at most 64 KiB, that the database can hold."""
 
+    @staticmethod
+    def problem(data: Any) -> str | None:
+        return tool_policy.arguments_problem(data) or json_problem(data)
+
     def to_internal_value(self, data: Any) -> dict[str, Any]:
-        problem = tool_policy.arguments_problem(data) or json_problem(data)
+        problem = self.problem(data)
         if problem:
             raise serializers.ValidationError(problem)
         return data
 
 
 class ToolDecisionIn(StrictSerializer):
-    """A tool call to decide. Only `tool` is required; without the fields of part U
-    the answer is the gate's, as it always was."""
+    """A tool call to decide. Only `tool` is required; with `tool`, `server` and `session_id`
+    alone the answer is the gate's, as it always was."""
 
     tool = ToolNameField()
     server = OptionalIdField(help_text="The MCP server's name; null or absent for a local tool.")
@@ -175,7 +179,9 @@ class ToolDecisionIn(StrictSerializer):
     )
 
 
-_PLAIN_DECISION_FIELDS = frozenset(("tool", "server", "session_id"))
+_PLAIN_DECISION_FIELDS = frozenset(
+    ("tool", "server", "session_id", "invoking_session_id", "turn_id", "principal")
+)
 _DECISION_DEFAULTS = {
     "invoking_session_id": None,
     "turn_id": None,
@@ -194,17 +200,17 @@ def _plain_name(value: Any) -> bool:
 
 
 def tool_decision_input(data: Any) -> dict[str, Any]:
-    """A tool decision request, validated: the common gate-only case (tool, server, session)
-    checked directly, everything else by the fields themselves, so every error is exactly
-    the serializer's."""
-    if type(data) is dict and data.keys() <= _PLAIN_DECISION_FIELDS:
-        tool, server, session_id = data.get("tool"), data.get("server"), data.get("session_id")
+    """A tool decision request, validated: the common cases (names and ids, and the call's
+    arguments) checked directly, everything else by the fields themselves, so every error is
+    exactly the serializer's (the arguments' checks are the field's own)."""
+    if type(data) is dict and data.keys() <= _PLAIN_DECISION_FIELDS | {"arguments"}:
+        arguments = data.get("arguments")
         if (
-            _plain_name(tool)
-            and (server is None or _plain_name(server))
-            and (session_id is None or _plain_name(session_id))
+            _plain_name(data.get("tool"))
+            and all(data.get(name) is None or _plain_name(data[name]) for name in _PLAIN_DECISION_FIELDS)
+            and (arguments is None or (type(arguments) is dict and not ArgumentsField.problem(arguments)))
         ):
-            return {"tool": tool, "server": server, "session_id": session_id, **_DECISION_DEFAULTS}
+            return {**_DECISION_DEFAULTS, **{name: data.get(name) for name in _PLAIN_DECISION_FIELDS}, **data}
     return validate_flat(ToolDecisionIn, data)
 
 

@@ -67,6 +67,7 @@ class ToolCallDecision:
     registered: bool
     subject: tool_policy.Subject
     subject_argument: str
+    # The arguments' digest where it was needed (a request opened, an approval presented), else "".
     digest: str
     notes: tuple[str, ...] = ()
 
@@ -197,6 +198,7 @@ def tool_call_evaluate(
         arguments=arguments,
         attended=session is not None or invoking_session is not None,
         approval=None,
+        digest_needed=True,  # the request stores it (U4)
     )
 
 
@@ -209,6 +211,7 @@ def _evaluate(
     arguments: Mapping[str, Any] | None,
     attended: bool,
     approval: _CallApproval | None,
+    digest_needed: bool = False,
 ) -> ToolCallDecision:
     axes = facts.axes or registry_policy.UNREGISTERED  # T9
     gate = registry_policy.gate_decision(
@@ -217,7 +220,8 @@ def _evaluate(
     arguments = arguments or {}
     argument = facts.argument
     subject = tool_policy.subject_of(arguments, argument)
-    digest = tool_policy.arguments_digest(arguments)
+    # The canonical form costs more than the rest of a decision's arithmetic: only when used.
+    digest = tool_policy.arguments_digest(arguments) if approval is not None or digest_needed else ""
     notes: list[str] = [subject.note] if argument and subject.note else []
     rules = tool_rule_index(facts.version).match(
         runtime_id=runtime.pk,
