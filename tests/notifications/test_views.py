@@ -280,3 +280,20 @@ def test_a_filter_that_cannot_be_read_is_a_400_naming_it(operator: User, query: 
     response = logged_in(operator).get(f"/notifications/log/?{query}")
     assert response.status_code == 400
     assert error in text(response)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/notifications/",
+        "/notifications/deliveries/",
+        "/notifications/log/",
+        "/notifications/log/?status=FAILED",
+        "/notifications/webhooks/",
+    ],
+)
+def test_every_empty_list_says_what_to_do_next(operator: User, path: str) -> None:
+    # As every page's empty state does (issue 8): a link to the next step.
+    page = logged_in(operator).get(path).content.decode()
+    (empty,) = re.findall(r'<p class="empty">(.*?)</p>', page, re.S)
+    assert re.search(r'<a [^>]*href="[^"]+"', empty), empty
