@@ -33,7 +33,7 @@ def queue_deliveries(ids: list[int]) -> None:
     the sweep queues them again."""
     for delivery_id in ids:
         try:
-            deliver.delay(delivery_id)
+            deliver.apply_async(args=[delivery_id], retry=False)
         except Exception:
             logger.exception("could not queue delivery %s; the sweep will", delivery_id)
             if not _eager():
@@ -102,9 +102,14 @@ def listen() -> None:
     hooks.listen(hooks.REQUEST_CHANGED, _changed)
 
 
+# In the web request that opened or answered the request, after its commit: no publish
+# retries (a broker that is down fails at once, and the sweep fans the request out later),
+# so the answer to the runtime or the click never waits on Redis.
+
+
 def _opened(request_id: str) -> None:
-    request_opened.delay(request_id)
+    request_opened.apply_async(args=[request_id], retry=False)
 
 
 def _changed(request_id: str) -> None:
-    request_changed.delay(request_id)
+    request_changed.apply_async(args=[request_id], retry=False)
