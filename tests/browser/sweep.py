@@ -58,10 +58,13 @@ LEFT_OUT: dict[str, str] = {
     "api-schema": "the OpenAPI document (YAML)",
     "approvals:inbox-poll": "an htmx fragment: swept through the inbox's swap",
     "registry:server-sync-run": "an htmx fragment of the server page",
+    "audit:verification": "an htmx fragment: the Chain verification card polls it (swept on the audit home)",
     "runtimes:settings": "a form's address: a GET goes to the runtime page (swept there)",
     "runtimes:token-issue": "a form's address: a GET goes to the runtime page (swept there)",
     "approvals:rule-create": "a form's address: a GET goes to the rules page (swept there)",
     "accounts:person-roles": "a form's address: a GET goes to the person's page (swept there)",
+    "registry:tool-subject": "a form's address: a GET goes to the tool page (swept there)",
+    "approvals:tool-rule-create": "a form's address: a GET goes to the rules page (swept there)",
     "notifications:channel-add": "a form's address: a GET goes to the channels page (swept there)",
     "notifications:preferences": "a form's address: a GET goes to the channels page (swept there)",
     "notifications:webhook-create": "a form's address: a GET goes to the webhooks page (swept there)",
@@ -70,6 +73,8 @@ LEFT_OUT: dict[str, str] = {
 LEFT_OUT_PREFIXES = {
     "api:": "the runtime API (JSON)",
     "^api/": "the runtime API (JSON)",
+    "authzen-": "the AuthZEN decision endpoints and their discovery document (JSON)",
+    "^access/": "the AuthZEN decision endpoints (JSON)",
     "admin:": "django-admin, not the product's pages",
     "django-admin/": "django-admin, not the product's pages",
 }
