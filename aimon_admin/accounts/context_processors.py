@@ -69,7 +69,7 @@ NAV_GROUPS: tuple[NavGroup, ...] = (
             NavItem("Webhooks", "notifications:webhooks", "notifications.change_channel"),
         ),
     ),
-    NavGroup("Help", (NavItem("API docs", "api-docs", None),)),
+    NavGroup("Help", (NavItem("Documentation", "core:help", None), NavItem("API docs", "api-docs", None))),
 )
 
 

@@ -270,6 +270,8 @@ def fuller(world: World, settings: Any, tmp_path: Path) -> list[tuple[str, str, 
         ("worklist", f"{worklist}?runtime=agent-one", "auditor"),
         ("tool list (filtered)", f"{reverse('registry:tool-list')}?q=d", "auditor"),
         ("audit log (bad filter)", f"{audit_log}?runtime=nope&level=LOUD", "auditor"),
+        ("help: the API guide", reverse("core:help-page", args=["api"]), "anonymous"),
+        ("help: operations", reverse("core:help-page", args=["operations"]), "operator"),
         ("error 404", "/no-such-page/", "alice"),
         ("error 403", reverse("runtimes:list"), "alice"),
     ]

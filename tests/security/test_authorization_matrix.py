@@ -167,6 +167,9 @@ SIGN_IN_POST = _row(**dict.fromkeys(("anonymous", *TOKENS), SEE_OTHER), **dict.f
 EXPECTED: dict[str, Expect] = {
     "core:home": only_get(approvers(OK) | {"auditor": OK}),
     "core:healthz": only_get(everyone(OK)),
+    # The documentation in docs/ as pages (issue 17): the repository's own, to everyone.
+    "core:help": only_get(everyone(OK)),
+    "core:help-page": only_get(everyone(OK)),
     # A signed-in person is sent on from the sign-in page; others' empty form is sent back to it.
     "accounts:login": Expect(get=SIGN_IN, post=SIGN_IN_POST),
     "accounts:logout": Expect(get=everyone(NOT_ALLOWED), post=everyone(MOVED)),
@@ -529,6 +532,7 @@ def path_of(route: Route, world: World) -> str:
         "uidb64": lambda: urlsafe_base64_encode(force_bytes(world.users["alice"].pk)),
         "token": lambda: "not-a-real-link-token",
         "url": lambda: "nowhere/",
+        "page": lambda: "concepts",
     }
     pk_by_prefix = {
         "approvals:request": world.request.pk,

@@ -24,6 +24,7 @@ from typing import Any
 
 from django import template
 from django.db import models
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.timesince import timesince, timeuntil
@@ -98,3 +99,12 @@ def words(value: Any, kind: str = "", plain: bool = False, code: bool = False, d
     if code:
         html = format_html('{} <code class="enum-code">{}</code>', html, raw)
     return html
+
+
+@register.simple_tag
+def help_link(page: str, anchor: str, text: str) -> str:
+    """A link to a section of the product's own documentation (core.help serves docs/ at
+    /help/): `{% help_link "concepts" "skill-rules" "How rules decide" %}`. Every anchor a
+    template names is checked against the document's headings (tests/core/test_help.py)."""
+    url = reverse("core:help-page", args=[page])
+    return format_html('<a class="help-link" href="{}#{}">{}</a>', url, anchor, text)

@@ -1,0 +1,93 @@
+"""Help (issue 17): the product serves its own documentation, docs/*.md, at /help/, so the
+help links on its pages stay inside it; the pages leave out the design's rule numbers that
+the documents keep for readers of the code."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from django.template import Context, Template
+from django.test import Client
+
+from aimon_admin.core.help import CODE_READERS, PAGES, github_slug, help_page_html
+
+ROOT = Path(__file__).resolve().parents[2]
+TEMPLATES = ROOT / "templates"
+HELP_LINK = re.compile(r'{%\s*help_link\s+"([^"]+)"\s+"([^"]+)"')
+RULE_NUMBER = re.compile(r"\b[TSUAP]\d{1,2}\b")
+
+
+def headings(filename: str) -> set[str]:
+    text = re.sub(r"^```.*?^```", "", (ROOT / "docs" / filename).read_text(), flags=re.M | re.S)
+    return {github_slug(h) for h in re.findall(r"^#{1,6}\s+(.+?)\s*$", text, re.M)}
+
+
+@pytest.mark.parametrize("path", ["/help/", "/help/concepts/", "/help/api/", "/help/operations/"])
+def test_every_document_is_a_page_for_everyone(client: Client, path: str) -> None:
+    response = client.get(path)
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert '<nav class="tabs" aria-label="Documentation">' in html
+    assert 'aria-current="page"' in html
+
+
+def test_a_name_that_is_no_document_is_a_404(client: Client) -> None:
+    assert client.get("/help/secrets/").status_code == 404
+    assert client.get("/help/README/").status_code == 404
+
+
+def test_links_between_documents_stay_on_the_help_pages() -> None:
+    _title, body = help_page_html("operations")
+    hrefs = re.findall(r'href="([^"]*)"', body)
+    assert "/help/concepts/" in hrefs
+    assert "/help/api/" in hrefs
+    # The README is not served: its link keeps its words and loses the address.
+    assert all(href.startswith(("/help/", "#")) for href in hrefs), hrefs
+    _title, api = help_page_html("api")
+    assert '<a href="/help/concepts/#what-a-runtime-relays">' in api
+    assert 'id="what-a-runtime-relays"' in help_page_html("concepts")[1]
+
+
+def test_the_pages_leave_out_rule_numbers_and_lines_for_code_readers() -> None:
+    source = (ROOT / "docs" / "concepts.md").read_text()
+    assert "(T1, T4)" in source  # the document keeps them for readers of the code
+    assert CODE_READERS in source
+    for name in PAGES:
+        _title, body = help_page_html(name)
+        prose = re.sub(r"<pre.*?</pre>", "", body, flags=re.S)
+        assert RULE_NUMBER.findall(prose) == [], name
+        assert "rule names in brackets" not in prose
+
+
+def test_a_code_in_the_text_is_marked_as_one() -> None:
+    _title, body = help_page_html("concepts")
+    assert '<code class="enum-code">READ_ONLY</code>' in body
+    assert '<code class="enum-code">MUTATING</code>' in body
+    assert "<code>readOnlyHint</code>" in body  # not one of the product's codes
+
+
+def test_tables_scroll_in_their_own_region_and_code_blocks_are_focusable() -> None:
+    _title, body = help_page_html("concepts")
+    assert '<div class="table-wrap" role="region" aria-label="Table" tabindex="0"><table>' in body
+    _title, api = help_page_html("api")
+    assert '<pre class="json" tabindex="0"><code' in api
+
+
+def test_the_help_link_tag_points_at_a_section() -> None:
+    html = Template('{% load ui %}{% help_link "concepts" "skill-rules" "More on skill rules" %}').render(
+        Context()
+    )
+    assert html == '<a class="help-link" href="/help/concepts/#skill-rules">More on skill rules</a>'
+
+
+def test_every_help_link_in_a_template_names_a_section_that_exists() -> None:
+    links = [
+        (template.relative_to(TEMPLATES).as_posix(), page, anchor)
+        for template in TEMPLATES.rglob("*.html")
+        for page, anchor in HELP_LINK.findall(template.read_text())
+    ]
+    assert len(links) >= 5
+    missing = [link for link in links if link[1] not in PAGES or link[2] not in headings(PAGES[link[1]])]
+    assert missing == []
