@@ -9,6 +9,7 @@ skill or tool rule change, so one read tells both caches whether they are fresh.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from django.core.exceptions import ValidationError
@@ -94,17 +95,28 @@ def unattended_allow_rules(runtime: AgentRuntime) -> dict[tuple[str, str], list[
     answer this runtime's unattended calls: its pre-approvals, and ALLOW rules of this
     runtime or of every runtime (they answer attended and unattended calls alike). A rule
     stored off the grammar allows nothing and is left out."""
-    found: dict[tuple[str, str], list[AllowRule]] = {}
+    return unattended_allow_rules_many([runtime])[runtime.pk]
+
+
+def unattended_allow_rules_many(
+    runtimes: Sequence[AgentRuntime],
+) -> dict[int, dict[tuple[str, str], list[AllowRule]]]:
+    """`unattended_allow_rules` of several runtimes, by primary key, in one query (the home's
+    forecast of every runtime): a rule of every runtime counts for each."""
+    ids = [runtime.pk for runtime in runtimes]
+    found: dict[int, dict[tuple[str, str], list[AllowRule]]] = {pk: {} for pk in ids}
     rows = ToolRule.objects.filter(action=RuleAction.ALLOW).filter(
-        Q(runtime=runtime) | Q(runtime__isnull=True)
+        Q(runtime_id__in=ids) | Q(runtime__isnull=True)
     )
     for rule in rows.order_by("server", "tool", "-unattended", "pattern", "id"):
         if _spec(rule).action != RuleAction.ALLOW:
             continue
         text = rule_text(server=rule.server, tool=rule.tool, pattern=rule.pattern)
-        found.setdefault((rule.server, rule.tool), []).append(
-            AllowRule(text=text, pre_approval=rule.unattended, every_call=pattern_is_wholesale(rule.pattern))
+        allow = AllowRule(
+            text=text, pre_approval=rule.unattended, every_call=pattern_is_wholesale(rule.pattern)
         )
+        for pk in ids if rule.runtime_id is None else [rule.runtime_id]:
+            found[pk].setdefault((rule.server, rule.tool), []).append(allow)
     return found
 
 

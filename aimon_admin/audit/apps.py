@@ -11,7 +11,13 @@ class AuditConfig(AppConfig):
     verbose_name = "Audit log"
 
     def ready(self) -> None:
+        from aimon_admin.audit import home
+        from aimon_admin.core import home as home_sections
+
         post_migrate.connect(_ensure_append_only_triggers, sender=self)
+        # The home's recent warnings and chain verification card (issue 17).
+        home_sections.provide("audit:warnings", home.audit_sections, order=home.WARNINGS_ORDER)
+        home_sections.provide("audit:chain", home.chain_section, order=home.CHAIN_ORDER)
 
 
 def _ensure_append_only_triggers(using: str = "default", **_: object) -> None:

@@ -13,6 +13,7 @@ from django.urls import resolve, reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
 
+from aimon_admin.core import home as home_sections
 from aimon_admin.core.api import UNAVAILABLE_MESSAGE, error_body
 from aimon_admin.core.middleware import API_PREFIXES
 
@@ -60,7 +61,9 @@ DATABASE_ERRORS = (OperationalError, InterfaceError)
 @require_GET
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "core/home.html")
+    """What needs doing, for each role the person holds: the sections the apps provide
+    (core.home), each count a link to its list."""
+    return render(request, "core/home.html", {"sections": home_sections.sections_for(request)})
 
 
 @require_GET

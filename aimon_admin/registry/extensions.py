@@ -28,17 +28,32 @@ class AllowRule:
     every_call: bool
 
 
-UnattendedRules = Callable[[AgentRuntime], Mapping[tuple[str, str], Sequence[AllowRule]]]
+RulesByTool = Mapping[tuple[str, str], Sequence[AllowRule]]
+UnattendedRules = Callable[[AgentRuntime], RulesByTool]
+UnattendedRulesMany = Callable[[Sequence[AgentRuntime]], Mapping[int, RulesByTool]]
 
 _providers: dict[str, UnattendedRules] = {}
+_many_providers: dict[str, UnattendedRulesMany] = {}
 
 
-def provide_unattended_rules(provider: UnattendedRules) -> None:
+def provide_unattended_rules(provider: UnattendedRules, many: UnattendedRulesMany | None = None) -> None:
+    """`provider` answers for one runtime; `many`, if given, for several at once (the home's
+    forecast reads every runtime's: one query instead of one per runtime)."""
     _providers["unattended_rules"] = provider
+    if many is not None:
+        _many_providers["unattended_rules"] = many
 
 
-def unattended_rules(runtime: AgentRuntime) -> Mapping[tuple[str, str], Sequence[AllowRule]]:
+def unattended_rules(runtime: AgentRuntime) -> RulesByTool:
     """By (server, tool) ("" for a runtime's own tool): the ALLOW rules that apply to this
     runtime's unattended calls; empty when no app provides them."""
     provider = _providers.get("unattended_rules")
     return provider(runtime) if provider is not None else {}
+
+
+def unattended_rules_many(runtimes: Sequence[AgentRuntime]) -> Mapping[int, RulesByTool]:
+    """`unattended_rules` of each runtime, by its primary key."""
+    many = _many_providers.get("unattended_rules")
+    if many is not None:
+        return many(runtimes)
+    return {runtime.pk: unattended_rules(runtime) for runtime in runtimes}

@@ -13,7 +13,8 @@ from aimon_admin.approvals import tool_rules
 from aimon_admin.approvals.choices import RuleAction
 from aimon_admin.approvals.models import ToolRule
 from aimon_admin.core.plurals import counted
-from aimon_admin.registry.extensions import AllowRule, unattended_rules
+from aimon_admin.registry import home as registry_home
+from aimon_admin.registry.extensions import AllowRule, unattended_rules, unattended_rules_many
 from aimon_admin.registry.services import local_tools_replace
 from aimon_admin.registry.views.gate import FORECAST, RULES_ANSWER_EVERY_CALL, RULES_ANSWER_SOME_CALLS
 from aimon_admin.runtimes.models import AgentRuntime
@@ -121,3 +122,28 @@ def test_without_rules_the_forecast_is_the_gates(runtime: AgentRuntime, operator
     )
     assert counted(FORECAST, 1) in page
     assert "Rules answer" not in page
+
+
+def test_the_rules_of_several_runtimes_at_once_are_each_ones_own(
+    runtime: AgentRuntime, other_runtime: AgentRuntime, tools: None
+) -> None:
+    # U5, read for every runtime in one query (the home's forecast): the same as one by one.
+    assert unattended_rules_many([runtime, other_runtime]) == {
+        runtime.pk: unattended_rules(runtime),
+        other_runtime.pk: unattended_rules(other_runtime),
+    }
+
+
+def test_the_homes_forecast_is_the_worklists_for_each_runtime(
+    runtime: AgentRuntime, other_runtime: AgentRuntime, tools: None, operator: User
+) -> None:
+    # Seed §8.1, U5 (issue 17 item 1): counted by axes for every runtime at once, the home's
+    # forecast is the worklist's, tool by tool, rules included: make answered whole, rm not
+    # (destructive), agent-two's deploy only for calls its pattern matches.
+    client = logged_in(operator)
+    failing = {
+        name: client.get("/registry/simulator/worklist/", {"runtime": name}).context["failing"]
+        for name in ("agent-one", "agent-two")
+    }
+    assert failing == {"agent-one": 3, "agent-two": 1}
+    assert registry_home.unattended_forecast() == [("agent-one", 3), ("agent-two", 1)]

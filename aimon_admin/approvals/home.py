@@ -1,0 +1,122 @@
+"""What approvals puts on the home (core.home, issue 17 item 1): the Requests section for
+whoever answers requests, and the escalated grants in force for whoever reads the audit log.
+
+Registered in ApprovalsConfig.ready(). Both counts are index reads: the pending requests of
+what the inbox shows (status and expiry, `request_status_expiry`; the principal for an
+approver, `request_principal_status`) in one aggregate query, and the escalated grants in
+force through the partial unique index of active agent-wide grants, counted up to 50.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from django.db.models import Count, Q
+from django.http import HttpRequest
+from django.urls import reverse
+
+from aimon_admin.accounts.models import User
+from aimon_admin.approvals import selectors
+from aimon_admin.approvals.audit_pages import selectors as audit_selectors
+from aimon_admin.approvals.choices import RequestKind
+from aimon_admin.approvals.inbox_filter import inbox_url
+from aimon_admin.core.home import Figure, Section, Step
+
+ANSWER_PERMISSION = "approvals.answer_approvalrequest"
+AUDIT_PERMISSION = "audit.view_auditevent"
+REQUESTS_ORDER = 10
+ESCALATIONS_ORDER = 40
+
+# Words people see (tests import these).
+REQUESTS_TITLE = "Requests to answer"
+AUDIT_TITLE = "Audit"
+MINE_LABEL = "from your own sessions"
+ALL_LABEL = "waiting for an answer"
+SKILL_LABEL = "skill requests"
+TOOL_LABEL = "tool requests"
+ESCALATED_LABEL = "escalated grants in force"
+NOTHING_PENDING = "Nothing is waiting for an answer. Requests appear in the inbox as your agents ask."
+OPEN_INBOX = "Open the inbox"
+REQUESTS_HELP = "Each count opens the inbox showing just those requests."
+ESCALATED_HELP = (
+    "Session answers given where no session could hold them, made agent-wide: each holds for every "
+    "session of its runtime until it is revoked."
+)
+
+
+@dataclass(frozen=True)
+class PendingCounts:
+    """Open requests this person may answer (what their inbox shows), by kind, and how many
+    of them are from their own sessions."""
+
+    skill: int
+    tool: int
+    mine_skill: int
+    mine_tool: int
+
+    @property
+    def all(self) -> int:
+        return self.skill + self.tool
+
+    @property
+    def mine(self) -> int:
+        return self.mine_skill + self.mine_tool
+
+
+def pending_counts(*, user: User) -> PendingCounts:
+    """One query over what the inbox lists (`selectors.pending_requests_for`): same scope
+    (S13), same deadline, so a count always matches the list its link opens."""
+    mine = Q(principal=user.get_username())
+    skill, tool = Q(kind=RequestKind.SKILL), Q(kind=RequestKind.TOOL)
+    counts = (
+        selectors.pending_requests_for(user=user)
+        .order_by()
+        .aggregate(
+            skill=Count("pk", filter=skill),
+            tool=Count("pk", filter=tool),
+            mine_skill=Count("pk", filter=skill & mine),
+            mine_tool=Count("pk", filter=tool & mine),
+        )
+    )
+    return PendingCounts(**{key: value or 0 for key, value in counts.items()})
+
+
+def requests_section(request: HttpRequest) -> Iterator[Section]:
+    user = request.user
+    if not user.has_perm(ANSWER_PERMISSION):
+        return
+    counts = pending_counts(user=user)  # type: ignore[arg-type]
+    yield Section(
+        key="requests",
+        title=REQUESTS_TITLE,
+        figures=(
+            Figure("requests-all", counts.all, ALL_LABEL, inbox_url()),
+            Figure("requests-mine", counts.mine, MINE_LABEL, inbox_url(mine=True)),
+            Figure("requests-skill", counts.skill, SKILL_LABEL, inbox_url(kind=RequestKind.SKILL)),
+            Figure("requests-tool", counts.tool, TOOL_LABEL, inbox_url(kind=RequestKind.TOOL)),
+        ),
+        help=REQUESTS_HELP if counts.all else "",
+        first_step=None if counts.all else Step(NOTHING_PENDING, OPEN_INBOX, inbox_url()),
+    )
+
+
+def escalations_section(request: HttpRequest) -> Iterator[Section]:
+    if not request.user.has_perm(AUDIT_PERMISSION):
+        return
+    limit = audit_selectors.IN_FORCE_COUNT_LIMIT
+    in_force = audit_selectors.escalated_grants_in_force(limit=limit)
+    yield Section(
+        key="audit",
+        title=AUDIT_TITLE,
+        figures=(
+            Figure(
+                "escalated",
+                in_force,
+                ESCALATED_LABEL,
+                reverse("audit:escalations"),
+                limit=limit,
+                help=ESCALATED_HELP,
+            ),
+        ),
+    )
