@@ -343,16 +343,23 @@ class LastVerification:
 
 
 def last_verification() -> LastVerification | None:
-    """The newest verification event, or None if the chain was never verified (one index read)."""
-    row = (
-        AuditEvent.objects.filter(action__in=VERIFICATION_ACTIONS)
+    """The newest verification event, or None if the chain was never verified.
+
+    One index read per kind of outcome, on (action, seq): an `action IN (…)` ordered by seq
+    led PostgreSQL to walk the whole log backwards by seq looking for one (1.2 s at a million
+    events when none was there yet, as on a new installation; as many rows as were written
+    since the last verification otherwise)."""
+    rows = [
+        AuditEvent.objects.filter(action=action)
         .order_by("-seq")
         .values_list("seq", "created_at", "action", "details")
         .first()
-    )
-    if row is None:
+        for action in VERIFICATION_ACTIONS
+    ]
+    found = [row for row in rows if row is not None]
+    if not found:
         return None
-    seq, created_at, action, details = row
+    seq, created_at, action, details = max(found, key=lambda row: row[0])
     details = details if isinstance(details, dict) else {}
     ok = action == AuditAction.AUDIT_CHAIN_VERIFIED
     count = details.get("event_count", details.get("verified_through_seq", 0))

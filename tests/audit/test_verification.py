@@ -13,10 +13,12 @@ from typing import Any
 import pytest
 from django.conf import settings
 from django.core.cache import cache
+from django.db import transaction
 
 from aimon_admin.audit import chain, tasks
 from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.models import AuditEvent
+from aimon_admin.audit.services import audit_record
 from aimon_admin.audit.verification import (
     CHECKPOINT_CHANGED,
     CHECKPOINT_MISSING,
@@ -372,3 +374,17 @@ def test_the_beat_interval_comes_from_the_environment(monkeypatch: pytest.Monkey
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "120.0"
+
+
+def test_the_last_verification_is_the_newest_of_either_outcome(db: None) -> None:  # A2
+    # Read one kind at a time (each through the action index): the newer one wins, either way.
+    def record(action: str) -> int:
+        with transaction.atomic():
+            return audit_record(action=action, actor=TEST_ACTOR, details={"event_count": 1}).seq
+
+    broken = record(AuditAction.AUDIT_CHAIN_BROKEN)
+    assert (last_verification().ok, last_verification().event_seq) == (False, broken)  # type: ignore[union-attr]
+    verified = record(AuditAction.AUDIT_CHAIN_VERIFIED)
+    assert (last_verification().ok, last_verification().event_seq) == (True, verified)  # type: ignore[union-attr]
+    again = record(AuditAction.AUDIT_CHAIN_BROKEN)
+    assert (last_verification().ok, last_verification().event_seq) == (False, again)  # type: ignore[union-attr]
