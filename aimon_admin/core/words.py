@@ -18,6 +18,9 @@ from dataclasses import dataclass, field
 from django.db import models
 
 UNKNOWN_KIND_MESSAGE = "No codes are registered as {kind!r}."
+# The kind for a value that may or may not be a code, from no one place (an audit event's
+# recorded details): the words when exactly one kind gives the code a meaning, else as it is.
+ANY = "any"
 TWO_WORDS_MESSAGE = "{code} means {old!r} and {new!r} under {kind!r}: a kind gives each code one meaning."
 
 
@@ -49,10 +52,20 @@ def register(kind: str, *enums: type[models.Choices], badge: str = "", data: str
 
 
 def kind(name: str) -> Kind:
+    if name == ANY:
+        return _any()
     try:
         return _KINDS[name]
     except KeyError:
         raise LookupError(UNKNOWN_KIND_MESSAGE.format(kind=name)) from None
+
+
+def _any() -> Kind:
+    meanings: dict[str, set[str]] = {}
+    for entry in _KINDS.values():
+        for code, text in entry.words.items():
+            meanings.setdefault(code, set()).add(text)
+    return Kind(words={code: texts.pop() for code, texts in meanings.items() if len(texts) == 1})
 
 
 def words_for(code: object, kind_name: str = "") -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from aimon_admin.core import words
+
 
 class ChannelKind(models.TextChoices):
     EMAIL = "EMAIL", "Email"
@@ -44,3 +46,8 @@ class AttemptOutcome(models.TextChoices):
     SENT = "SENT", "Sent"
     FAILED = "FAILED", "Failed"
     REFUSED = "REFUSED", "Refused before sending"
+
+
+# Plain words for the codes above on pages (core.words; `{% words code "kind" %}`).
+words.register("channel", ChannelKind)
+words.register("delivery", DeliveryStatus)

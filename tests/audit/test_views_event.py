@@ -46,7 +46,15 @@ def test_a_settings_change_shows_each_changed_field_before_and_after(
     event = AuditEvent.objects.get(action=AuditAction.RUNTIME_SETTINGS_CHANGED)
     page = logged_in(auditor).get(reverse("audit:event", args=[event.seq])).content.decode()
     compare = page[page.index('<table class="audit-compare">') : page.index("</table>")]
-    assert ROW.format(key="ceiling", before="MUTATING", after="READ_ONLY") in compare
+    # Recorded codes read as words, each code on hover (issue 17).
+    assert (
+        ROW.format(
+            key="ceiling",
+            before='<span title="MUTATING">Writes</span>',
+            after='<span title="READ_ONLY">Read-only</span>',
+        )
+        in compare
+    )
     assert ROW.format(key="owner", before="—", after="olivia") in compare
     assert "exempt_at_or_below" not in compare  # only what changed
     assert f"<dt>Through</dt><dd>{event.get_channel_display()}</dd>" in page

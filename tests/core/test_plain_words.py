@@ -39,6 +39,7 @@ from django.urls import reverse
 
 from aimon_admin.approvals import services
 from aimon_admin.approvals.choices import RequestKind
+from aimon_admin.audit.models import AuditEvent
 from aimon_admin.registry.choices import AnnotationTrust, McpTransport, ReviewFinding
 from aimon_admin.registry.models import Tool
 from aimon_admin.registry.services import (
@@ -253,6 +254,11 @@ def fuller(world: World, settings: Any, tmp_path: Path) -> list[tuple[str, str, 
         owner=None,
         description="",
     )
+    # Every audit event's page: what it recorded, in words where a value is a code.
+    events = [
+        (f"audit event #{seq}", reverse("audit:event", args=[seq]), "auditor")
+        for seq in AuditEvent.objects.order_by("seq").values_list("seq", flat=True)
+    ]
     simulator = reverse("registry:simulator")
     worklist = reverse("registry:worklist")
     audit_log = reverse("audit:log")
@@ -274,6 +280,7 @@ def fuller(world: World, settings: Any, tmp_path: Path) -> list[tuple[str, str, 
         ("help: operations", reverse("core:help-page", args=["operations"]), "operator"),
         ("error 404", "/no-such-page/", "alice"),
         ("error 403", reverse("runtimes:list"), "alice"),
+        *events,
     ]
 
 

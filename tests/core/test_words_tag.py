@@ -82,7 +82,17 @@ def test_a_code_with_two_meanings_in_one_kind_is_refused() -> None:
 def test_codes_in_stored_prose_read_as_words() -> None:
     assert words.in_words("undeclared: default MUTATING", "level") == "undeclared: default writes"
     assert (
-        words.in_words("destructiveHint true, but read-only implies non-destructive → NON_DESTRUCTIVE", "level")
+        words.in_words(
+            "destructiveHint true, but read-only implies non-destructive → NON_DESTRUCTIVE", "level"
+        )
         == "destructiveHint true, but read-only implies non-destructive → not destructive"
     )
     assert words.in_words("MUTATING_X and XMUTATING stay", "level") == "MUTATING_X and XMUTATING stay"
+
+
+def test_a_recorded_value_reads_as_words_where_it_is_a_code_with_one_meaning() -> None:
+    # An audit event's details: a value may be a code of any kind, or no code at all.
+    assert render('{% words v "any" %}', v="MUTATING") == '<span title="MUTATING">Writes</span>'
+    assert render('{% words v "any" %}', v="agent-one") == "agent-one"
+    assert render('{% words v "any" %}', v="<b>") == "&lt;b&gt;"
+    assert words.words_for("SESSION", words.ANY) == "This session"

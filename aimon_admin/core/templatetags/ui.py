@@ -84,6 +84,8 @@ def words(value: Any, kind: str = "", plain: bool = False, code: bool = False, d
         return default
     raw = str(value.value) if isinstance(value, models.Choices) else str(value)
     text = words_registry.words_for(value, kind)
+    if kind == words_registry.ANY and text == raw:
+        return raw  # not a code: the value as it is
     entry = words_registry.kind(kind) if kind else None
     if entry is not None and entry.badge and not plain:
         html = format_html(
