@@ -79,8 +79,8 @@ class Channel(models.Model):
         constraints = [
             _in("kind", ChannelKind, "channel_kind_valid", "channel kind"),
             models.CheckConstraint(
-                condition=(Q(kind=ChannelKind.WEBHOOK, owner__isnull=True) & ~Q(secret=""))
-                | (~Q(kind=ChannelKind.WEBHOOK) & Q(owner__isnull=False, secret="")),
+                condition=(Q(kind=ChannelKind.WEBHOOK, owner__isnull=True) & ~Q(secret=""))  # nosec B106
+                | (~Q(kind=ChannelKind.WEBHOOK) & Q(owner__isnull=False, secret="")),  # nosec B106
                 name="channel_webhook_is_organisation_wide",
                 violation_error_message=(
                     "A signed webhook belongs to the organisation and has a secret; an email or "

@@ -23,7 +23,7 @@ from aimon_admin.notifications.models import Channel, Delivery
 ANSWER_PERMISSION = "approvals.answer_approvalrequest"
 WEBHOOK_PERMISSION = "notifications.change_channel"
 LOG_PERMISSION = "notifications.view_delivery"
-_NEW_SECRET_KEY = "notifications:new-secret"  # noqa: S105 - a session key, not a secret
+_NEW_SECRET_KEY = "notifications:new-secret"  # noqa: S105 - a session key, not a secret # nosec B105
 
 REMOVE_EFFECT = (
     "Nothing more is sent there, and what waits to be sent is not. Its deliveries stay in the log."
@@ -38,7 +38,7 @@ PREFERENCES_SAVED = "Saved."
 TEST_SENT = "The test message was sent."
 TEST_QUEUED = "The test message is on its way; the delivery log shows how it went."
 TEST_FAILED = "The test message did not arrive: {why}"
-SECRET_ALREADY_SHOWN = "This secret was shown once already; rotate it to get a new one."  # noqa: S105
+SECRET_ALREADY_SHOWN = "This secret was shown once already; rotate it to get a new one."  # noqa: S105 # nosec B105
 
 
 def _actor(request: HttpRequest) -> Actor:

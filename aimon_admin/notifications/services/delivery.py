@@ -277,10 +277,10 @@ def _send_rows(token: uuid.UUID, rows: list[Delivery]) -> str:
     if channel.broken_at is not None and rows[0].event != NotificationEvent.TEST:
         _finish(rows, DeliveryStatus.SKIPPED, CHANNEL_BROKEN)
         return DeliveryStatus.SKIPPED
-    requests = selectors.requests_for_messages([str(r.request_id) for r in rows if r.request_id])
+    by_id = selectors.requests_for_messages([str(r.request_id) for r in rows if r.request_id])
     live = []
     for row in rows:
-        request = requests.get(str(row.request_id)) if row.request_id else None
+        request = by_id.get(str(row.request_id)) if row.request_id else None
         # A person is asked to answer only what is still open; a webhook gets every event.
         if (
             row.event == NotificationEvent.REQUESTED
@@ -292,7 +292,7 @@ def _send_rows(token: uuid.UUID, rows: list[Delivery]) -> str:
         live.append(row)
     if not live:
         return DeliveryStatus.SKIPPED
-    ordered = [requests[str(r.request_id)] for r in live if r.request_id]
+    ordered = [by_id[str(r.request_id)] for r in live if r.request_id]
     tried = _try(channel, _outgoing(live[0], channel, ordered, now))
     return _record(token, live, tried)
 
