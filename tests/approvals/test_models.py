@@ -383,7 +383,12 @@ CASES: list[tuple[str, type[models.Model], Builder, Builder]] = [
         lambda w: w.tool_rule(action="MAYBE"),
         lambda w: w.tool_rule(action="DENY"),
     ),
-    ("tool_rule_tool_name_valid", ToolRule, lambda w: w.tool_rule(tool=""), lambda w: w.tool_rule(pattern="")),
+    (
+        "tool_rule_tool_name_valid",
+        ToolRule,
+        lambda w: w.tool_rule(tool=""),
+        lambda w: w.tool_rule(pattern=""),
+    ),
     (
         "tool_rule_pre_approval_is_runtime_allow",
         ToolRule,

@@ -207,7 +207,8 @@ EXPECTED: dict[str, Expect] = {
     "registry:server-sync-run": only_get(readers()),
     # An unreadable or stale confirmation: back to the page, as the list is now.
     "registry:server-trust": Expect(get=operators(OK), post=operators(MOVED)),
-    "registry:server-retire": Expect(get=operators(OK), post=operators(MOVED)),  # a confirmation, then the POST
+    # A confirmation, then the POST.
+    "registry:server-retire": Expect(get=operators(OK), post=operators(MOVED)),
     "registry:tool-list": only_get(readers()),
     "registry:tool-detail": only_get(readers()),
     "registry:tool-accept": Expect(get=operators(OK), post=operators(MOVED)),
