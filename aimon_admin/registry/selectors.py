@@ -91,10 +91,11 @@ class ToolGateAnswer:
 
 # `tool_axes` as plain SQL. The sources are literals, not parameters, so SQLite can use the
 # partial unique indexes (runtime, name) and (server, name) that cover one source each.
-_LOCAL_AXES_SQL = (
+_LOCAL_AXES_SQL_FOR = (
     "SELECT side_effect_level, destructive_behavior, idempotency_behavior FROM registry_tool"
-    " WHERE source = 'LOCAL' AND runtime_id = %s AND name = %s AND present = %s"
+    " WHERE source = 'LOCAL' AND runtime_id = {runtime} AND name = %s AND present = %s"
 )
+_LOCAL_AXES_SQL = _LOCAL_AXES_SQL_FOR.format(runtime="%s")
 _MCP_AXES_SQL = (
     "SELECT t.side_effect_level, t.destructive_behavior, t.idempotency_behavior FROM registry_tool t"
     " INNER JOIN registry_mcpserver s ON s.id = t.server_id"
@@ -164,8 +165,14 @@ class ToolFactsQuery:
     subject_params: tuple[object, ...]
 
 
-def tool_facts_query(*, runtime_pk: int, name: str, server: str | None) -> ToolFactsQuery:
-    if server is None:
+def tool_facts_query(
+    *, runtime_pk: int | None, name: str, server: str | None, runtime_sql: str = ""
+) -> ToolFactsQuery:
+    """`runtime_sql`: an SQL expression for the runtime in place of `runtime_pk` (a caller
+    whose statement looks the runtime up itself; no input in it)."""
+    if server is None and runtime_sql:
+        axes_sql, axes_params = _LOCAL_AXES_SQL_FOR.format(runtime=runtime_sql), (name, True)
+    elif server is None:
         axes_sql, axes_params = _LOCAL_AXES_SQL, (runtime_pk, name, True)
     else:
         axes_sql, axes_params = _MCP_AXES_SQL, (server, True, name, True)

@@ -359,6 +359,14 @@ def _call_approved(w: World) -> None:
     w.prepared = request.pk
 
 
+def _call_approved_and_token(w: World) -> None:
+    """An Allow this call's request id, and a token's plaintext to present it with."""
+    _call_approved(w)
+    approval_id = w.prepared
+    _fresh_token(w)
+    w.prepared = (w.prepared, approval_id)
+
+
 def _relay_finding(w: World) -> None:
     """An open relay finding: a runtime relayed a known tool with another description (T15)."""
     result = registry.mcp_tools_relay(
@@ -963,6 +971,27 @@ CASES: dict[str, list[Case]] = {
             ),
             expect=(AuditAction.TOOL_CALL_APPROVAL_USED,),
             actor=_rt,
+            channel=Channel.API,
+        )
+    ],
+    "aimon_admin.approvals.services.tool_decisions.tool_call_decide_for_token": [
+        Case(
+            prepare=_call_approved_and_token,
+            run=lambda w: approvals.tool_call_decide_for_token(
+                raw_token=w.prepared[0],
+                tool="Bash",
+                session_id="s-1",
+                arguments={"command": "make deploy"},
+                approval_id=w.prepared[1],
+            ),
+            expect=(AuditAction.TOOL_CALL_APPROVAL_USED,),
+            actor=_rt,
+            bookkeeping={
+                "runtimes_runtimetoken": (
+                    "last_used_at, written as every authentication writes it (at most once a "
+                    "minute), before the decision"
+                )
+            },
             channel=Channel.API,
         )
     ],

@@ -727,7 +727,7 @@ def test_a_decision_body_with_a_charset_is_read_too(api: APIClient) -> None:
     assert response.json()["registered"] is False
 
 
-def test_a_decision_costs_one_query_beyond_the_token_lookup(api: APIClient) -> None:
+def test_a_decision_costs_one_query_the_token_lookup_in_it(api: APIClient) -> None:
     put_tools(api, [BASH])  # also refreshes the token's last use, a write at most once a minute
     sync(make_server("git"), [{"name": "git_status", "annotations": {"readOnlyHint": True}}])
     bodies = (
@@ -738,11 +738,11 @@ def test_a_decision_costs_one_query_beyond_the_token_lookup(api: APIClient) -> N
     decide(api, **bodies[0])  # a session is created when first seen (S12): a write, once
 
     for body in bodies:
-        # One statement reads the axes, the subject argument, the sessions, the grants and
-        # the rule set's version (DESIGN part U).
+        # One statement reads the token, the tool's axes and subject argument, the sessions,
+        # the grants and the rule set's version (DESIGN part U), as the skill decision does.
         with CaptureQueriesContext(connection) as queries:
             assert decide(api, **body).status_code == 200
-        assert len(queries) == 2, [q["sql"] for q in queries]
+        assert len(queries) == 1, [q["sql"] for q in queries]
 
 
 def test_the_lean_lookup_finds_exactly_the_tools_the_orm_lookup_finds(

@@ -33,6 +33,7 @@ from aimon_admin.approvals.api.views import (
     _AUTHENTICATION,
     _ERRORS,
     Conflict,
+    _bearer_token,
     _cancel,
     _detail,
     _opened,
@@ -40,6 +41,7 @@ from aimon_admin.approvals.api.views import (
 )
 from aimon_admin.approvals.choices import RequestKind
 from aimon_admin.core.api import error_response, validate_flat, validate_value
+from aimon_admin.runtimes.authentication import token_refused
 
 # --- POST /api/v1/tool-decisions ---------------------------------------------------------------
 
@@ -63,36 +65,80 @@ def tool_decision_body(decided: services.ToolCallDecision) -> dict[str, Any]:
     return body
 
 
-@extend_schema(
-    summary="May this runtime run this tool now?",
-    description=(
-        "The tool chain, first match wins: the ceiling (DENY) → operator DENY rules → this "
-        "call's approval (`approval_id`) → turn → session → invoking session → agent grants "
-        "→ operator ALLOW / ASK rules → the gate → ASK. `source` names the layer that "
-        "answered; `rule` the rule, when one did. Attended means `session_id` or "
-        "`invoking_session_id` is given; unattended, nobody can be asked, so ASK becomes DENY "
-        "unless one of this runtime's pre-approvals answers it (PRE_APPROVED). Rules and "
-        "grants narrowed to a subject pattern match the value of the tool's subject argument in "
-        "`arguments`. A tool that is not registered (for this runtime, or on an enabled "
-        "server) counts as MUTATING + DESTRUCTIVE. `idempotency_behavior` is retry advice"
-        "; a `replay` of a NON_IDEMPOTENT tool asks again. A session is created when "
-        "first seen and its principal then fixed (409 for another); an "
-        "`invoking_session_id` this runtime never used is a 400 on that field."
-    ),
-    request=ToolDecisionIn,
-    responses={200: ToolDecisionOut, **{k: _ERRORS[k] for k in (400, 401, 409)}},
-)
-@api_view(["POST"])
-def tool_decisions(request: Request) -> Response:
-    # Hot: no serializer instance, a plain dict.
-    data = tool_decision_input(request.data)
+def _decide(data: dict[str, Any], decide: Any, **who: Any) -> Any:
     try:
-        decided = services.tool_call_decide(runtime=request.user.runtime, **data)
+        return decide(**who, **data)
     except services.PrincipalConflictError as exc:
         raise Conflict(str(exc)) from exc
     except services.UnknownInvokingSessionError as exc:
         raise _unknown_invoking(exc) from exc
-    return Response(tool_decision_body(decided))
+
+
+class ToolDecisionsView(APIView):
+    """`POST /api/v1/tool-decisions`, with lazy authentication, as the skill decision's view:
+    with a Bearer token and a body that parses and validates, the token is looked up in the
+    decision's own read (one round trip in the common case); anything else is authenticated
+    first, by the same authentication class and permission as every view, and then answered:
+    an unauthenticated caller never learns what was wrong with a body."""
+
+    fused_read = True  # False: the token looked up first, then the decision (tests compare them)
+
+    def perform_authentication(self, request: Request) -> None:
+        if request.method != "POST" or not self.fused_read:
+            super().perform_authentication(request)
+
+    def check_permissions(self, request: Request) -> None:
+        # POST checks them itself, after the fused read (see `post`).
+        if request.method != "POST" or not self.fused_read:
+            super().check_permissions(request)
+
+    @extend_schema(
+        summary="May this runtime run this tool now?",
+        description=(
+            "The tool chain, first match wins: the ceiling (DENY) → operator DENY rules → this "
+            "call's approval (`approval_id`) → turn → session → invoking session → agent grants "
+            "→ operator ALLOW / ASK rules → the gate → ASK. `source` names the layer that "
+            "answered; `rule` the rule, when one did. Attended means `session_id` or "
+            "`invoking_session_id` is given; unattended, nobody can be asked, so ASK becomes DENY "
+            "unless one of this runtime's pre-approvals answers it (PRE_APPROVED). Rules and "
+            "grants narrowed to a subject pattern match the value of the tool's subject argument in "
+            "`arguments`. A tool that is not registered (for this runtime, or on an enabled "
+            "server) counts as MUTATING + DESTRUCTIVE. `idempotency_behavior` is retry advice"
+            "; a `replay` of a NON_IDEMPOTENT tool asks again. A session is created when "
+            "first seen and its principal then fixed (409 for another); an "
+            "`invoking_session_id` this runtime never used is a 400 on that field."
+        ),
+        request=ToolDecisionIn,
+        responses={200: ToolDecisionOut, **{k: _ERRORS[k] for k in (400, 401, 409)}},
+    )
+    def post(self, request: Request) -> Response:
+        unparsed: Exception | None = None
+        raw_token = _bearer_token(request) if self.fused_read else None
+        if raw_token is not None:
+            try:
+                body = request.data
+            except Exception as exc:  # answered after authentication, as on every view
+                unparsed = exc
+            else:
+                try:
+                    data = tool_decision_input(body)
+                except Exception:  # answered by the usual path, after authentication
+                    data = None
+                if data is not None:
+                    decided = _decide(data, services.tool_call_decide_for_token, raw_token=raw_token)
+                    if decided is None:
+                        raise token_refused(raw_token)
+                    return Response(tool_decision_body(decided[1]))
+        super().check_permissions(request)  # authenticates (once): the usual 401s
+        if unparsed is not None:
+            raise unparsed
+        data = tool_decision_input(request.data)
+        return Response(
+            tool_decision_body(_decide(data, services.tool_call_decide, runtime=request.user.runtime))
+        )
+
+
+tool_decisions = ToolDecisionsView.as_view()
 
 
 # --- POST /api/v1/tool-approval-requests, POST …/{id}/cancel -----------------------------------

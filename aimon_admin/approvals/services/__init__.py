@@ -78,6 +78,7 @@ from aimon_admin.approvals.services.tool_decisions import (
     ToolCallDecision,
     call_approval_use,
     tool_call_decide,
+    tool_call_decide_for_token,
     tool_call_evaluate,
 )
 
@@ -130,6 +131,7 @@ __all__ = [
     "session_touch",
     "skills_decide",
     "tool_call_decide",
+    "tool_call_decide_for_token",
     "tool_call_evaluate",
     "user_may_answer",
     "user_may_grant_agent",

@@ -32,6 +32,7 @@ from aimon_admin.approvals.choices import (
 )
 from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, RuleSetVersion, Session
 from aimon_admin.approvals.services.decisions import (
+    _TOKEN_RUNTIME,
     _layer,
     _session_first_seen,
     _SessionSeen,
@@ -46,7 +47,9 @@ from aimon_admin.core.actors import Actor
 from aimon_admin.registry import policy as registry_policy
 from aimon_admin.registry import selectors as registry_selectors
 from aimon_admin.registry.choices import GateReason, IdempotencyBehavior
-from aimon_admin.runtimes.models import AgentRuntime
+from aimon_admin.runtimes.models import AgentRuntime, RuntimeToken
+from aimon_admin.runtimes.selectors import TOKEN_COLUMNS, token_from_row, token_select
+from aimon_admin.runtimes.tokens import token_hash, token_looks_valid
 
 APPROVAL_NOT_USED_NOTE = (
     "approval_id approves no call like this one (another runtime, session, tool or arguments, "
@@ -117,7 +120,84 @@ def tool_call_decide(
     """
     server = server or ""
     ids = [sid for sid in dict.fromkeys((session_id, invoking_session_id)) if sid]
-    facts, seen = _read(runtime, tool, server, ids)
+    _, facts, seen = _read(tool, server, ids, runtime=runtime)
+    return _decide(
+        runtime,
+        facts,
+        seen,
+        tool=tool,
+        server=server,
+        session_id=session_id,
+        invoking_session_id=invoking_session_id,
+        turn_id=turn_id,
+        principal=principal,
+        arguments=arguments,
+        replay=replay,
+        approval_id=approval_id,
+    )
+
+
+def tool_call_decide_for_token(
+    *,
+    raw_token: str,
+    tool: str,
+    server: str | None = None,
+    session_id: str | None = None,
+    invoking_session_id: str | None = None,
+    turn_id: str | None = None,
+    principal: str | None = None,
+    arguments: Mapping[str, Any] | None = None,
+    replay: bool = False,
+    approval_id: uuid.UUID | None = None,
+) -> tuple[RuntimeToken, ToolCallDecision] | None:
+    """`tool_call_decide` for the runtime `raw_token` authenticates, with the token looked up
+    in the decision's own read (the endpoint's hot path, as the skill decision's): the same
+    path, the token's columns added to the same statement. None when `raw_token` is not the
+    active token of an active runtime, exactly as `runtimes.selectors.token_authenticate`
+    decides (the caller answers 401); else the token (its `last_used_at` kept as every
+    authentication keeps it) and the decision."""
+    if not token_looks_valid(raw_token):
+        return None
+    server = server or ""
+    ids = [sid for sid in dict.fromkeys((session_id, invoking_session_id)) if sid]
+    token_row, facts, seen = _read(tool, server, ids, token_digest=token_hash(raw_token))
+    if token_row is None:
+        return None
+    token = token_from_row(token_row)
+    decided = _decide(
+        token.runtime,
+        facts,
+        seen,
+        tool=tool,
+        server=server,
+        session_id=session_id,
+        invoking_session_id=invoking_session_id,
+        turn_id=turn_id,
+        principal=principal,
+        arguments=arguments,
+        replay=replay,
+        approval_id=approval_id,
+    )
+    return token, decided
+
+
+def _decide(
+    runtime: AgentRuntime,
+    facts: _Facts,
+    seen: dict[str, _SessionSeen],
+    *,
+    tool: str,
+    server: str,
+    session_id: str | None,
+    invoking_session_id: str | None,
+    turn_id: str | None,
+    principal: str | None,
+    arguments: Mapping[str, Any] | None,
+    replay: bool,
+    approval_id: uuid.UUID | None,
+) -> ToolCallDecision:
+    """The decision from what `_read` found: the sessions as a skill decision finds them,
+    then the chain."""
     if invoking_session_id and invoking_session_id not in seen and invoking_session_id != session_id:
         raise _unknown_invoking(invoking_session_id)
     invoking = seen.get(invoking_session_id) if invoking_session_id else None
@@ -265,77 +345,111 @@ _GrantRow = tuple[int, int | None, str, str, str, str]
 
 
 @functools.cache
-def _read_sql(n_ids: int, axes_sql: str, subject_sql: str) -> str:
+def _read_sql(n_ids: int, axes_sql: str, subject_sql: str, *, fused: bool) -> str:
     """One statement for one call: rows tagged A (the tool's axes), U (its subject argument),
     S (the named sessions), G (the tool's grants in force: agent-wide, and those of the named
     sessions not idle past their TTL) and V (the rule set's version). Every row has the same
     columns: the tag, two numbers and four texts (typed NULLs where a row has none, so
     PostgreSQL can match the branches). Only the shape is in the text; values are parameters.
     Plain SQL, prepared on PostgreSQL, as the skill decision's read is (decisions.py): it runs
-    on every tool call."""
+    on every tool call. Fused, the token lookup leads it (a CTE, and a row tagged T with the
+    token's and its runtime's columns), the runtime is the token's, and every row carries the
+    token's columns (NULL but on T) between its tag and its own six.
+    """
     session_table = Session._meta.db_table
+    runtime = _TOKEN_RUNTIME if fused else "%s"
+    pad = "NULL, " * TOKEN_COLUMNS if fused else ""
     grant_table = Grant._meta.db_table
     version_table = RuleSetVersion._meta.db_table
     ids = ", ".join(["%s"] * n_ids)
-    parts = [
-        f"SELECT 'A', {_INT}, {_INT}, a.side_effect_level, a.destructive_behavior, "  # noqa: S608 - no input in the text # nosec B608
+    parts = []
+    prefix = ""
+    if fused:
+        columns, source = token_select()
+        names = ", ".join(f"c{n}" for n in range(TOKEN_COLUMNS))
+        prefix = f"WITH tok({names}) AS (SELECT {columns} {source}) "
+        parts.append(f"SELECT 'T', {names}, {_INT}, {_INT}, {_TEXT}, {_TEXT}, {_TEXT}, {_TEXT} FROM tok")  # noqa: S608 - no input in the text # nosec B608
+    parts += [
+        f"SELECT 'A', {pad}{_INT}, {_INT}, a.side_effect_level, a.destructive_behavior, "  # noqa: S608 - no input in the text # nosec B608
         f"a.idempotency_behavior, {_TEXT} FROM ({axes_sql}) a",
-        f"SELECT 'U', {_INT}, {_INT}, u.argument, {_TEXT}, {_TEXT}, {_TEXT} FROM ({subject_sql}) u",  # noqa: S608 - no input in the text # nosec B608
+        f"SELECT 'U', {pad}{_INT}, {_INT}, u.argument, {_TEXT}, {_TEXT}, {_TEXT} FROM ({subject_sql}) u",  # noqa: S608 - no input in the text # nosec B608
     ]
     holders = ""
     if n_ids:
         parts.append(
-            f"SELECT 'S', id, CASE WHEN last_seen_at >= %s THEN 1 ELSE 0 END, session_id, principal, "  # noqa: S608 - no input in the text # nosec B608
-            f"{_TEXT}, {_TEXT} FROM {session_table} WHERE runtime_id = %s AND session_id IN ({ids})"
+            f"SELECT 'S', {pad}id, CASE WHEN last_seen_at >= %s THEN 1 ELSE 0 END, session_id, principal, "  # noqa: S608 - no input in the text # nosec B608
+            f"{_TEXT}, {_TEXT} FROM {session_table} WHERE runtime_id = {runtime} AND session_id IN ({ids})"
         )
         holders = (
-            f" OR session_id IN (SELECT id FROM {session_table} WHERE runtime_id = %s "  # noqa: S608 - no input in the text # nosec B608
+            f" OR session_id IN (SELECT id FROM {session_table} WHERE runtime_id = {runtime} "  # noqa: S608 - no input in the text # nosec B608
             f"AND session_id IN ({ids}) AND last_seen_at >= %s)"
         )
     parts.append(
-        f"SELECT 'G', id, session_id, scope, turn_id, decision, pattern FROM {grant_table} "  # noqa: S608 - no input in the text # nosec B608
-        f"WHERE runtime_id = %s AND revoked_at IS NULL AND kind = '{GrantKind.TOOL.value}' "
+        f"SELECT 'G', {pad}id, session_id, scope, turn_id, decision, pattern FROM {grant_table} "  # noqa: S608 - no input in the text # nosec B608
+        f"WHERE runtime_id = {runtime} AND revoked_at IS NULL AND kind = '{GrantKind.TOOL.value}' "
         "AND server = %s AND skill = %s AND (expires_at IS NULL OR expires_at > %s) "
         f"AND (scope = '{GrantScope.AGENT.value}'{holders})"
     )
     parts.append(
-        f"SELECT 'V', version, {_INT}, {_TEXT}, {_TEXT}, {_TEXT}, {_TEXT} FROM {version_table} WHERE id = 1"  # noqa: S608 - no input in the text # nosec B608
+        f"SELECT 'V', {pad}version, {_INT}, {_TEXT}, {_TEXT}, {_TEXT}, {_TEXT} "  # noqa: S608 - no input in the text # nosec B608
+        f"FROM {version_table} WHERE id = 1"
     )
-    return " UNION ALL ".join(parts)
+    return prefix + " UNION ALL ".join(parts)
 
 
 def _read(
-    runtime: AgentRuntime, tool: str, server: str, ids: list[str]
-) -> tuple[_Facts, dict[str, _SessionSeen]]:
-    """Everything one call's decision reads, in one round trip: the facts (its grants not
-    yet put in layers: all under ""), and the named sessions as found."""
-    query = registry_selectors.tool_facts_query(runtime_pk=runtime.pk, name=tool, server=server or None)
+    tool: str,
+    server: str,
+    ids: list[str],
+    *,
+    runtime: AgentRuntime | None = None,
+    token_digest: str | None = None,
+) -> tuple[tuple[object, ...] | None, _Facts, dict[str, _SessionSeen]]:
+    """Everything one call's decision reads, in one round trip: for `runtime`, or fused
+    behind the token whose hash is `token_digest`. The token's columns (None: no such token,
+    or not fused), the facts (its grants not yet put in layers: all under ""), and the named
+    sessions as found."""
+    fused = token_digest is not None
+    runtime_pk = None if runtime is None else runtime.pk
+    query = registry_selectors.tool_facts_query(
+        runtime_pk=runtime_pk, name=tool, server=server or None, runtime_sql=_TOKEN_RUNTIME if fused else ""
+    )
     now = timezone.now()
     adapt = connection.ops.adapt_datetimefield_value
-    params: list[object] = [*query.axes_params, *query.subject_params]
+    on_runtime = [] if fused else [runtime_pk]
+    params: list[object] = [token_digest] if fused else []
+    params += [*query.axes_params, *query.subject_params]
     if ids:
-        params += [adapt(now - SEEN_RESOLUTION), runtime.pk, *ids]
-    params += [runtime.pk, server, tool, adapt(now)]
+        params += [adapt(now - SEEN_RESOLUTION), *on_runtime, *ids]
+    params += [*on_runtime, server, tool, adapt(now)]
     if ids:
-        params += [runtime.pk, *ids, adapt(now - session_idle_ttl())]
-    rows = rawsql.fetchall_prepared(_read_sql(len(ids), query.axes_sql, query.subject_sql), params)
+        params += [*on_runtime, *ids, adapt(now - session_idle_ttl())]
+    rows = rawsql.fetchall_prepared(
+        _read_sql(len(ids), query.axes_sql, query.subject_sql, fused=fused), params
+    )
+    end = 1 + (TOKEN_COLUMNS if fused else 0)
+    token_row = None
     axes = None
     argument = ""
     version = 0
     seen: dict[str, _SessionSeen] = {}
     grants: list[_GrantRow] = []
-    for tag, n1, n2, t1, t2, t3, t4 in rows:
+    for row in rows:
+        tag = row[0]
+        n1, n2, t1, t2, t3, t4 = row[end:]
         if tag == "A":
-            axes = registry_selectors.tool_axes_of((t1, t2, t3))
+            axes = registry_selectors.tool_axes_of((t1, t2, t3))  # type: ignore[arg-type]
         elif tag == "U":
-            argument = t1
+            argument = t1  # type: ignore[assignment]
         elif tag == "S":
-            seen[t1] = _SessionSeen(pk=n1, session_id=t1, principal=t2, fresh=bool(n2))
+            seen[t1] = _SessionSeen(pk=n1, session_id=t1, principal=t2, fresh=bool(n2))  # type: ignore[arg-type,index]
         elif tag == "G":
-            grants.append((n1, n2, t1, t2, t3, t4))
+            grants.append((n1, n2, t1, t2, t3, t4))  # type: ignore[arg-type]
+        elif tag == "V":
+            version = n1  # type: ignore[assignment]
         else:
-            version = n1
-    return _Facts(axes, argument, version, {"": grants}), seen  # type: ignore[dict-item]
+            token_row = row[1:end]
+    return token_row, _Facts(axes, argument, version, {"": grants}), seen  # type: ignore[dict-item]
 
 
 def _layered(
