@@ -9,11 +9,11 @@ section, with what waits for review and what fails.
 - Runtimes whose write tools would fail on unattended paths: the worklist's forecast (seed
   §8.1, U5) for every enabled runtime. It depends on every present tool's axes, so it is the
   one figure that reads the whole tool table: not tool by tool as the worklist does, but as
-  counts per runtime and combination of axes (one GROUP BY query for all runtimes, a dozen
-  rows per runtime at most), then the gate's rule per combination, then the operator's rules
-  (one query for every runtime) for the few tools they name. And it is kept in the cache
-  for FORECAST_SECONDS, so a busy home does not ask again on every load (a change shows
-  within that time).
+  counts per owner and combination of axes (one GROUP BY query for all runtimes, read from
+  the small index `tool_present_owner_axes` alone, a dozen rows per owner at most), then the
+  gate's rule per combination, then the operator's rules (one query for every runtime) for
+  the few tools they name. And it is kept in the cache for FORECAST_SECONDS, so a busy home
+  does not ask again on every load (a change shows within that time).
 
 With no runtime at all the section says to create one first.
 """
@@ -169,25 +169,28 @@ def _answered_whole(runtimes: list[AgentRuntime], failing: dict[int, set[Axes]])
 
 def unattended_forecast() -> list[tuple[str, int]]:
     """(runtime name, write tools that would fail on its unattended paths) for every enabled
-    runtime with any, as the worklist counts them, most first. Three queries whatever the
-    number of runtimes and tools (four when rules answer some tools whole)."""
+    runtime with any, as the worklist counts them, most first. Four queries whatever the
+    number of runtimes and tools (five when rules answer some tools whole)."""
     runtimes = list(AgentRuntime.objects.filter(is_active=True).order_by("name"))
     if not runtimes:
         return []
+    active = {runtime.pk for runtime in runtimes}
+    enabled = set(McpServer.objects.filter(enabled=True).values_list("pk", flat=True))
     shared: Counter[Axes] = Counter()
     own: dict[int, Counter[Axes]] = defaultdict(Counter)
+    # Present tools by owner and axes, read from the index `tool_present_owner_axes` alone
+    # (no join: whose they are is decided here, a tool having a runtime or a server).
     counts = (
         Tool.objects.filter(present=True)
-        .filter(
-            Q(source=ToolSource.LOCAL, runtime__is_active=True)
-            | Q(source=ToolSource.MCP, server__enabled=True)
-        )
         .order_by()
-        .values_list("runtime_id", *_AXES_COLUMNS)
-        .annotate(count=Count("pk"))
+        .values_list("runtime_id", "server_id", *_AXES_COLUMNS)
+        .annotate(count=Count("*"))
     )
-    for runtime_id, *values, count in counts:
-        (shared if runtime_id is None else own[runtime_id])[tuple(values)] += count  # type: ignore[index]
+    for runtime_id, server_id, *values, count in counts:
+        if server_id is not None and server_id in enabled:
+            shared[tuple(values)] += count  # type: ignore[index]
+        elif runtime_id in active:
+            own[runtime_id][tuple(values)] += count  # type: ignore[index]
     totals: dict[int, int] = {}
     failing: dict[int, set[Axes]] = {}
     for runtime in runtimes:

@@ -271,6 +271,19 @@ class Tool(models.Model):
             models.Index(
                 fields=["name", "id"], condition=Q(awaiting_review=True), name="tool_awaiting_review"
             ),
+            # The home's unattended forecast counts present tools by owner and axes: this small
+            # index holds every column it reads, so the count never reads the wide rows.
+            models.Index(
+                fields=[
+                    "runtime",
+                    "server",
+                    "side_effect_level",
+                    "destructive_behavior",
+                    "idempotency_behavior",
+                ],
+                condition=Q(present=True),
+                name="tool_present_owner_axes",
+            ),
         ]
 
     def __str__(self) -> str:

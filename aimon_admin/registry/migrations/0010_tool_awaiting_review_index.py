@@ -14,7 +14,9 @@ class Migration(migrations.Migration):
         migrations.AddIndex(
             model_name="tool",
             index=models.Index(
-                condition=models.Q(("awaiting_review", True)), fields=["name", "id"], name="tool_awaiting_review"
+                condition=models.Q(("awaiting_review", True)),
+                fields=["name", "id"],
+                name="tool_awaiting_review",
             ),
         ),
     ]
