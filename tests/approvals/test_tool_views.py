@@ -171,7 +171,8 @@ def test_an_mcp_tool_shows_its_server_trust_and_claims(
     html = logged_in(operator).get(f"/approvals/requests/{request.pk}/").content.decode()
 
     assert "on MCP server <code>git</code>" in html
-    assert "IGNORE: its claims are shown" in html
+    # The trust in words, its code on hover (issue 17).
+    assert 'title="IGNORE">Ignore the server&#x27;s claims</span>: its claims are shown' in html
     assert escape('"destructiveHint": false') in html
     assert "writes · destructive · not idempotent" in html  # IGNORE: the claims decide nothing
 

@@ -241,6 +241,19 @@ def fuller(world: World, settings: Any, tmp_path: Path) -> list[tuple[str, str, 
         actor=TEST_ACTOR,
         complete=True,
     )
+    # A call of a trusted server's tool: its card says how far the server is trusted.
+    mcp_request, _ = services.request_create(
+        services.RequestInput(
+            runtime=runtime,
+            skills=[],
+            kind=RequestKind.TOOL,
+            tool="drop",
+            server="db",
+            arguments={"table": "users"},
+            session_id="s-alice",
+            principal="alice",
+        )
+    )
     # A reviewed tool, and a runtime whose ceiling hides every write.
     drop_table = Tool.objects.get(runtime=runtime, name="drop_table")
     tool_record_review(
@@ -267,6 +280,7 @@ def fuller(world: World, settings: Any, tmp_path: Path) -> list[tuple[str, str, 
         ("request (sessionless)", reverse("approvals:request", args=[sessionless.pk]), "alice"),
         ("request (tool call)", reverse("approvals:request", args=[tool_request.pk]), "alice"),
         ("request (tool call)", reverse("approvals:request", args=[tool_request.pk]), "operator"),
+        ("request (MCP tool call)", reverse("approvals:request", args=[mcp_request.pk]), "alice"),
         ("tool page (reviewed)", reverse("registry:tool-detail", args=[drop_table.pk]), "operator"),
         ("tool review (reviewed)", reverse("registry:tool-review", args=[drop_table.pk]), "operator"),
         ("server page (trusted)", reverse("registry:server-detail", args=["db"]), "operator"),
