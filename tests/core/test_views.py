@@ -35,6 +35,7 @@ OPERATOR_NAV = [
     "People",
     "Locked sign-ins",
     "Webhooks",
+    "Documentation",
     "API docs",
 ]
 AUDITOR_NAV = [
@@ -47,9 +48,10 @@ AUDITOR_NAV = [
     "Gate simulator",
     "Audit log",
     "Delivery log",
+    "Documentation",
     "API docs",
 ]
-APPROVER_NAV = ["Home", "Inbox", "Sessions", "My notifications", "API docs"]
+APPROVER_NAV = ["Home", "Inbox", "Sessions", "My notifications", "Documentation", "API docs"]
 
 
 @pytest.mark.parametrize(
