@@ -36,7 +36,6 @@ OPERATOR_NAV = [
     "Locked sign-ins",
     "Webhooks",
     "Documentation",
-    "API docs",
 ]
 AUDITOR_NAV = [
     "Home",
@@ -49,9 +48,8 @@ AUDITOR_NAV = [
     "Audit log",
     "Delivery log",
     "Documentation",
-    "API docs",
 ]
-APPROVER_NAV = ["Home", "Inbox", "Sessions", "My notifications", "Documentation", "API docs"]
+APPROVER_NAV = ["Home", "Inbox", "Sessions", "My notifications", "Documentation"]
 
 
 @pytest.mark.parametrize(
