@@ -85,9 +85,9 @@ class SyncTrouble:
     trouble: str  # sync.TROUBLE_FAILED or sync.TROUBLE_STUCK
 
 
-def syncs_in_trouble(*, now: datetime | None = None) -> tuple[list[SyncTrouble], bool]:
-    """Enabled servers whose latest sync failed or is stuck, by name, and whether there is
-    any server at all (two queries)."""
+def syncs_in_trouble(*, now: datetime | None = None) -> tuple[list[SyncTrouble], list[McpServer]]:
+    """Enabled servers whose latest sync failed or is stuck, by name, and every server (its
+    name and whether it is enabled; two queries)."""
     now = now or timezone.now()
     latest = McpSyncRun.objects.filter(server=OuterRef("pk")).order_by("-created_at", "-id")
     servers = list(
@@ -103,7 +103,7 @@ def syncs_in_trouble(*, now: datetime | None = None) -> tuple[list[SyncTrouble],
         trouble = run_trouble(run, now=now)
         if run is not None and trouble:
             found.append(SyncTrouble(server, run, trouble))
-    return found, bool(servers)
+    return found, servers
 
 
 # --- The unattended forecast ----------------------------------------------------------------
@@ -167,15 +167,22 @@ def _answered_whole(runtimes: list[AgentRuntime], failing: dict[int, set[Axes]])
     return answered
 
 
-def unattended_forecast() -> list[tuple[str, int]]:
+def unattended_forecast(
+    *, runtimes: list[AgentRuntime] | None = None, enabled_servers: set[int] | None = None
+) -> list[tuple[str, int]]:
     """(runtime name, write tools that would fail on its unattended paths) for every enabled
-    runtime with any, as the worklist counts them, most first. Four queries whatever the
-    number of runtimes and tools (five when rules answer some tools whole)."""
-    runtimes = list(AgentRuntime.objects.filter(is_active=True).order_by("name"))
+    runtime with any, as the worklist counts them, most first. Two queries whatever the
+    number of runtimes and tools (three when rules answer some tools whole), and two more
+    for the enabled runtimes and servers unless the caller has read them."""
+    if runtimes is None:
+        runtimes = list(AgentRuntime.objects.filter(is_active=True).order_by("name"))
+    runtimes = [runtime for runtime in runtimes if runtime.is_active]
     if not runtimes:
         return []
     active = {runtime.pk for runtime in runtimes}
-    enabled = set(McpServer.objects.filter(enabled=True).values_list("pk", flat=True))
+    if enabled_servers is None:
+        enabled_servers = set(McpServer.objects.filter(enabled=True).values_list("pk", flat=True))
+    enabled = enabled_servers
     shared: Counter[Axes] = Counter()
     own: dict[int, Counter[Axes]] = defaultdict(Counter)
     # Present tools by owner and axes, read from the index `tool_present_owner_axes` alone
@@ -212,11 +219,13 @@ def _forecast_key() -> str:
     return f"aimon:home:unattended-forecast:{connection.vendor}:{connection.settings_dict['NAME']}"
 
 
-def unattended_forecast_cached() -> list[tuple[str, int]]:
+def unattended_forecast_cached(
+    *, runtimes: list[AgentRuntime] | None = None, enabled_servers: set[int] | None = None
+) -> list[tuple[str, int]]:
     found = cache.get(_forecast_key())
     if isinstance(found, list):
         return found
-    found = unattended_forecast()
+    found = unattended_forecast(runtimes=runtimes, enabled_servers=enabled_servers)
     cache.set(_forecast_key(), found, timeout=FORECAST_SECONDS)
     return found
 
@@ -244,7 +253,10 @@ def _sync_line(found: SyncTrouble) -> Line:
 def registry_section(request: HttpRequest) -> Iterator[Section]:
     if not request.user.has_perm(PERMISSION):
         return
-    if not AgentRuntime.objects.exists():
+    runtimes = list(
+        AgentRuntime.objects.only("pk", "name", "ceiling", "exempt_at_or_below", "is_active").order_by("name")
+    )
+    if not runtimes:
         yield Section(
             key="registry",
             title=TITLE,
@@ -256,8 +268,10 @@ def registry_section(request: HttpRequest) -> Iterator[Section]:
     findings = (
         RelayFinding.objects.filter(status=RelayFindingStatus.OPEN).values("pk")[: FINDINGS_LIMIT + 1].count()
     )
-    troubles, any_server = syncs_in_trouble()
-    forecast = unattended_forecast_cached()
+    troubles, servers = syncs_in_trouble()
+    forecast = unattended_forecast_cached(
+        runtimes=runtimes, enabled_servers={server.pk for server in servers if server.enabled}
+    )
     lines = [_sync_line(found) for found in troubles[:LINES_SHOWN]]
     lines += [
         Line(counted(FORECAST_LINE, count, runtime=name), _worklist_url(name), note=FORECAST_NOTE)
@@ -282,5 +296,5 @@ def registry_section(request: HttpRequest) -> Iterator[Section]:
             Figure("forecast", len(forecast), FORECAST_LABEL, _worklist_url(), help=FORECAST_HELP),
         ),
         lines=tuple(lines),
-        links=() if any_server else (Step("", ADD_SERVER, reverse("registry:server-create")),),
+        links=() if servers else (Step("", ADD_SERVER, reverse("registry:server-create")),),
     )

@@ -45,11 +45,11 @@ from tests.conftest import TEST_ACTOR
 pytestmark = pytest.mark.django_db
 
 # The most queries each home may make, cold (nothing cached), with the data of `busy_world`:
-# a fixed number whatever the data (4, 7 and 18 today; the operator's includes the forecast's
-# four or five, for every runtime at once).
-HOME_QUERIES = {"approver": 5, "auditor": 7, "operator": 19}
+# a fixed number whatever the data (4, 7 and 16 today; the operator's includes the forecast's
+# two or three, for every runtime at once).
+HOME_QUERIES = {"approver": 5, "auditor": 7, "operator": 17}
 # The forecast's own queries, which a second home within FORECAST_SECONDS does not make.
-FORECAST_QUERIES = 4
+FORECAST_QUERIES = 2
 
 FIGURE = re.compile(
     r'<a class="home-figure[^"]*" href="(?P<url>[^"]+)" data-figure="(?P<key>[^"]+)" '
