@@ -113,7 +113,9 @@ def test_auditor_reads_runtimes_but_cannot_create_change_or_issue_tokens(
     page.get_by_role("link", name=runtime.name).click()
     expect(page).to_have_url(f"{live_server.url}/runtimes/{runtime.name}/")
     settings = page.locator("#runtime-settings")
-    expect(settings.locator("dl.facts")).to_contain_text(runtime.ceiling)
+    # The ceiling in words, its code on hover (issue 17).
+    expect(settings.locator("dl.facts")).to_contain_text(SideEffectLevel(runtime.ceiling).label)
+    expect(settings.locator(f'dl.facts [title="{runtime.ceiling}"]')).to_have_count(1)
     expect(settings.locator("form, select, input, textarea")).to_have_count(0)
     expect(page.get_by_role("button", name="Save settings")).to_have_count(0)
     expect(page.get_by_role("button", name="Issue token")).to_have_count(0)
