@@ -87,6 +87,12 @@ def requests_section(request: HttpRequest) -> Iterator[Section]:
     if not user.has_perm(ANSWER_PERMISSION):
         return
     counts = pending_counts(user=user)  # type: ignore[arg-type]
+    if not counts.all:
+        # Four zeros say less than one sentence: what happens, and where.
+        yield Section(
+            key="requests", title=REQUESTS_TITLE, first_step=Step(NOTHING_PENDING, OPEN_INBOX, inbox_url())
+        )
+        return
     yield Section(
         key="requests",
         title=REQUESTS_TITLE,
@@ -96,8 +102,7 @@ def requests_section(request: HttpRequest) -> Iterator[Section]:
             Figure("requests-skill", counts.skill, SKILL_LABEL, inbox_url(kind=RequestKind.SKILL)),
             Figure("requests-tool", counts.tool, TOOL_LABEL, inbox_url(kind=RequestKind.TOOL)),
         ),
-        help=REQUESTS_HELP if counts.all else "",
-        first_step=None if counts.all else Step(NOTHING_PENDING, OPEN_INBOX, inbox_url()),
+        help=REQUESTS_HELP,
     )
 
 

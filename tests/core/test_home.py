@@ -401,6 +401,7 @@ def test_empty_homes_say_what_to_do_first(make_user) -> None:  # type: ignore[no
     assert f'<a href="{reverse("runtimes:create")}">{registry_home.CREATE_RUNTIME}</a>' in html
     assert approvals_home.NOTHING_PENDING in html
     assert f'<a href="{reverse("approvals:inbox")}">{approvals_home.OPEN_INBOX}</a>' in html
+    assert not any(key.startswith("requests-") for key in figures(html))  # a sentence, not four zeros
     runtime_create(name="agent-one", actor=TEST_ACTOR)
     html = home(operator)
     assert registry_home.NO_RUNTIME not in html
