@@ -892,6 +892,9 @@ CASES: dict[str, list[Case]] = {
             channel=Channel.TASK,
         )
     ],
+    "aimon_admin.registry.sync.runs.run_trouble": [
+        Case(run=lambda w: runs.run_trouble(None, now=timezone.now()), reads=PURE)
+    ],
     "aimon_admin.registry.sync.runs.sync_runs_fail_stale": [
         Case(
             prepare=_stale_run,
@@ -1215,6 +1218,12 @@ CASES: dict[str, list[Case]] = {
         Case(
             run=lambda w: tool_rules.unattended_allow_rules(w.runtime),
             reads="which ALLOW rules answer a runtime's unattended calls, for the gate pages",
+        )
+    ],
+    "aimon_admin.approvals.tool_rules.unattended_allow_rules_many": [
+        Case(
+            run=lambda w: tool_rules.unattended_allow_rules_many([w.runtime]),
+            reads="the same for several runtimes at once, for the home's forecast",
         )
     ],
     "aimon_admin.approvals.config.config_read": [
