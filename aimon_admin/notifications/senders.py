@@ -352,4 +352,4 @@ def _scrub(text: str, url: str) -> str:
 
 
 def render_email_html(context: dict[str, object]) -> str:
-    return render_to_string("notifications/email.html", context)
+    return render_to_string("email/approval.html", context)

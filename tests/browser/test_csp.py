@@ -210,6 +210,10 @@ def test_templates_hold_nothing_the_policy_would_refuse() -> None:
         re.IGNORECASE,
     )
     for path in TEMPLATES.rglob("*.html"):
+        if path.relative_to(TEMPLATES).parts[0] == "email":
+            # Mail bodies are never served under the page policy, and mail readers
+            # drop <style> blocks: their styles have to be inline.
+            continue
         for number, line in enumerate(path.read_text().splitlines(), 1):
             if pattern.search(line):
                 found.append(f"{path.relative_to(TEMPLATES)}:{number}: {line.strip()}")
