@@ -57,8 +57,8 @@ from aimon_admin.accounts.models import User
 from aimon_admin.accounts.roles import Role
 from aimon_admin.accounts.services import role_groups_sync
 from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, Session
+from aimon_admin.audit.chain_head import CHAIN_LOCK_KEY
 from aimon_admin.audit.models import AuditEvent
-from aimon_admin.audit.services import CHAIN_LOCK_KEY
 from aimon_admin.core.commands import CliCommand
 from aimon_admin.runtimes.models import AgentRuntime, RuntimeToken
 from aimon_admin.runtimes.tokens import token_hash, token_prefix

@@ -7,14 +7,11 @@ from typing import Any
 from django.db import connection, models
 from django.utils import timezone
 
-from aimon_admin.audit import chain
+from aimon_admin.audit import chain, chain_head
 from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.core.actors import Actor
 from aimon_admin.core.context import current_channel, current_request_id
-
-# Any constant will do; it only has to be the same for every writer of the chain.
-CHAIN_LOCK_KEY = 0x41494D4F4E  # "AIMON"
 
 
 def _column_text(value: str, limit: int) -> str:
@@ -44,9 +41,9 @@ def audit_record(
 
     The caller's transaction must be open, so the event commits or rolls back with the
     change it records. Writers are serialised on the chain head (an advisory lock on
-    PostgreSQL; SQLite transactions here take the write lock when they begin), so
-    concurrent writers can never fork the chain; the unique `prev_hash` would refuse a
-    fork even if they could.
+    PostgreSQL, taken in the head's read: audit/chain_head.py; SQLite transactions here
+    take the write lock when they begin), so concurrent writers can never fork the chain;
+    the unique `prev_hash` would refuse a fork even if they could.
     """
     if not connection.in_atomic_block:
         raise AuditOutsideTransactionError(
@@ -57,10 +54,9 @@ def audit_record(
         runtime = actor.runtime
 
     if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [CHAIN_LOCK_KEY])
-
-    head = AuditEvent.objects.order_by("-seq").values_list("seq", "hash").first()
+        head = chain_head.locked_head(connection)
+    else:
+        head = AuditEvent.objects.order_by("-seq").values_list("seq", "hash").first()
     prev_seq, prev_hash = head if head else (0, chain.GENESIS_HASH)
 
     event = AuditEvent(
