@@ -42,6 +42,7 @@ from aimon_admin.approvals.services.errors import (
 )
 from aimon_admin.approvals.services.requests import (
     _grant_subject,
+    _holder_session,
     _write_grant,
     request_expire_if_due,
     request_shape,
@@ -175,6 +176,8 @@ def request_answer(
                 # the path from the click to the waiting runtime.
                 if last and written is not None:
                     closed_at = _close_if_complete(request)
+        except _ClaimLost:
+            written = None
         except Exception as exc:  # S8: one skill's failure must not stop the others
             logger.exception("writing the grant for %s of request %s failed", item.skill, request.pk)
             outcome.failed.append((item.skill, str(exc) or type(exc).__name__))
@@ -254,39 +257,49 @@ def _answer_item(
     if answer == Answer.ALLOW_CALL:
         return _allow_call_item(request, item, user, now)
     target = policy.grant_for_answer(answer, shape)
-    # Claim the item first: of two people answering at once, one update finds it open.
-    # Only while the request is still open: an answer that loses a race with a cancel or an
-    # expiry must not write afterwards (an escalated grant, above all).
-    # `decision` stays on the updated row itself (no join, which Django would turn into an
-    # "id IN (subquery)" whose condition PostgreSQL does not re-check after a lock wait).
-    still_open = Exists(
-        ApprovalRequest.objects.filter(pk=OuterRef("request_id"), status=RequestStatus.PENDING)
-    )
-    claimed = ApprovalItem.objects.filter(still_open, pk=item.pk, decision="").update(
-        decision=target.decision, scope=target.scope, answered_by=user, answered_at=now, pattern=pattern
-    )
-    if claimed != 1:
-        return None
     origin = GrantOrigin.ESCALATION if target.escalated else GrantOrigin.ANSWER
+    # The grant first, then the item claimed pointing at it, in one update: of two people
+    # answering at once, one claim finds the item open, and the other's transaction rolls
+    # back whatever its grant write did (_ClaimLost). Only while the request is still open:
+    # an answer that loses a race with a cancel or an expiry must not write (an escalated
+    # grant, above all). `decision` stays on the updated row itself (no join, which Django
+    # would turn into an "id IN (subquery)" whose condition PostgreSQL does not re-check
+    # after a lock wait).
     written = _write_grant(
         request=request, skill=item.skill, target=target, origin=origin, user=user, now=now, pattern=pattern
     )
     grant = written.grant
     decision = grant.decision
+    still_open = Exists(
+        ApprovalRequest.objects.filter(pk=OuterRef("request_id"), status=RequestStatus.PENDING)
+    )
+    claimed = ApprovalItem.objects.filter(still_open, pk=item.pk, decision="").update(
+        decision=decision,
+        scope=target.scope,
+        answered_by=user,
+        answered_at=now,
+        pattern=pattern,
+        grant=grant,
+    )
+    if claimed != 1:
+        raise _ClaimLost
     if written.settled_by is not None:
-        ApprovalItem.objects.filter(pk=item.pk).update(grant=grant, decision=decision)
         _audit_settled(request, item.skill, grant, answer, user)
         notes.append(_settled_note(item.skill, grant, answer))
     else:
-        ApprovalItem.objects.filter(pk=item.pk).update(grant=grant)
         _audit_grant(request, item.skill, grant, target, user, written.superseded)
         if written.replaced is not None:
             notes.append(DENY_REPLACED_MESSAGE.format(skill=item.skill, who=_who(written.replaced)))
-    _session_active(grant.session_id, now)
-    # What the claim and the lines above wrote, without reading the row back.
+    _session_active(_holder_session(request, target.holder), now)
+    # What the claim wrote, without reading the row back.
     item.decision, item.scope, item.answered_by, item.answered_at = decision, target.scope, user, now
     item.grant, item.pattern = grant, pattern
     return item
+
+
+class _ClaimLost(Exception):
+    """The item was answered (or its request closed) by someone else after this answer's
+    grant was written: raised inside the item's transaction so the write rolls back."""
 
 
 def _allow_call_item(
@@ -304,7 +317,7 @@ def _allow_call_item(
     if claimed != 1:
         return None
     holder = request.session or request.invoking_session
-    _session_active(holder.pk if holder else None, now)
+    _session_active(holder, now)
     audit_record(
         action=AuditAction.TOOL_CALL_APPROVED,
         actor=Actor.for_user(user),

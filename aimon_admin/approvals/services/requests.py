@@ -411,7 +411,7 @@ def _abort(request: ApprovalRequest, status: RequestStatus, actor: Actor, why: s
             )
             grant, superseded = written.grant, written.superseded
             ApprovalItem.objects.filter(pk=item.pk).update(grant=grant)
-            _session_active(grant.session_id, now)
+            _session_active(grant.session, now)
             audit_record(
                 action=action,
                 actor=actor,

@@ -75,11 +75,17 @@ def _has_pending_request(session: Session) -> bool:
     ).exists()
 
 
-def _session_active(session_pk: int | None, now: dt.datetime) -> None:
+def _session_active(session: Session | None, now: dt.datetime) -> None:
     """S12: an answer (or an abort's denial) counts as activity of the session it lands on,
-    so what was just written is in force for a whole idle TTL from now."""
-    if session_pk is not None:
-        Session.objects.filter(pk=session_pk, last_seen_at__lt=now).update(last_seen_at=now)
+    so what was just written is in force for the idle TTL from now. Written as first sight
+    writes it, at most once per SEEN_RESOLUTION: a session read as seen within it (as the
+    answer's own read of its request found it) needs no write, its idle TTL being longer
+    than that interval (approvals.E001). What is in hand is never newer than the row, so a
+    stale copy costs a write, never a missed one."""
+    if session is None or now - session.last_seen_at <= SEEN_RESOLUTION:
+        return
+    Session.objects.filter(pk=session.pk, last_seen_at__lt=now).update(last_seen_at=now)
+    session.last_seen_at = now
 
 
 def session_lookup(*, runtime: AgentRuntime, session_id: str | None) -> Session | None:
