@@ -223,7 +223,11 @@ def decision_cases(seeded: dict[str, Any]) -> list[dict[str, Any]]:
                 "path": "/api/v1/tool-decisions",
                 "token": tokens[runtime],
                 "body": json.dumps(body),
-                "expected": dict(zip(keys, answer, strict=True)),
+                # The ceiling's own refusal names it; every other answer here is the gate's.
+                "expected": dict(
+                    zip(keys, answer, strict=True),
+                    source="CEILING" if answer[1] == "ABOVE_CEILING" else "GATE",
+                ),
             }
         )
     mixed = []
