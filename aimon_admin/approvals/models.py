@@ -147,7 +147,10 @@ class Grant(models.Model):
                 condition=~Q(origin=GrantOrigin.ABORT)
                 | Q(decision=GrantDecision.DENY, scope=GrantScope.SESSION),
                 name="grant_abort_is_session_deny",
-                violation_error_message="An aborted request only ever denies for the session (S9).",
+                violation_error_message=(
+                    "An unanswered request that is dismissed, cancelled or timed out only ever "
+                    "denies, and only for its session, never agent-wide."
+                ),
             ),
             models.UniqueConstraint(
                 fields=["runtime", "kind", "server", "skill", "pattern"],

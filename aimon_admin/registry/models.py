@@ -245,7 +245,10 @@ class Tool(models.Model):
                 condition=~Q(side_effect_level=SideEffectLevel.READ_ONLY)
                 | Q(destructive_behavior=DestructiveBehavior.NON_DESTRUCTIVE),
                 name="tool_read_only_is_non_destructive",
-                violation_error_message="A read-only tool is stored as non-destructive (T5).",
+                violation_error_message=(
+                    "A read-only tool is stored as non-destructive: a tool that changes nothing "
+                    "cannot destroy anything."
+                ),
             ),
             models.UniqueConstraint(
                 fields=["runtime", "name"],

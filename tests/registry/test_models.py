@@ -254,7 +254,9 @@ def test_tool_owner_matches_source(
 
 # --- Tool: read-only is non-destructive (T5) ---------------------------------------------------
 
-T5_MESSAGE = "A read-only tool is stored as non-destructive (T5)."
+T5_MESSAGE = (
+    "A read-only tool is stored as non-destructive: a tool that changes nothing cannot destroy anything."
+)
 
 
 @pytest.mark.parametrize(
