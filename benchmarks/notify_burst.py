@@ -6,12 +6,13 @@ Run by hand (never by CI), from the project root:
     .venv/bin/python benchmarks/notify_burst.py --requests 1000 --threads 8 --redis redis://127.0.0.1:6379/14
 
 Production's shape, as benchmarks/notify_latency.py: a throwaway PostgreSQL database, Redis,
-two web nodes and one Celery worker (prefork, two processes). First a burst with no channel
-at all, then the same burst with three channels for the person each request is for (a
-signed webhook, an ntfy and a JSON channel through Apprise, all local receivers in this
-process). Figures: each burst's creation rate (requests opened per second over HTTP, from
-`--threads` clients alternating between the nodes), their ratio (target ≥ 0.9), and, once the
-worker has drained the queue, every delivery made exactly once: none lost, none twice.
+two web nodes and one Celery worker (prefork, `--worker-concurrency` processes, two by
+default). First a burst with no channel at all, then the same burst with three channels
+for the person each request is for (a signed webhook, an ntfy and a JSON channel through
+Apprise, all local receivers in this process). Figures: each burst's creation rate
+(requests opened per second over HTTP, from `--threads` clients alternating between the
+nodes), their ratio (target ≥ 0.9), and, once the worker has drained the queue, every
+delivery made exactly once: none lost, none twice.
 """
 
 from __future__ import annotations
@@ -82,7 +83,10 @@ class Receivers:
 
 def setup(step: str) -> None:
     """In the product's environment: `base` a runtime, its token and the person the requests
-    are for; `channels` that person's two channels and the organisation's webhook."""
+    are for; `channels` the first burst's requests cancelled (through the service, as the
+    runtime would: left pending, the sweep would rightly tell the new channels of them too,
+    P2, and their messages would queue ahead of the second burst's), then that person's two
+    channels and the organisation's webhook."""
     import django
 
     django.setup()
@@ -101,6 +105,12 @@ def setup(step: str) -> None:
         user_create(username="alice", password=secrets.token_urlsafe(16), roles=[Role.APPROVER], actor=actor)
         print(json.dumps({"token": token}))
         return
+    from aimon_admin.approvals.choices import RequestStatus
+    from aimon_admin.approvals.models import ApprovalRequest
+    from aimon_admin.approvals.services import request_cancel
+
+    for pending in ApprovalRequest.objects.filter(status=RequestStatus.PENDING):
+        request_cancel(request=pending, actor=actor, why="the benchmark's first burst is over")
     base = os.environ["BENCH_RECEIVER"]
     alice = User.objects.get(username="alice")
     webhook_create(name="bench", url=f"http://{base}/hook", actor=actor)
@@ -153,6 +163,9 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/14")
     parser.add_argument("--drain-seconds", type=float, default=600.0)
+    parser.add_argument(
+        "--worker-concurrency", type=int, default=2, help="the worker's processes (make prod: one per CPU)"
+    )
     args = parser.parse_args()
 
     receivers = Receivers()
@@ -197,8 +210,9 @@ def main() -> int:
         ]  # fmt: skip
         processes.append(
             start(
-                [PYTHON, "-m", "celery", "-A", "aimon_admin", "worker", "-P", "prefork", "-c", "2",
-                 "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "WARNING"],
+                [PYTHON, "-m", "celery", "-A", "aimon_admin", "worker", "-P", "prefork",
+                 "-c", str(args.worker_concurrency), "--without-gossip", "--without-mingle",
+                 "--without-heartbeat", "-l", "WARNING"],
                 env, folder / "worker.log",
             )
         )  # fmt: skip
