@@ -16,6 +16,7 @@ from django.db.models.lookups import LessThanOrEqual
 
 from aimon_admin.approvals.choices import (
     ITEM_SOURCE_CHOICES,
+    Answer,
     GrantDecision,
     GrantKind,
     GrantOrigin,
@@ -26,6 +27,17 @@ from aimon_admin.approvals.choices import (
     RevokeReason,
     RuleAction,
 )
+
+# P3: how many distinct people must allow what a rule asks about.
+APPROVERS_MAX = 3
+
+
+def _approvers_valid(field: str, name: str) -> models.CheckConstraint:
+    return models.CheckConstraint(
+        condition=Q(**{f"{field}__gte": 1, f"{field}__lte": APPROVERS_MAX}),
+        name=name,
+        violation_error_message=f"People who must allow: 1 to {APPROVERS_MAX}.",
+    )
 
 
 def _in(field: str, choices: type[models.TextChoices], name: str, label: str) -> models.CheckConstraint:
@@ -313,6 +325,11 @@ class ApprovalItem(models.Model):
     # A TOOL item's answer at SESSION or AGENT scope: the subject pattern the approver chose
     # ("" the whole tool); CALL scope answers exactly the request's arguments.
     pattern = models.CharField(max_length=SUBJECT_PATTERN_MAX, blank=True, default="", db_default="")
+    # P3: how many distinct people must allow, from the rule that asked, fixed when the request
+    # opened (a later rule edit leaves an open request as it was), and how many have so far:
+    # raised by one conditional UPDATE per allow, so exactly one allow sees it reach the count.
+    approvers = models.PositiveSmallIntegerField(default=1, db_default=1)
+    allows_given = models.PositiveSmallIntegerField(default=0, db_default=0)
 
     class Meta:
         ordering = ["request", "position"]
@@ -333,6 +350,12 @@ class ApprovalItem(models.Model):
                 violation_error_message="Unknown scope.",
             ),
             _in("widest_scope", GrantScope, "approval_item_widest_scope_valid", "scope"),
+            _approvers_valid("approvers", "approval_item_approvers_valid"),
+            models.CheckConstraint(
+                condition=Q(allows_given__lte=models.F("approvers")),
+                name="approval_item_allows_within_approvers",
+                violation_error_message="More allows than people needed.",
+            ),
             models.CheckConstraint(
                 condition=Q(source="") | Q(source__in=[value for value, _ in ITEM_SOURCE_CHOICES]),
                 name="approval_item_source_valid",
@@ -346,6 +369,36 @@ class ApprovalItem(models.Model):
     @property
     def answered(self) -> bool:
         return bool(self.decision)
+
+    @property
+    def needs_several(self) -> bool:
+        """P3: the rule that asked needs more than one person to allow."""
+        return self.approvers > 1
+
+
+class ApprovalAllow(models.Model):
+    """P3: one person's allow of an item that needs several; the grant is written with the
+    last one. Kept whatever becomes of the item (a Deny, an expiry), as the audit keeps it."""
+
+    item = models.ForeignKey(ApprovalItem, on_delete=models.PROTECT, related_name="allow_records")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    answer = models.CharField(max_length=16, choices=Answer.choices)
+    pattern = models.CharField(max_length=SUBJECT_PATTERN_MAX, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["item", "created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["item", "user"],
+                name="approval_allow_once_per_person",
+                violation_error_message="This person has already allowed it.",
+            ),
+            _in("answer", Answer, "approval_allow_answer_valid", "answer"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.item.skill}: {self.answer} by {self.user_id}"
 
 
 class SkillRule(models.Model):
@@ -363,6 +416,9 @@ class SkillRule(models.Model):
     pattern = models.CharField(max_length=200, help_text="A skill name, or a glob such as deploy-*.")
     action = models.CharField(max_length=8, choices=RuleAction.choices)
     widest_scope = models.CharField(max_length=8, choices=GrantScope.choices, default=GrantScope.AGENT)
+    approvers = models.PositiveSmallIntegerField(
+        default=1, db_default=1, help_text="People who must allow what this rule asks about (P3)."
+    )
     note = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -372,6 +428,7 @@ class SkillRule(models.Model):
         constraints = [
             _in("action", RuleAction, "rule_action_valid", "rule action"),
             _in("widest_scope", GrantScope, "rule_widest_scope_valid", "scope"),
+            _approvers_valid("approvers", "rule_approvers_valid"),
             models.CheckConstraint(
                 condition=LessThanOrEqual(Length("note"), RULE_NOTE_MAX),
                 name="rule_note_length",
@@ -415,6 +472,9 @@ class ToolRule(models.Model):
     pattern = models.CharField(max_length=SUBJECT_PATTERN_MAX, blank=True, default="")
     action = models.CharField(max_length=8, choices=RuleAction.choices)
     unattended = models.BooleanField(default=False)
+    approvers = models.PositiveSmallIntegerField(
+        default=1, db_default=1, help_text="People who must allow what this rule asks about (P3)."
+    )
     note = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -423,6 +483,7 @@ class ToolRule(models.Model):
         ordering = ["server", "tool", "pattern", "id"]
         constraints = [
             _in("action", RuleAction, "tool_rule_action_valid", "rule action"),
+            _approvers_valid("approvers", "tool_rule_approvers_valid"),
             models.CheckConstraint(
                 condition=~Q(tool=""),
                 name="tool_rule_tool_name_valid",

@@ -220,6 +220,7 @@ class RuleSpec:
     pattern: str
     action: RuleAction
     widest_scope: GrantScope
+    approvers: int = 1  # P3: how many distinct people must allow what it asks about
 
     @property
     def literal_prefix(self) -> str:

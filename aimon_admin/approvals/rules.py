@@ -69,6 +69,7 @@ def rule_index(version: int | None = None) -> RuleIndex:
                 pattern=rule.pattern,
                 action=stored_rule_action(rule.action, rule.pattern),
                 widest_scope=GrantScope(rule.widest_scope),
+                approvers=rule.approvers,
             )
             for rule in SkillRule.objects.all()
         ]
@@ -103,6 +104,7 @@ def _snapshot(rule: SkillRule) -> dict[str, object]:
         "pattern": rule.pattern,
         "action": rule.action,
         "widest_scope": rule.widest_scope,
+        "approvers": rule.approvers,
         "note": rule.note,
     }
 
@@ -117,6 +119,7 @@ def rule_create(
     widest_scope: str = GrantScope.AGENT,
     note: str = "",
     allow_everything_confirmed: bool = False,
+    approvers: int = 1,
 ) -> SkillRule:
     """Writes a rule. The pattern must follow the grammar (policy.skill_pattern_problems),
     and an ALLOW for every skill (`*`) only with `allow_everything_confirmed`."""
@@ -131,6 +134,7 @@ def rule_create(
         pattern=pattern,
         action=RuleAction(action),
         widest_scope=GrantScope(widest_scope),
+        approvers=approvers,
         note=note,
     )
     rule.full_clean()
@@ -149,8 +153,16 @@ def rule_create(
 
 @transaction.atomic
 def rule_update(
-    *, rule: SkillRule, actor: Actor, action: str, widest_scope: str, note: str = ""
+    *,
+    rule: SkillRule,
+    actor: Actor,
+    action: str,
+    widest_scope: str,
+    note: str = "",
+    approvers: int | None = None,
 ) -> SkillRule:
+    """Changes a rule's action, widest answer, people who must allow (None: as it is) and
+    note. A request already open keeps the number it was opened with (P3)."""
     rule = SkillRule.objects.select_for_update(of=("self",)).select_related("runtime").get(pk=rule.pk)
     problems = skill_pattern_problems(rule.pattern)
     if problems:
@@ -161,6 +173,8 @@ def rule_update(
     before = _snapshot(rule)
     rule.action = RuleAction(action)
     rule.widest_scope = GrantScope(widest_scope)
+    if approvers is not None:
+        rule.approvers = approvers
     rule.note = note
     after = _snapshot(rule)
     if before == after:

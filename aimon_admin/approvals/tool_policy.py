@@ -353,6 +353,7 @@ class ToolRuleSpec:
     pattern: str
     action: RuleAction
     unattended: bool = False
+    approvers: int = 1  # P3: how many distinct people must allow what it asks about
 
     @property
     def text(self) -> str:

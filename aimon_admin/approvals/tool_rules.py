@@ -62,6 +62,7 @@ def _spec(rule: ToolRule) -> ToolRuleSpec:
         pattern=rule.pattern,
         action=action,
         unattended=unattended,
+        approvers=rule.approvers,
     )
 
 
@@ -178,6 +179,7 @@ def _snapshot(rule: ToolRule) -> dict[str, object]:
         "pattern": rule.pattern,
         "action": rule.action,
         "unattended": rule.unattended,
+        "approvers": rule.approvers,
         "note": rule.note,
     }
 
@@ -195,6 +197,7 @@ def tool_rule_create(
     runtime: AgentRuntime | None = None,
     unattended: bool = False,
     note: str = "",
+    approvers: int = 1,
 ) -> ToolRule:
     """Writes an argument rule written as `Tool(pattern)` (U1): `Bash(git status:*)`,
     `Bash` for the whole tool, `git/git_push(origin:*)` for an MCP server's tool.
@@ -221,6 +224,7 @@ def tool_rule_create(
         pattern=parsed.pattern,
         action=RuleAction(action),
         unattended=unattended,
+        approvers=approvers,
         note=note,
     )
     rule.full_clean()
@@ -239,9 +243,16 @@ def tool_rule_create(
 
 @transaction.atomic
 def tool_rule_update(
-    *, rule: ToolRule, actor: Actor, action: str, unattended: bool, note: str = ""
+    *,
+    rule: ToolRule,
+    actor: Actor,
+    action: str,
+    unattended: bool,
+    note: str = "",
+    approvers: int | None = None,
 ) -> ToolRule:
-    """Changes a rule's action, pre-approval and note; its runtime and text stay (to change
+    """Changes a rule's action, pre-approval, people who must allow (None: as it is; an open
+    request keeps its number, P3) and note; its runtime and text stay (to change
     those, delete the rule and write another). Checked as `tool_rule_create` checks."""
     rule = ToolRule.objects.select_for_update(of=("self",)).select_related("runtime").get(pk=rule.pk)
     try:
@@ -262,6 +273,8 @@ def tool_rule_update(
     )
     rule.action = RuleAction(action)
     rule.unattended = unattended
+    if approvers is not None:
+        rule.approvers = approvers
     rule.note = note
     after = _snapshot(rule)
     if before == after:

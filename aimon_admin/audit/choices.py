@@ -57,6 +57,8 @@ class AuditAction(models.TextChoices):
     SKILL_ABORT_DENIED = "SKILL_ABORT_DENIED", "Unanswered skill denied on abort"
     SKILL_REQUEST_DENIED = "SKILL_REQUEST_DENIED", "Skill denied for one request only (nothing stored)"
     SKILL_ANSWER_SETTLED = "SKILL_ANSWER_SETTLED", "Answer settled by a grant another answer had just written"
+    # The two-person rule (DESIGN P3): one person's allow, recorded until enough have allowed
+    APPROVAL_ALLOW_RECORDED = "APPROVAL_ALLOW_RECORDED", "One person's allow recorded (several must allow)"
     SESSION_CLEARED = "SESSION_CLEARED", "Session approvals cleared"
     SESSION_REVOKED = "SESSION_REVOKED", "Session approvals revoked"
     AGENT_GRANTS_REVOKED = "AGENT_GRANTS_REVOKED", "Agent-wide approvals revoked"

@@ -50,7 +50,7 @@ from aimon_admin.approvals import config as approvals_config
 from aimon_admin.approvals import rules, tool_rules
 from aimon_admin.approvals import services as approvals
 from aimon_admin.approvals.choices import Answer, GrantScope, RequestKind, RequestStatus, RuleAction
-from aimon_admin.approvals.models import ApprovalRequest, Grant, Session, SkillRule
+from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, Session, SkillRule
 from aimon_admin.approvals.tasks import expire_due_requests
 from aimon_admin.audit import chain, verification
 from aimon_admin.audit import services as audit
@@ -350,6 +350,11 @@ def _tool_request(w: World) -> ApprovalRequest:
 
 def _pending_tool_request(w: World) -> None:
     w.prepared = _tool_request(w)
+
+
+def _needs_two_people(w: World) -> None:
+    """P3: the session request's skills need two people to allow, as a rule asked when it opened."""
+    ApprovalItem.objects.filter(request=w.session_request).update(approvers=2)
 
 
 def _call_approved(w: World) -> None:
@@ -1102,6 +1107,15 @@ CASES: dict[str, list[Case]] = {
             expect=(AuditAction.TOOL_CALL_APPROVED,),
             actor=lambda w: Actor.for_user(w.approver),
         ),
+        Case(  # P3: one of two people allows: that allow recorded and audited, no grant yet
+            prepare=_needs_two_people,
+            run=lambda w: _answer(w, w.session_request, w.operator, Answer.ALLOW_SESSION),
+            expect=(AuditAction.APPROVAL_ALLOW_RECORDED,),
+            actor=_op,
+        ),
+    ],
+    "aimon_admin.approvals.services.answers.request_owner": [
+        Case(run=lambda w: approvals.request_owner(w.session_request), reads="whose request it is")
     ],
     "aimon_admin.approvals.services.requests.request_cancel": [
         Case(

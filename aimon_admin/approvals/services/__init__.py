@@ -19,6 +19,7 @@ from aimon_admin.approvals.services.answers import (
     AnswerOutcome,
     answers_for,
     request_answer,
+    request_owner,
     user_may_answer,
     user_may_grant_agent,
 )
@@ -30,12 +31,15 @@ from aimon_admin.approvals.services.decisions import (
 )
 from aimon_admin.approvals.services.errors import (
     AGENT_WIDE_ENDS,
+    ALLOW_MUST_MATCH_MESSAGE,
+    ALREADY_ALLOWED_MESSAGE,
     ANSWER_NOT_OFFERED_MESSAGE,
     ARGUMENTS_NUL_MESSAGE,
     CAPPED_ANSWER_MESSAGE,
     DENY_REPLACED_MESSAGE,
     ESCALATION_REACH,
     NOT_YOURS_MESSAGE,
+    OWN_REQUEST_ALLOW_MESSAGE,
     PRINCIPAL_CONFLICT_MESSAGE,
     REQUEST_CLOSED_MESSAGE,
     REQUEST_DENY_REACH,
@@ -84,6 +88,8 @@ from aimon_admin.approvals.services.tool_decisions import (
 
 __all__ = [
     "AGENT_WIDE_ENDS",
+    "ALLOW_MUST_MATCH_MESSAGE",
+    "ALREADY_ALLOWED_MESSAGE",
     "ANSWER_NOT_OFFERED_MESSAGE",
     "APPROVAL_NOT_USED_NOTE",
     "ARGUMENTS_NUL_MESSAGE",
@@ -91,6 +97,7 @@ __all__ = [
     "DENY_REPLACED_MESSAGE",
     "ESCALATION_REACH",
     "NOT_YOURS_MESSAGE",
+    "OWN_REQUEST_ALLOW_MESSAGE",
     "PRINCIPAL_CONFLICT_MESSAGE",
     "REPLAY_NOT_IDEMPOTENT_NOTE",
     "REQUEST_CLOSED_MESSAGE",
@@ -122,6 +129,7 @@ __all__ = [
     "request_cancel",
     "request_create",
     "request_expire_if_due",
+    "request_owner",
     "request_shape",
     "requests_expire_due",
     "session_clear",

@@ -8,7 +8,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from django.db import transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Exists, OuterRef, Subquery
 from django.utils import timezone
 
@@ -24,13 +24,16 @@ from aimon_admin.approvals.choices import (
     RequestKind,
     RequestStatus,
 )
-from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant
+from aimon_admin.approvals.models import ApprovalAllow, ApprovalItem, ApprovalRequest, Grant
 from aimon_admin.approvals.services.errors import (
+    ALLOW_MUST_MATCH_MESSAGE,
+    ALREADY_ALLOWED_MESSAGE,
     ANSWER_NOT_OFFERED_MESSAGE,
     CAPPED_ANSWER_MESSAGE,
     DENY_REPLACED_MESSAGE,
     ESCALATION_REACH,
     NOT_YOURS_MESSAGE,
+    OWN_REQUEST_ALLOW_MESSAGE,
     REQUEST_CLOSED_MESSAGE,
     REQUEST_DENY_REACH,
     SETTLED_DENY_STANDS_MESSAGE,
@@ -67,6 +70,8 @@ class AnswerOutcome:
     # The request as it now stands, when this call knows all of it: it closed the request
     # with every skill's answer in hand (S7). None: read it again to show it.
     request: ApprovalRequest | None = None
+    # P3: allows recorded on items that need more people: (skill, allows given, needed).
+    allows_recorded: list[tuple[str, int, int]] = field(default_factory=list)
 
 
 def user_may_answer(user: User, request: ApprovalRequest) -> bool:
@@ -165,24 +170,40 @@ def request_answer(
         except ValueError as exc:  # a pattern the request does not offer (U3)
             raise NotAllowedError(str(exc)) from exc
     open_items = [item for item in chosen if not item.answered]
+    # P3: items whose rule needs several people to allow, when this answer is an allow.
+    several = {item.pk for item in open_items if item.needs_several and answer in ALLOW_ANSWERS}
+    if several:
+        _allow_refusal(request, user, answer, chosen_pattern, [i for i in open_items if i.pk in several])
     closed_at: dt.datetime | None = None
     for position, item in enumerate(open_items):
         last = position == len(open_items) - 1
+        lost = False
         try:
             with transaction.atomic():
-                written = _answer_item(request, item, answer, shape, user, outcome.notes, chosen_pattern)
+                if item.pk in several:
+                    written = _allow_one_of_several(
+                        request, item, answer, shape, user, outcome, chosen_pattern
+                    )
+                else:
+                    written = _answer_item(request, item, answer, shape, user, outcome.notes, chosen_pattern)
                 # The last write closes the request in its own transaction when nothing is
                 # left open (S7 holds: every grant is written by then), saving a commit on
                 # the path from the click to the waiting runtime.
                 if last and written is not None:
                     closed_at = _close_if_complete(request)
         except _ClaimLost:
-            written = None
+            written, lost = None, True
+        except _AllowRefused as exc:  # P3: lost a race to another person's different allow
+            outcome.failed.append((item.skill, str(exc)))
+            closed_at = None
+            continue
         except Exception as exc:  # S8: one skill's failure must not stop the others
             logger.exception("writing the grant for %s of request %s failed", item.skill, request.pk)
             outcome.failed.append((item.skill, str(exc) or type(exc).__name__))
             closed_at = None
             continue
+        if written is None and item.pk in several and not lost:
+            continue  # P3: this allow is recorded; the item waits for more people
         if written is None:
             item.refresh_from_db()
             outcome.already_answered.append(item)
@@ -196,9 +217,142 @@ def request_answer(
     outcome.request_answered = closed_at is not None
     if closed_at is not None and not outcome.failed and _answers_in_hand(request, closed_at):
         outcome.request = request
-    if outcome.written or outcome.request_answered:
+    if outcome.written or outcome.request_answered or outcome.allows_recorded:
         wakeups.publish_after_commit(request.pk)
     return outcome
+
+
+# --- The two-person rule (P3) -------------------------------------------------------------------
+
+ALLOW_ANSWERS = frozenset({Answer.ALLOW_CALL, Answer.ALLOW_ONCE, Answer.ALLOW_SESSION, Answer.ALLOW_AGENT})
+
+
+class _AllowRefused(ApprovalError):
+    """P3: an allow that, once the item was locked, turned out not to match an allow another
+    person had just recorded (or this person's own, a double click): rolled back."""
+
+
+def request_owner(request: ApprovalRequest) -> str | None:
+    """Whose request it is (S13): its own principal, else its session's, else its invoking
+    session's. Under the two-person rule this person's allow never counts (P3)."""
+    return policy.effective_principal(
+        request.principal,
+        request.session.principal if request.session else None,
+        request.invoking_session.principal if request.invoking_session else None,
+    )
+
+
+def _allow_words(answer: Answer | str, pattern: str) -> str:
+    label = Answer(answer).label
+    return f"{label} ({pattern})" if pattern else label
+
+
+def _allow_refusal(
+    request: ApprovalRequest, user: User, answer: Answer, pattern: str, items: list[ApprovalItem]
+) -> None:
+    """P3, before anything is written: the request's own principal never counts, a person
+    allows once, and a later allow gives the same answer and pattern as the first."""
+    if request_owner(request) == user.username:
+        item = items[0]
+        raise NotAllowedError(OWN_REQUEST_ALLOW_MESSAGE.format(skill=item.skill, needed=item.approvers))
+    given: dict[int, list[ApprovalAllow]] = {}
+    for record in ApprovalAllow.objects.filter(item__in=items).select_related("user"):
+        given.setdefault(record.item_id, []).append(record)
+    for item in items:
+        records = given.get(item.pk, [])
+        if any(record.user_id == user.pk for record in records):
+            raise NotAllowedError(
+                ALREADY_ALLOWED_MESSAGE.format(skill=item.skill, given=len(records), needed=item.approvers)
+            )
+        if records and (records[0].answer, records[0].pattern) != (answer, pattern):
+            raise NotAllowedError(_mismatch(item, records[0]))
+
+
+def _mismatch(item: ApprovalItem, first: ApprovalAllow) -> str:
+    return ALLOW_MUST_MATCH_MESSAGE.format(
+        skill=item.skill,
+        who=first.user.username,
+        first=_allow_words(first.answer, first.pattern),
+        needed=item.approvers,
+    )
+
+
+def _count_allow(item: ApprovalItem) -> int | None:
+    """One more allow on an open item of a pending request: the count it now holds, or None
+    (the item was answered, or its request closed). One conditional UPDATE: the row stays
+    locked to the end of the transaction, so of people allowing at once each sees its own
+    count, and exactly one sees it reach the number needed."""
+    quote = connection.ops.quote_name
+    items, requests = ApprovalItem._meta.db_table, ApprovalRequest._meta.db_table
+    sql = (
+        f"UPDATE {quote(items)} SET allows_given = allows_given + 1 "  # noqa: S608 - the models' tables # nosec B608
+        f"WHERE id = %s AND decision = '' AND EXISTS (SELECT 1 FROM {quote(requests)} r "
+        f"WHERE r.id = {quote(items)}.request_id AND r.status = %s) RETURNING allows_given"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [item.pk, RequestStatus.PENDING])
+        row = cursor.fetchone()
+    return row[0] if row else None
+
+
+def _allow_one_of_several(
+    request: ApprovalRequest,
+    item: ApprovalItem,
+    answer: Answer,
+    shape: policy.RequestShape,
+    user: User,
+    outcome: AnswerOutcome,
+    pattern: str,
+) -> ApprovalItem | None:
+    """P3: this person's allow of an item that needs several, counted and audited as it
+    comes; the last one needed writes the grant through the ordinary answer, in the same
+    transaction. None: recorded, still waiting for more people."""
+    given = _count_allow(item)
+    if given is None:
+        raise _ClaimLost
+    try:
+        with transaction.atomic():
+            ApprovalAllow.objects.create(item=item, user=user, answer=answer, pattern=pattern)
+    except IntegrityError as exc:  # this person's own second click, at the same moment
+        raise _AllowRefused(
+            ALREADY_ALLOWED_MESSAGE.format(skill=item.skill, given=given - 1, needed=item.approvers)
+        ) from exc
+    # Read after the lock: every allow committed before ours is seen here.
+    records = list(
+        ApprovalAllow.objects.filter(item=item).select_related("user").order_by("created_at", "id")
+    )
+    first = records[0]
+    if (first.answer, first.pattern) != (answer, pattern):
+        raise _AllowRefused(_mismatch(item, first))
+    holder = request.session or request.invoking_session
+    tool = request.kind == RequestKind.TOOL
+    audit_record(
+        action=AuditAction.APPROVAL_ALLOW_RECORDED,
+        actor=Actor.for_user(user),
+        level=AuditLevel.INFO,
+        runtime=request.runtime,
+        session_key=holder.session_id if holder else "",
+        subject_type="tool" if tool else "skill",
+        subject=_grant_subject(request, item.skill, pattern),
+        details={
+            "answer": answer.value,
+            "pattern": pattern,
+            "given": given,
+            "needed": item.approvers,
+            "request_id": str(request.pk),
+            "allowed_by": [record.user.username for record in records],
+            "answered_by": user.username,
+        },
+    )
+    if given < item.approvers:
+        outcome.allows_recorded.append((item.skill, given, item.approvers))
+        item.allows_given = given
+        return None
+    written = _answer_item(request, item, answer, shape, user, outcome.notes, pattern)
+    if written is None:  # not while this transaction holds the item: rolled back all the same
+        raise _ClaimLost
+    written.allows_given = given
+    return written
 
 
 _ANSWER_RELATIONS = ("runtime", "session", "invoking_session")

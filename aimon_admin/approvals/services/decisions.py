@@ -39,6 +39,7 @@ class SkillVerdict:
     decision: SkillDecision
     source: DecisionSource
     widest_scope: GrantScope
+    approvers: int = 1  # P3: how many people must allow it, when a rule asks about it
 
 
 @dataclass(frozen=True)
@@ -374,7 +375,9 @@ def _verdicts(
             )
         )
         widest = rule.widest_scope if rule else GrantScope.AGENT
-        verdicts.append(SkillVerdict(skill, decision, source, GrantScope(widest)))
+        verdicts.append(
+            SkillVerdict(skill, decision, source, GrantScope(widest), rule.approvers if rule else 1)
+        )
     return verdicts
 
 

@@ -42,6 +42,18 @@ DENY_REPLACED_MESSAGE = (
     "{skill}: your Deny replaced the approval {who} gave a moment ago on another request: a Deny "
     "made now beats older approvals."
 )
+# P3: a rule that needs several people to allow.
+OWN_REQUEST_ALLOW_MESSAGE = (
+    "You cannot allow {skill} yourself: this request is yours, and a rule needs {needed} people "
+    "other than you to allow it. You may still Deny it."
+)
+ALREADY_ALLOWED_MESSAGE = (
+    "You already allowed {skill}. It is waiting for another person: {given} of {needed} approvals."
+)
+ALLOW_MUST_MATCH_MESSAGE = (
+    "{skill}: {who} allowed it as {first}. A rule needs {needed} people to allow it, so your allow "
+    "must be the same ({first}), or you may Deny it."
+)
 UNKNOWN_INVOKING_SESSION_MESSAGE = (
     "No session {session!r} has been seen for this runtime, so there is nothing to inherit. "
     "Name the session that launched this run as it was named in its own calls, or leave "

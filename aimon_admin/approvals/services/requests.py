@@ -158,6 +158,7 @@ def _request_create(data: RequestInput) -> ApprovalRequest:
                 position=position,
                 skill=verdict.skill,
                 widest_scope=verdict.widest_scope,
+                approvers=1 if decided else verdict.approvers,
                 decision=verdict.decision if decided else "",
                 source=verdict.source if decided else "",
                 answered_at=now if decided else None,
@@ -233,6 +234,8 @@ def _tool_request_create(data: RequestInput, common: dict[str, Any], now: dt.dat
         request=request,
         position=0,
         skill=data.tool,
+        # P3: the rule that asks (none: the gate asks) says how many people must allow.
+        approvers=verdict.rule.approvers if verdict.rule is not None and not answered else 1,
         decision=verdict.decision if answered else "",
         source=verdict.source if answered else "",
         answered_at=now if answered else None,
