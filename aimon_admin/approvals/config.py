@@ -8,14 +8,16 @@ Format::
     toolRules:
       - {pattern: "Bash(rm:*)", action: DENY}                  # every runtime
       - {pattern: "Bash(git status:*)", action: ALLOW, runtime: nightly, unattended: true}
+      - {pattern: "Bash(git push:*)", action: ASK, approvers: 2}
     skillRules:
-      - {pattern: "deploy-*", action: ASK, runtime: nightly, widestScope: SESSION}
+      - {pattern: "deploy-*", action: ASK, runtime: nightly, widestScope: SESSION, approvers: 2}
 
 `runtime` absent: every runtime. `unattended: true` (a pre-approval, U5) only with ALLOW and
 a runtime. `widestScope` TURN, SESSION or AGENT (the default). A rule identical to one that
 exists is not added twice; a rule for the same pattern (and runtime) with another action or
 scope is refused, naming the one that exists: the file never changes a rule silently.
-(`approvers` is not read yet: an unknown key fails like any other.)
+`approvers` 1, 2 or 3 (default 1): how many distinct people, never the request's own
+principal, must allow what the rule asks about before the grant is written (P3).
 """
 
 from __future__ import annotations
@@ -25,11 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from yaml.nodes import MappingNode, Node, SequenceNode
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from aimon_admin.approvals import rules, tool_rules
 from aimon_admin.approvals.choices import GrantScope, RuleAction
-from aimon_admin.approvals.models import SkillRule, ToolRule
+from aimon_admin.approvals.models import APPROVERS_MAX, SkillRule, ToolRule
 from aimon_admin.approvals.policy import rule_allows_everything, skill_pattern_problems
 from aimon_admin.approvals.tool_policy import RuleTextError, parse_rule_text
 from aimon_admin.core.actors import Actor
@@ -37,8 +39,8 @@ from aimon_admin.registry import config as registry_config
 from aimon_admin.registry.config import Config, ConfigError, ConfigResult
 from aimon_admin.runtimes.models import RUNTIME_NAME_VALIDATOR, AgentRuntime
 
-TOOL_RULE_KEYS = ("action", "pattern", "runtime", "unattended")
-SKILL_RULE_KEYS = ("action", "pattern", "runtime", "widestScope")
+TOOL_RULE_KEYS = ("action", "approvers", "pattern", "runtime", "unattended")
+SKILL_RULE_KEYS = ("action", "approvers", "pattern", "runtime", "widestScope")
 
 RULE_CONFLICT = (
     "a rule for {pattern} ({where}) already exists with {existing}; the file says {given}: change "
@@ -63,6 +65,7 @@ class ToolRuleEntry:
     action: RuleAction
     runtime: str | None
     unattended: bool
+    approvers: int = 1
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,7 @@ class SkillRuleEntry:
     action: RuleAction
     runtime: str | None
     widest_scope: GrantScope
+    approvers: int = 1
 
 
 # --- Reading ------------------------------------------------------------------------------------
@@ -96,6 +100,17 @@ def _action(parser: Any, node: Node, where: str) -> RuleAction | None:
     if parser.is_text(node) and node.value in RuleAction.values:
         return RuleAction(node.value)
     parser.error(node, f"{where}.action must be {', '.join(RuleAction.values)}, not {parser.shown(node)}")
+    return None
+
+
+def _approvers(parser: Any, node: Node, where: str) -> int | None:
+    """P3: how many people must allow, a whole number from 1 to APPROVERS_MAX."""
+    value = parser.scalar(node) if isinstance(node, ScalarNode) else None
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= APPROVERS_MAX:
+        return value
+    parser.error(
+        node, f"{where}.approvers must be a whole number from 1 to {APPROVERS_MAX}, not {parser.shown(node)}"
+    )
     return None
 
 
@@ -129,6 +144,8 @@ def _tool_rules(parser: Any, node: Node) -> list[ToolRuleEntry]:
                 given["action"] = _action(parser, value, where)
             elif key == "runtime":
                 given["runtime"] = _runtime(parser, value, where)
+            elif key == "approvers":
+                given["approvers"] = _approvers(parser, value, where)
             elif parser.is_bool(value):
                 given["unattended"] = parser.scalar(value)
             else:
@@ -152,7 +169,9 @@ def _tool_rules(parser: Any, node: Node) -> list[ToolRuleEntry]:
             parser.error(item, f"{where} repeats the rule for {parsed} (first at line {first_line[key]})")
             continue
         first_line[key] = line
-        entries.append(ToolRuleEntry(line, where, str(parsed), action, runtime, unattended))
+        entries.append(
+            ToolRuleEntry(line, where, str(parsed), action, runtime, unattended, given.get("approvers", 1))
+        )
     return entries
 
 
@@ -177,6 +196,8 @@ def _skill_rules(parser: Any, node: Node) -> list[SkillRuleEntry]:
                 given["action"] = _action(parser, value, where)
             elif key == "runtime":
                 given["runtime"] = _runtime(parser, value, where)
+            elif key == "approvers":
+                given["approvers"] = _approvers(parser, value, where)
             elif parser.is_text(value) and value.value in GrantScope.values:
                 given["widest_scope"] = GrantScope(value.value)
             else:
@@ -199,7 +220,15 @@ def _skill_rules(parser: Any, node: Node) -> list[SkillRuleEntry]:
             continue
         first_line[runtime, pattern] = line
         entries.append(
-            SkillRuleEntry(line, where, pattern, action, runtime, given.get("widest_scope", GrantScope.AGENT))
+            SkillRuleEntry(
+                line,
+                where,
+                pattern,
+                action,
+                runtime,
+                given.get("widest_scope", GrantScope.AGENT),
+                given.get("approvers", 1),
+            )
         )
     return entries
 
@@ -254,6 +283,10 @@ def _apply_rules(config: Config, actor: Actor) -> dict[str, list[str]]:
     return report
 
 
+def _people(approvers: int) -> str:
+    return f", {approvers} people must allow" if approvers > 1 else ""
+
+
 def _where(runtime: AgentRuntime | None, unattended: bool = False) -> str:
     who = f"runtime {runtime.name}" if runtime else "every runtime"
     return f"{who}, a pre-approval" if unattended else who
@@ -271,18 +304,23 @@ def _apply_tool_rule(config: Config, entry: ToolRuleEntry, actor: Actor) -> bool
         unattended=entry.unattended,
     ).first()
     if existing is not None:
-        if existing.action == entry.action:
+        if (existing.action, existing.approvers) == (entry.action, entry.approvers):
             return False
         message = RULE_CONFLICT.format(
             pattern=entry.text,
             where=_where(runtime, entry.unattended),
-            existing=existing.action,
-            given=entry.action,
+            existing=f"{existing.action}{_people(existing.approvers)}",
+            given=f"{entry.action}{_people(entry.approvers)}",
         )
         raise ConfigError([f"{config.filename}:{entry.line}: {entry.where}: {message}"])
     try:
         tool_rules.tool_rule_create(
-            text=entry.text, action=entry.action, runtime=runtime, unattended=entry.unattended, actor=actor
+            text=entry.text,
+            action=entry.action,
+            runtime=runtime,
+            unattended=entry.unattended,
+            approvers=entry.approvers,
+            actor=actor,
         )
     except ValidationError as exc:
         raise _refused(config, entry.line, entry.where, exc) from exc
@@ -294,13 +332,17 @@ def _apply_skill_rule(config: Config, entry: SkillRuleEntry, actor: Actor) -> bo
     runtime = _runtime_named(config, entry.line, entry.where, entry.runtime)
     existing = SkillRule.objects.filter(runtime=runtime, pattern=entry.pattern).first()
     if existing is not None:
-        if (existing.action, existing.widest_scope) == (entry.action, entry.widest_scope):
+        if (existing.action, existing.widest_scope, existing.approvers) == (
+            entry.action,
+            entry.widest_scope,
+            entry.approvers,
+        ):
             return False
         message = RULE_CONFLICT.format(
             pattern=entry.pattern,
             where=_where(runtime),
-            existing=f"{existing.action}, widest answer {existing.widest_scope}",
-            given=f"{entry.action}, widest answer {entry.widest_scope}",
+            existing=f"{existing.action}, widest answer {existing.widest_scope}{_people(existing.approvers)}",
+            given=f"{entry.action}, widest answer {entry.widest_scope}{_people(entry.approvers)}",
         )
         raise ConfigError([f"{config.filename}:{entry.line}: {entry.where}: {message}"])
     try:
@@ -309,6 +351,7 @@ def _apply_skill_rule(config: Config, entry: SkillRuleEntry, actor: Actor) -> bo
             action=entry.action,
             runtime=runtime,
             widest_scope=entry.widest_scope,
+            approvers=entry.approvers,
             actor=actor,
         )
     except ValidationError as exc:

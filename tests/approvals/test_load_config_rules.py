@@ -168,6 +168,36 @@ def test_a_skill_rule_with_another_scope_is_refused(tmp_path: Path) -> None:
     assert SkillRule.objects.get().widest_scope == GrantScope.AGENT
 
 
+def test_approvers_are_loaded_with_the_rule_and_audited(tmp_path: Path) -> None:  # P3
+    path = write(
+        tmp_path,
+        "toolRules:\n  - {pattern: Bash(git push:*), action: ASK, approvers: 2}\n"
+        "skillRules:\n  - {pattern: deploy-*, action: ASK, approvers: 3}\n  - {pattern: lint, action: ASK}\n",
+    )
+    load(path)
+    assert ToolRule.objects.get().approvers == 2
+    assert dict(SkillRule.objects.values_list("pattern", "approvers")) == {"deploy-*": 3, "lint": 1}
+    audited = AuditEvent.objects.filter(action=AuditAction.RULE_CREATED, subject="deploy-*").get()
+    assert audited.details["approvers"] == 3
+    assert AuditEvent.objects.get(action=AuditAction.TOOL_RULE_CREATED).details["approvers"] == 2
+    load(path)  # the same file again: nothing added twice
+    assert SkillRule.objects.count() == 2
+
+
+def test_a_rule_with_other_approvers_is_refused_naming_both(tmp_path: Path) -> None:  # P3
+    from aimon_admin.approvals import rules
+
+    rules.rule_create(pattern="deploy-*", action=RuleAction.ASK, actor=TEST_ACTOR)
+    path = write(tmp_path, "skillRules:\n  - {pattern: deploy-*, action: ASK, approvers: 2}\n")
+    with pytest.raises(CommandError) as raised:
+        load(path)
+    assert (
+        "already exists with ASK, widest answer AGENT; the file says ASK, widest answer AGENT, "
+        "2 people must allow"
+    ) in str(raised.value)
+    assert SkillRule.objects.get().approvers == 1
+
+
 def test_a_refusal_of_the_service_names_the_line(tmp_path: Path) -> None:
     # U3, U5: an allow of the whole of a tool nobody registered.
     path = write(
@@ -189,14 +219,31 @@ def test_an_unknown_runtime_names_the_line(tmp_path: Path) -> None:
 
 
 BAD_FILES = [
-    # API.md: approvers (issue 16) is not read yet: an unknown key like any other.
+    # P3: approvers is a whole number from 1 to 3 under a rule, and nowhere else.
     (
-        "toolRules:\n  - {pattern: Bash(git push:*), action: ALLOW, approvers: 2}\n",
-        "2: unknown key 'approvers' in toolRules[0] (allowed: action, pattern, runtime, unattended)",
+        "toolRules:\n  - {pattern: Bash(git push:*), action: ASK, approvers: 4}\n",
+        "2: toolRules[0].approvers must be a whole number from 1 to 3, not 4",
     ),
     (
-        "skillRules:\n  - {pattern: deploy-*, action: ASK, approvers: 2}\n",
-        "2: unknown key 'approvers' in skillRules[0] (allowed: action, pattern, runtime, widestScope)",
+        "toolRules:\n  - {pattern: Bash(git push:*), action: ASK, approvers: 0}\n",
+        "2: toolRules[0].approvers must be a whole number from 1 to 3, not 0",
+    ),
+    (
+        "skillRules:\n  - {pattern: deploy-*, action: ASK,\n     approvers: two}\n",
+        "3: skillRules[0].approvers must be a whole number from 1 to 3, not 'two'",
+    ),
+    (
+        "skillRules:\n  - {pattern: deploy-*, action: ASK, approvers: true}\n",
+        "2: skillRules[0].approvers must be a whole number from 1 to 3",
+    ),
+    (
+        "skillRules:\n  - {pattern: deploy-*, action: ASK, approvers: 2.5}\n",
+        "2: skillRules[0].approvers must be a whole number from 1 to 3",
+    ),
+    (
+        "skillRules:\n  - {pattern: deploy-*, action: ASK, aprovers: 2}\n",
+        "2: unknown key 'aprovers' in skillRules[0] (allowed: action, approvers, pattern, runtime, "
+        "widestScope)",
     ),
     ("approvers: {}\n", "1: unknown key 'approvers' in the file"),
     # Issue 15 bad input: an empty tool name, control characters.
