@@ -17,6 +17,10 @@ RUNTIME_NAME_VALIDATOR = RegexValidator(
 
 
 RUNTIME_DESCRIPTION_MAX = 2000
+# P2: how long a request may wait unanswered before it is sent to the operators and the
+# runtime's owner; from a minute to a day (the longest a request may wait at all).
+ESCALATE_AFTER_MIN_SECONDS = 60
+ESCALATE_AFTER_MAX_SECONDS = 86400
 
 
 class AgentRuntime(models.Model):
@@ -50,6 +54,14 @@ class AgentRuntime(models.Model):
         help_text=(
             "Permitted tools at or below this level run without a question, except "
             "destructive ones, which always ask."
+        ),
+    )
+    escalate_after_seconds = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text=(
+            "A request still unanswered this long is sent to the operators and the runtime's "
+            "owner, through their channels. Empty: never."
         ),
     )
     is_active = models.BooleanField(default=True)
@@ -87,6 +99,18 @@ class AgentRuntime(models.Model):
                 condition=models.Q(exempt_at_or_below__in=SideEffectLevel.values),
                 name="runtime_exempt_at_or_below_valid",
                 violation_error_message="The gate threshold must be READ_ONLY or MUTATING.",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(escalate_after_seconds__isnull=True)
+                | models.Q(
+                    escalate_after_seconds__gte=ESCALATE_AFTER_MIN_SECONDS,
+                    escalate_after_seconds__lte=ESCALATE_AFTER_MAX_SECONDS,
+                ),
+                name="runtime_escalate_after_bounds",
+                violation_error_message=(
+                    f"Sending to operators comes after {ESCALATE_AFTER_MIN_SECONDS} seconds at the "
+                    f"earliest and {ESCALATE_AFTER_MAX_SECONDS} seconds (a day) at the latest."
+                ),
             ),
         ]
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import EllipsisType
+
 from django.db import transaction
 from django.utils import timezone
 
@@ -32,12 +34,13 @@ class RuntimeRetiredError(ValueError):
         super().__init__(message)
 
 
-def _settings_snapshot(runtime: AgentRuntime) -> dict[str, str | None]:
+def _settings_snapshot(runtime: AgentRuntime) -> dict[str, str | int | None]:
     return {
         "ceiling": runtime.ceiling,
         "exempt_at_or_below": runtime.exempt_at_or_below,
         "owner": runtime.owner.username if runtime.owner else None,
         "description": runtime.description,
+        "escalate_after_seconds": runtime.escalate_after_seconds,
     }
 
 
@@ -50,6 +53,7 @@ def runtime_create(
     exempt_at_or_below: str = SideEffectLevel.READ_ONLY,
     owner: User | None = None,
     description: str = "",
+    escalate_after_seconds: int | None = None,
 ) -> AgentRuntime:
     if AgentRuntime.objects.filter(name=name).exists():
         raise RuntimeExistsError(f"a runtime named {name!r} already exists")
@@ -59,6 +63,7 @@ def runtime_create(
         exempt_at_or_below=SideEffectLevel(exempt_at_or_below),
         owner=owner,
         description=description,
+        escalate_after_seconds=escalate_after_seconds,
     )
     runtime.full_clean()
     runtime.save()
@@ -82,9 +87,12 @@ def runtime_update_settings(
     exempt_at_or_below: str,
     owner: User | None,
     description: str,
+    escalate_after_seconds: int | EllipsisType | None = ...,
 ) -> bool:
     """Change a runtime's settings; returns False (and records nothing) if none changed.
 
+    `escalate_after_seconds` (P2): how long a request waits unanswered before it is sent to
+    the operators and the owner, None for never; left out (`...`), it stays as it is.
     Whether its tokens are accepted is not a setting: see runtime_disable / runtime_enable.
     """
     runtime = AgentRuntime.objects.select_for_update().get(pk=runtime.pk)
@@ -95,6 +103,8 @@ def runtime_update_settings(
     runtime.exempt_at_or_below = SideEffectLevel(exempt_at_or_below)
     runtime.owner = owner
     runtime.description = description
+    if escalate_after_seconds is not ...:
+        runtime.escalate_after_seconds = escalate_after_seconds
     after = _settings_snapshot(runtime)
     if before == after:
         return False

@@ -51,6 +51,7 @@ def runtime_create_view(request: HttpRequest) -> HttpResponse:
             exempt_at_or_below=data["exempt_at_or_below"],
             owner=data["owner"],
             description=data["description"],
+            escalate_after_seconds=form.escalate_after_seconds(),
             actor=Actor.for_user(request.user),
         )
         messages.success(request, f"Runtime {runtime.name} created. Issue it a token below.")
@@ -114,6 +115,7 @@ def runtime_settings_view(request: HttpRequest, name: str) -> HttpResponse:
             exempt_at_or_below=data["exempt_at_or_below"],
             owner=data["owner"],
             description=data["description"],
+            escalate_after_seconds=form.escalate_after_seconds(current=runtime.escalate_after_seconds),
             actor=Actor.for_user(request.user),
         )
         saved = SETTINGS_SAVED_MESSAGE if changed else SETTINGS_UNCHANGED_MESSAGE

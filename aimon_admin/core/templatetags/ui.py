@@ -30,6 +30,7 @@ from django.utils.html import format_html
 from django.utils.timesince import timesince, timeuntil
 
 from aimon_admin.core import words as words_registry
+from aimon_admin.core.durations import duration_words
 
 register = template.Library()
 
@@ -101,6 +102,21 @@ def words(value: Any, kind: str = "", plain: bool = False, code: bool = False, d
     if code:
         html = format_html('{} <code class="enum-code">{}</code>', html, raw)
     return html
+
+
+@register.filter
+def duration(seconds: int | float | None) -> str:
+    """`{{ runtime.escalate_after_seconds|duration }}`: "10 minutes" (empty for None)."""
+    return "" if seconds is None else duration_words(seconds)
+
+
+@register.filter
+def duration_to(start: datetime | None, end: datetime | None) -> str:
+    """`{{ approval.created_at|duration_to:approval.escalated_at }}`: "10 minutes" (empty
+    without both)."""
+    if start is None or end is None:
+        return ""
+    return duration_words((end - start).total_seconds())
 
 
 @register.simple_tag

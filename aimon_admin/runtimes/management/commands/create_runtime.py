@@ -26,6 +26,11 @@ class Command(CliCommand):
             default=SideEffectLevel.READ_ONLY,
         )
         parser.add_argument("--owner", help="username of the runtime's owner")
+        parser.add_argument(
+            "--escalate-after-minutes",
+            type=int,
+            help="send a request nobody answered in this many minutes to the operators and the owner (P2)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         owner = None
@@ -34,6 +39,7 @@ class Command(CliCommand):
             if owner is None:
                 raise CommandError(f"no user named {options['owner']!r}")
         actor = self.cli_actor()
+        minutes = options["escalate_after_minutes"]
         try:
             # One transaction: a runtime is never left behind without the token it was for.
             with transaction.atomic():
@@ -42,6 +48,7 @@ class Command(CliCommand):
                     ceiling=options["ceiling"],
                     exempt_at_or_below=options["exempt_at_or_below"],
                     owner=owner,
+                    escalate_after_seconds=None if minutes is None else minutes * 60,
                     actor=actor,
                 )
                 _, token = token_issue(runtime=runtime, actor=actor, label="created by create_runtime")
