@@ -14,7 +14,7 @@ from django.conf import settings as django_settings
 from django.core.management import CommandError, call_command
 
 from aimon_admin.accounts.models import User
-from aimon_admin.approvals.choices import RequestStatus
+from aimon_admin.approvals.choices import RequestKind, RequestStatus
 from aimon_admin.approvals.models import ApprovalRequest
 from aimon_admin.runtimes.selectors import token_authenticate
 
@@ -49,12 +49,22 @@ def test_demo_data_gives_each_kind_of_user_something_to_click(demo: Path) -> Non
     token = token_authenticate(saved["token"])
     assert token is not None
     pending = ApprovalRequest.objects.filter(runtime=token.runtime, status=RequestStatus.PENDING)
+    skills = pending.filter(kind=RequestKind.SKILL)
     # S1: one from a session, one from a fork of it, one with no session at all.
-    assert sorted((r.session_id is not None, r.invoking_session_id is not None) for r in pending) == [
+    assert sorted((r.session_id is not None, r.invoking_session_id is not None) for r in skills) == [
         (False, False),
         (False, True),
         (True, False),
     ]
+    # U2: and a tool call that asks: Bash on the trusted shell server, its subject the command.
+    tool = pending.get(kind=RequestKind.TOOL)
+    assert (tool.tool, tool.server, tool.subject_argument, tool.subject) == (
+        "Bash",
+        "shell",
+        "command",
+        "git push origin main",
+    )
+    assert tool.session is not None
 
 
 def test_demo_data_twice_keeps_the_same_people_token_and_requests(demo: Path) -> None:

@@ -20,14 +20,21 @@ from django.db import transaction
 from aimon_admin.accounts.models import User
 from aimon_admin.accounts.roles import Role
 from aimon_admin.accounts.services import user_create, user_set_password
-from aimon_admin.approvals.choices import GrantScope, RequestStatus, RuleAction
+from aimon_admin.approvals.choices import GrantScope, RequestKind, RequestStatus, RuleAction
 from aimon_admin.approvals.models import ApprovalRequest, SkillRule
 from aimon_admin.approvals.rules import rule_create
 from aimon_admin.approvals.services import RequestInput, request_create
 from aimon_admin.core.actors import Actor
 from aimon_admin.core.choices import SideEffectLevel
 from aimon_admin.core.commands import CliCommand
-from aimon_admin.registry.services import local_tools_replace
+from aimon_admin.registry.choices import AnnotationTrust, McpTransport
+from aimon_admin.registry.models import McpServer
+from aimon_admin.registry.services import (
+    local_tools_replace,
+    mcp_server_create,
+    mcp_tools_record,
+    tool_subject_set,
+)
 from aimon_admin.runtimes.models import AgentRuntime
 from aimon_admin.runtimes.selectors import token_authenticate
 from aimon_admin.runtimes.services import runtime_create, token_issue
@@ -60,6 +67,32 @@ DEMO_REQUESTS = [
         "reason": "A scheduled run with no session wants to take the nightly backup.",
     },
 ]
+# An MCP server whose claims are trusted, its shell tool's claims as the server would list them
+# (recorded, not synced: the demo runs nothing), and a call of it waiting in the inbox (U2).
+DEMO_SERVER = "shell"
+DEMO_SERVER_TOOLS = [
+    {
+        "name": "Bash",
+        "description": "Run a shell command in the workspace.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"command": {"type": "string"}, "description": {"type": "string"}},
+            "required": ["command"],
+        },
+        "annotations": {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False},
+    },
+]
+DEMO_TOOL_REQUEST = {
+    "kind": RequestKind.TOOL,
+    "skills": [],
+    "tool": "Bash",
+    "server": DEMO_SERVER,
+    "arguments": {"command": "git push origin main", "description": "Push the release to origin"},
+    "session_id": "demo-session-1",
+    "turn_id": "turn-2",
+    "principal": "approver",
+    "reason": "Push the release branch to origin.",
+}
 DEMO_USERS = {"operator": Role.OPERATOR, "approver": Role.APPROVER, "auditor": Role.AUDITOR}
 DEMO_RUNTIME = "demo-agent"
 
@@ -118,6 +151,7 @@ class Command(CliCommand):
             if not pending.exists():
                 for request in DEMO_REQUESTS:
                     request_create(RequestInput(runtime=runtime, timeout_seconds=86400, **request))
+            _demo_tool_request(runtime, actor)
 
         path.write_text(json.dumps(saved, indent=2))
         path.chmod(0o600)
@@ -127,3 +161,25 @@ class Command(CliCommand):
             self.stdout.write(f"  {role.label:<9} {username:<9} password: {saved[username]}")
         self.stdout.write(f"\nDemo runtime {DEMO_RUNTIME}, API token:\n  {saved['token']}")
         self.stdout.write(f"  try: curl -H 'Authorization: Bearer {saved['token']}' {url}/api/v1/runtime\n")
+
+
+def _demo_tool_request(runtime: AgentRuntime, actor: Actor) -> None:
+    """The shell server, its Bash tool (subject: `command`) and one call of it waiting, unless
+    one is waiting already."""
+    server = McpServer.objects.filter(name=DEMO_SERVER).first()
+    if server is None:
+        server = mcp_server_create(
+            name=DEMO_SERVER,
+            transport=McpTransport.STDIO,
+            command="uvx",
+            args=["mcp-shell-server"],
+            annotation_trust=AnnotationTrust.TRUST,
+            actor=actor,
+        )
+        mcp_tools_record(server=server, listing=DEMO_SERVER_TOOLS, actor=actor, complete=True)
+    tool_subject_set(server=DEMO_SERVER, tool="Bash", argument="command", actor=actor)
+    waiting = ApprovalRequest.objects.filter(
+        runtime=runtime, kind=RequestKind.TOOL, status=RequestStatus.PENDING
+    ).exists()
+    if not waiting:
+        request_create(RequestInput(runtime=runtime, timeout_seconds=86400, **DEMO_TOOL_REQUEST))
