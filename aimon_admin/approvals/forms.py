@@ -36,6 +36,25 @@ PATTERN_HELP = (
     "deploy-prod and deploy-dev; * alone matches every skill. " + PATTERN_GRAMMAR
 )
 CONFIRM_EVERYTHING_LABEL = "Yes, allow every skill without asking anyone"
+# P3: the two-person rule, in the words the rules page uses.
+APPROVERS_LABEL = "People who must allow"
+APPROVERS_CHOICES = [(1, "1"), (2, "2"), (3, "3")]
+APPROVERS_HELP = (
+    "When this rule asks, how many different people must allow before the approval is written. "
+    "The person the request is for never counts, and one Deny from anyone refuses it."
+)
+
+
+def approvers_field() -> forms.TypedChoiceField:
+    return forms.TypedChoiceField(
+        label=APPROVERS_LABEL,
+        choices=APPROVERS_CHOICES,
+        coerce=int,
+        initial=1,
+        required=False,  # left out (an older page, a script): one person, as before
+        empty_value=1,
+        help_text=APPROVERS_HELP,
+    )
 
 
 class RuleForm(forms.Form):
@@ -57,6 +76,7 @@ class RuleForm(forms.Form):
         initial=GrantScope.AGENT,
         help_text="Choose “This session” to take 'Always allow for this agent' away for these skills.",
     )
+    approvers = approvers_field()
     note = forms.CharField(
         required=False,
         max_length=RULE_NOTE_MAX,
@@ -147,6 +167,7 @@ class ToolRuleForm(forms.Form):
         ),
     )
     unattended = forms.BooleanField(label=PRE_APPROVAL_LABEL, required=False, help_text=PRE_APPROVAL_HELP)
+    approvers = approvers_field()
     note = forms.CharField(
         required=False,
         max_length=RULE_NOTE_MAX,

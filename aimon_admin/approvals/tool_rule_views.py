@@ -43,7 +43,7 @@ DELETE_PRE_APPROVAL_EFFECT = (
     "Unattended calls of {runtime} matching {text} are refused again, as nobody can be asked."
 )
 DELETE_EFFECT = "Calls matching {text} fall to the next matching rule, or ask."
-FIELDS = ("text", "runtime", "action", "unattended", "note")
+FIELDS = ("text", "runtime", "action", "unattended", "approvers", "note")
 
 
 def _rows() -> list[dict[str, Any]]:
@@ -195,6 +195,7 @@ def tool_rule_create_view(request: HttpRequest) -> HttpResponse:
                 action=data["action"],
                 runtime=data["runtime"],
                 unattended=data["unattended"],
+                approvers=data["approvers"],
                 note=data["note"],
                 actor=Actor.for_user(request.user),
             )

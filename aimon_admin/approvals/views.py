@@ -19,7 +19,7 @@ from aimon_admin.approvals import policy, rules, selectors, services, tool_polic
 from aimon_admin.approvals.choices import Answer, GrantDecision, GrantScope, ItemScope, RequestKind
 from aimon_admin.approvals.forms import AnswerForm, RuleForm
 from aimon_admin.approvals.inbox_filter import InboxFilter, InboxFilterError, bad_filter
-from aimon_admin.approvals.models import ApprovalRequest, Grant, Session, SkillRule
+from aimon_admin.approvals.models import ApprovalAllow, ApprovalRequest, Grant, Session, SkillRule
 from aimon_admin.approvals.tool_card import tool_call_card
 from aimon_admin.core.actors import Actor
 from aimon_admin.core.plurals import counted
@@ -28,6 +28,10 @@ from aimon_admin.runtimes.models import RUNTIME_NAME_VALIDATOR, AgentRuntime
 
 ANSWERED_MESSAGE = "Answered: {skills}."
 ALREADY_ANSWERED_MESSAGE = "{skill} was already answered by {who}: {how}."
+# P3: an allow recorded on an item that needs more people.
+ALLOW_RECORDED_MESSAGE = (
+    "Your allow of {skill} is recorded: {given} of {needed} approvals. It waits for another person."
+)
 FAILED_MESSAGE = "{skill} could not be saved and is still waiting: {why}"
 DISMISSED_MESSAGE = "Request dismissed: its unanswered skills are denied for the session."
 CLEARED_MESSAGE = (
@@ -85,6 +89,7 @@ def _card(request: HttpRequest, approval: ApprovalRequest) -> dict[str, Any]:
                 "answered_as": answer_label(item.decision, item.scope) if item.answered else "",
             }
         )
+    _allows_so_far(user, approval, items)
     common = None
     open_items = [entry for entry in items if not entry["item"].answered]
     deny_request_only = shape.escalates and any(
@@ -113,6 +118,45 @@ def _card(request: HttpRequest, approval: ApprovalRequest) -> dict[str, Any]:
         "is_fork": approval.is_fork,
         "tool": tool_call_card(approval, patterns) if patterns is not None else None,
     }
+
+
+def _allows_so_far(user: Any, approval: ApprovalRequest, items: list[dict[str, Any]]) -> None:
+    """P3: on each open item a rule needs several people to allow, who has allowed so far and
+    when ("1 of 2 approvals"). Someone who already allowed, or whose request it is, is offered
+    only the denials; a later allow is offered only as the first person allowed."""
+    several = [entry for entry in items if entry["item"].needs_several and not entry["item"].answered]
+    if not several:
+        return
+    given: dict[int, list[ApprovalAllow]] = {}
+    records = ApprovalAllow.objects.filter(item__in=[entry["item"] for entry in several]).select_related(
+        "user"
+    )
+    for record in records.order_by("created_at", "id"):
+        given.setdefault(record.item_id, []).append(record)
+    own_request = services.request_owner(approval) == user.username
+    for entry in several:
+        item, records = entry["item"], given.get(entry["item"].pk, [])
+        mine = any(record.user_id == user.pk for record in records)
+        first = records[0] if records else None
+        if mine or own_request:
+            entry["offered"] = [o for o in entry["offered"] if o["value"] not in services.ALLOW_ANSWERS]
+        elif first is not None:
+            entry["offered"] = [
+                o
+                for o in entry["offered"]
+                if o["value"] not in services.ALLOW_ANSWERS or o["value"] == first.answer
+            ]
+        entry["allows"] = {
+            "given": len(records),
+            "needed": item.approvers,
+            "records": records,
+            "mine": mine,
+            "own_request": own_request and not mine,
+            "first_by": first.user.username if first else "",
+            "first_as": Answer(first.answer).label + (f" ({first.pattern})" if first.pattern else "")
+            if first
+            else "",
+        }
 
 
 def _inbox_context(request: HttpRequest) -> dict[str, Any]:
@@ -214,6 +258,8 @@ def _outcome_notes(outcome: services.AnswerOutcome) -> list[tuple[str, str]]:
     notes.extend(("info", text) for text in outcome.notes)
     if outcome.written:
         notes.append(("success", ANSWERED_MESSAGE.format(skills=", ".join(i.skill for i in outcome.written))))
+    for skill, given, needed in outcome.allows_recorded:
+        notes.append(("success", ALLOW_RECORDED_MESSAGE.format(skill=skill, given=given, needed=needed)))
     for item in outcome.already_answered:
         who = item.answered_by.username if item.answered_by else f"the {item.source.lower() or 'chain'}"
         notes.append(
@@ -561,7 +607,7 @@ def rule_preview_view(request: HttpRequest) -> HttpResponse:
     preview = _pattern_preview(pattern, request.GET.get("runtime", ""))
     if request.htmx:
         return render(request, "approvals/rules.html#preview", {"preview": preview})
-    fields = ("pattern", "runtime", "action", "widest_scope", "note")
+    fields = ("pattern", "runtime", "action", "widest_scope", "approvers", "note")
     form = RuleForm(initial={name: request.GET[name] for name in fields if name in request.GET})
     return _rules_page(request, form, preview)
 
@@ -576,7 +622,7 @@ def rule_create_view(request: HttpRequest) -> HttpResponse:
     if request.POST.get("check"):
         # "Check pattern" (the no-script preview): the form as typed and what it would
         # match, on a page of its own address (a GET, so a reload asks nothing).
-        fields = ("pattern", "runtime", "action", "widest_scope", "note")
+        fields = ("pattern", "runtime", "action", "widest_scope", "approvers", "note")
         query = urlencode({f: request.POST[f] for f in fields if f in request.POST})
         return HttpResponseRedirect(f"{reverse('approvals:rule-preview')}?{query}#new-rule", status=303)
     form = RuleForm(request.POST)
@@ -588,6 +634,7 @@ def rule_create_view(request: HttpRequest) -> HttpResponse:
                 pattern=data["pattern"],
                 action=data["action"],
                 widest_scope=data["widest_scope"],
+                approvers=data["approvers"],
                 note=data["note"],
                 allow_everything_confirmed=data["confirm_everything"],
                 actor=Actor.for_user(request.user),

@@ -16,6 +16,7 @@ re-exported here, so `services.request_answer` and
 from __future__ import annotations
 
 from aimon_admin.approvals.services.answers import (
+    ALLOW_ANSWERS,
     AnswerOutcome,
     answers_for,
     request_answer,
@@ -88,6 +89,7 @@ from aimon_admin.approvals.services.tool_decisions import (
 
 __all__ = [
     "AGENT_WIDE_ENDS",
+    "ALLOW_ANSWERS",
     "ALLOW_MUST_MATCH_MESSAGE",
     "ALREADY_ALLOWED_MESSAGE",
     "ANSWER_NOT_OFFERED_MESSAGE",
