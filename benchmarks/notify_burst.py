@@ -136,7 +136,16 @@ def burst(ports: list[int], token: str, count: int, threads: int, label: str) ->
                 n = next(next_n, None)
             if n is None:
                 return
-            body = json.dumps({"skills": ["deploy"], "session_id": f"{label}-{n}", "principal": "alice"})
+            # An hour to expire: a message for a request that expired before it went out is
+            # rightly skipped (a person is asked only what is still open), which is not a loss.
+            body = json.dumps(
+                {
+                    "skills": ["deploy"],
+                    "session_id": f"{label}-{n}",
+                    "principal": "alice",
+                    "timeout_seconds": 3600,
+                }
+            )
             conn.request("POST", "/api/v1/approval-requests", body=body, headers=headers)
             response = conn.getresponse()
             answer = json.loads(response.read())
