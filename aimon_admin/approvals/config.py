@@ -22,6 +22,7 @@ principal, must allow what the rule asks about before the grant is written (P3).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -249,10 +250,20 @@ def config_parse(data: bytes | str, *, filename: str) -> Config:
 # --- Applying -------------------------------------------------------------------------------------
 
 
-def config_apply(config: Config, *, actor: Actor) -> ConfigResult:
-    """Apply the whole file in one transaction: the registry's part, then the rules; one
-    CONFIG_LOADED event records it all. Any refusal applies nothing."""
-    return registry_config.config_apply(config, actor=actor, then=lambda: _apply_rules(config, actor))
+def config_apply(
+    config: Config, *, actor: Actor, then: Callable[[], dict[str, list[str]]] | None = None
+) -> ConfigResult:
+    """Apply the whole file in one transaction: the registry's part, then the rules, then
+    `then` (a higher app's sections: notifications' webhooks); one CONFIG_LOADED event
+    records it all. Any refusal applies nothing."""
+
+    def rules_then() -> dict[str, list[str]]:
+        report = _apply_rules(config, actor)
+        if then is not None:
+            report.update(then())
+        return report
+
+    return registry_config.config_apply(config, actor=actor, then=rules_then)
 
 
 def _runtime_named(config: Config, line: int, where: str, name: str | None) -> AgentRuntime | None:

@@ -258,6 +258,9 @@ class ApprovalRequest(models.Model):
     subject = models.TextField(null=True, blank=True)
     # U4: an *Allow this call* answers ALLOW once; this marks its use.
     call_used_at = models.DateTimeField(null=True, blank=True)
+    # P2: when it was sent to the operators and the owner, nobody having answered it in its
+    # runtime's time (set once, by a conditional update). Not S6's escalation of an answer.
+    escalated_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

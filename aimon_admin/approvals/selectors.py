@@ -79,7 +79,9 @@ def pending_requests_for(*, user: User) -> QuerySet[ApprovalRequest]:
 def inbox_version(requests: list[ApprovalRequest]) -> str:
     """A short fingerprint of what the inbox shows, so a poll can answer 'unchanged'."""
     parts = [
-        f"{r.pk}:{r.status}:" + ",".join(f"{i.skill}={i.decision}" for i in r.items.all()) for r in requests
+        f"{r.pk}:{r.status}:{'E' if r.escalated_at else ''}:"
+        + ",".join(f"{i.skill}={i.decision}" for i in r.items.all())
+        for r in requests
     ]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 

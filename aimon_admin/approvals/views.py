@@ -20,6 +20,7 @@ from aimon_admin.approvals.choices import Answer, GrantDecision, GrantScope, Ite
 from aimon_admin.approvals.forms import AnswerForm, RuleForm
 from aimon_admin.approvals.inbox_filter import InboxFilter, InboxFilterError, bad_filter
 from aimon_admin.approvals.models import ApprovalAllow, ApprovalRequest, Grant, Session, SkillRule
+from aimon_admin.approvals.services.escalation import request_escalate_if_due
 from aimon_admin.approvals.tool_card import tool_call_card
 from aimon_admin.core.actors import Actor
 from aimon_admin.core.plurals import counted
@@ -164,6 +165,8 @@ def _inbox_context(request: HttpRequest) -> dict[str, Any]:
     # Requests past their deadline are closed (S9) before the inbox is read.
     services.requests_expire_due(limit=100, among=selectors.request_list_visible_to(user=request.user))
     pending = list(shown.apply(selectors.pending_requests_for(user=request.user), user=request.user))
+    for approval in pending:  # P2, on sight as expiry is: where no beat runs (make run), this sends them
+        request_escalate_if_due(approval)
     return {
         "cards": [_card(request, approval) for approval in pending],
         "version": selectors.inbox_version(pending),
@@ -208,6 +211,7 @@ def _visible_request(request: HttpRequest, pk: Any) -> ApprovalRequest:
 def request_detail_view(request: HttpRequest, pk: Any) -> HttpResponse:
     approval = _visible_request(request, pk)
     services.request_expire_if_due(approval)
+    request_escalate_if_due(approval)
     return render(request, "approvals/request.html", {"card": _card(request, approval)})
 
 

@@ -81,6 +81,9 @@ class AuditAction(models.TextChoices):
         "TOOL_ANSWER_SETTLED",
         "Tool answer settled by a grant another answer had just written",
     )
+    # A request nobody answered in time, sent to the operators and the owner (DESIGN P2). Not
+    # SKILL_GRANT_ESCALATED, a session answer made agent-wide (S6).
+    REQUEST_ESCALATED = "REQUEST_ESCALATED", "Unanswered request sent to operators"
     # Notifications (DESIGN P1, P2, P4)
     NOTIFICATION_CHANNEL_ADDED = "NOTIFICATION_CHANNEL_ADDED", "Notification channel added"
     NOTIFICATION_CHANNEL_REMOVED = "NOTIFICATION_CHANNEL_REMOVED", "Notification channel removed"

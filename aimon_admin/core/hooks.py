@@ -27,6 +27,8 @@ logger = logging.getLogger(__name__)
 REQUEST_OPENED = "approval-request-opened"
 # The request changed: an answer was written, or it closed (answered, cancelled, expired).
 REQUEST_CHANGED = "approval-request-changed"
+# Nobody answered it in its runtime's time: it was sent to the operators and the owner (P2).
+REQUEST_ESCALATED = "approval-request-escalated"
 
 Listener = Callable[[str], None]
 _listeners: dict[str, list[Listener]] = defaultdict(list)

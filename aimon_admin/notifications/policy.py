@@ -11,6 +11,7 @@ import ipaddress
 from dataclasses import dataclass, field
 from zoneinfo import ZoneInfo
 
+from aimon_admin.core.durations import duration_words
 from aimon_admin.notifications.choices import EVENT_TYPES, NotificationEvent
 
 SUBJECT_SHOWN_MAX = 200
@@ -40,6 +41,9 @@ class RequestFacts:
     status: str = "PENDING"
     answered_by: str = ""
     decisions: tuple[tuple[str, str], ...] = field(default=())
+    # P2: when nobody answered it in its runtime's time and it was sent to the operators.
+    escalated_at: dt.datetime | None = None
+    waited_seconds: int = 0
 
 
 @dataclass(frozen=True)
@@ -101,9 +105,21 @@ def request_lines(facts: RequestFacts) -> list[str]:
     return lines
 
 
+def escalation_words(facts: RequestFacts) -> str:
+    """Why an escalation reaches its operators: "Nobody answered in 10 minutes; sent to …"."""
+    if facts.escalated_at is None:
+        return ""
+    return (
+        f"Nobody answered in {duration_words(facts.waited_seconds)}: sent to the operators and the "
+        f"runtime's owner at {facts.escalated_at.astimezone(dt.UTC).strftime('%H:%M UTC')}."
+    )
+
+
 def request_message(facts: RequestFacts, event: str) -> Message:
     """The plain-text message about one request's event: every fact, then the one link."""
     lines = request_lines(facts)
+    if event == NotificationEvent.ESCALATED and facts.escalated_at is not None:
+        lines.insert(0, escalation_words(facts))
     if event == NotificationEvent.ANSWERED:
         lines.append(
             f"Answered by: {facts.answered_by or 'the runtime or the expiry'} ({facts.status.lower()})"
@@ -156,6 +172,8 @@ def webhook_payload(facts: RequestFacts | None, event: str, timestamp: dt.dateti
     request["expires_at"] = facts.expires_at.astimezone(dt.UTC).isoformat() if facts.expires_at else None
     request["status"] = facts.status
     request["url"] = facts.url
+    if event == NotificationEvent.ESCALATED and facts.escalated_at is not None:
+        request["escalated_at"] = facts.escalated_at.astimezone(dt.UTC).isoformat()
     if event == NotificationEvent.ANSWERED:
         request["answered_by"] = facts.answered_by or None
         request["decisions"] = [{"name": name, "decision": decision} for name, decision in facts.decisions]

@@ -37,6 +37,12 @@ def recipients_for(*, request: ApprovalRequest) -> list[User]:
         )
         if person is not None and _may_answer(person):
             return [person]
+    return escalation_recipients_for(request=request)
+
+
+def escalation_recipients_for(*, request: ApprovalRequest) -> list[User]:
+    """The operators and the runtime's owner (when they may answer): told when nobody answered
+    `request` in its runtime's time (P2), and when it has nobody else to answer it."""
     people = list(
         User.objects.filter(is_active=True, groups__name=Role.OPERATOR).prefetch_related("groups").distinct()
     )
@@ -76,6 +82,10 @@ def request_facts(*, request: ApprovalRequest) -> RequestFacts:
         status=request.status,
         answered_by=request.answered_by.username if request.answered_by_id else "",
         decisions=tuple((item.skill, item.decision or "UNANSWERED") for item in items),
+        escalated_at=request.escalated_at,
+        waited_seconds=(
+            int((request.escalated_at - request.created_at).total_seconds()) if request.escalated_at else 0
+        ),
     )
 
 

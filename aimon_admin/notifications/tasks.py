@@ -11,6 +11,7 @@ from typing import Any
 
 from celery import current_app, shared_task
 
+from aimon_admin.approvals.services.escalation import requests_escalate_due
 from aimon_admin.notifications import policy, services
 from aimon_admin.notifications.choices import DeliveryStatus, NotificationEvent
 from aimon_admin.notifications.models import Delivery
@@ -19,6 +20,7 @@ logger = logging.getLogger(__name__)
 
 OPENED_TASK = "notifications.request_opened"
 CHANGED_TASK = "notifications.request_changed"
+ESCALATED_TASK = "notifications.request_escalated"
 DELIVER_TASK = "notifications.deliver"
 DIGEST_TASK = "notifications.send_digest"
 SWEEP_TASK = "notifications.sweep"
@@ -56,6 +58,15 @@ def request_changed(request_id: str) -> int:
     return len(ids)
 
 
+@shared_task(name=ESCALATED_TASK, ignore_result=True)
+def request_escalated(request_id: str) -> int:
+    """Nobody answered a request in its runtime's time (P2): tell the operators, the owner and
+    the webhooks that take 'approval.escalated', at once whatever their quiet hours."""
+    ids = services.request_fan_out(request_id=request_id, event=NotificationEvent.ESCALATED)
+    queue_deliveries(ids)
+    return len(ids)
+
+
 @shared_task(bind=True, name=DELIVER_TASK, ignore_result=True)
 def deliver(self: Any, delivery_id: int) -> str | None:
     """Send one delivery; after a failure it is retried with back-off (a Celery retry with a
@@ -75,17 +86,22 @@ def send_digest(channel_id: int) -> int:
 
 @shared_task(name=SWEEP_TASK, ignore_result=True)
 def sweep() -> dict[str, int]:
-    """Beat, every few seconds: fan out what was missed, hand back lapsed leases, queue what
-    is due."""
+    """Beat, every few seconds: escalate the requests nobody answered in their runtime's time
+    (each announced after its commit, so its fan-out is queued at once), fan out what was
+    missed, hand back lapsed leases, queue what is due."""
+    escalated = requests_escalate_due()
     found = services.deliveries_sweep()
     for request_id in found.opened:
         request_opened.delay(request_id)
+    for request_id in found.escalated:
+        request_escalated.delay(request_id)
     for request_id in found.answered:
         request_changed.delay(request_id)
     queue_deliveries(found.due)
     for channel_id in found.digests:
         send_digest.delay(channel_id)
     return {
+        "escalated": escalated,
         "opened": len(found.opened),
         "answered": len(found.answered),
         "due": len(found.due),
@@ -100,6 +116,7 @@ def listen() -> None:
 
     hooks.listen(hooks.REQUEST_OPENED, _opened)
     hooks.listen(hooks.REQUEST_CHANGED, _changed)
+    hooks.listen(hooks.REQUEST_ESCALATED, _escalated)
 
 
 # In the web request that opened or answered the request, after its commit: no publish
@@ -113,3 +130,7 @@ def _opened(request_id: str) -> None:
 
 def _changed(request_id: str) -> None:
     request_changed.apply_async(args=[request_id], retry=False)
+
+
+def _escalated(request_id: str) -> None:
+    request_escalated.apply_async(args=[request_id], retry=False)

@@ -51,6 +51,7 @@ from aimon_admin.approvals import rules, tool_rules
 from aimon_admin.approvals import services as approvals
 from aimon_admin.approvals.choices import Answer, GrantScope, RequestKind, RequestStatus, RuleAction
 from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, Session, SkillRule
+from aimon_admin.approvals.services import escalation as approvals_escalation
 from aimon_admin.approvals.tasks import expire_due_requests
 from aimon_admin.audit import chain, verification
 from aimon_admin.audit import services as audit
@@ -59,6 +60,7 @@ from aimon_admin.audit.models import AuditEvent
 from aimon_admin.core.actors import Actor
 from aimon_admin.core.context import Channel, bound
 from aimon_admin.core.middleware import REQUEST_ID_HEADER
+from aimon_admin.notifications import config as notifications_config
 from aimon_admin.notifications import services as notifications
 from aimon_admin.notifications.choices import ChannelKind, DeliveryStatus, NotificationEvent
 from aimon_admin.notifications.models import Channel as NotifyChannel
@@ -82,6 +84,7 @@ SERVICE_MODULE_GLOBS = (
     "approvals/rules.py",
     "approvals/tool_rules.py",
     "approvals/config.py",
+    "notifications/config.py",
     "registry/config.py",
     "registry/sync/*.py",
     "audit/verification.py",
@@ -495,6 +498,34 @@ def _due_delivery(w: World) -> None:
 def _held_delivery(w: World) -> None:
     _due_delivery(w)
     Delivery.objects.filter(pk=w.prepared.pk).update(status=DeliveryStatus.HELD, batched=True)
+
+
+def _overdue_request(w: World) -> None:
+    """P2: the runtime sends a request unanswered for a minute to the operators; Alice's has
+    waited two."""
+    AgentRuntime.objects.filter(pk=w.runtime.pk).update(escalate_after_seconds=60)
+    ApprovalRequest.objects.filter(pk=w.session_request.pk).update(
+        created_at=timezone.now() - timedelta(minutes=2)
+    )
+    w.session_request = ApprovalRequest.objects.get(pk=w.session_request.pk)
+
+
+WEBHOOK_SECRET_GIVEN = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"  # nosec B105 - a test's own
+# load_config's webhooks (notifications/config.py): one with its secret given, one made.
+WEBHOOKS_YAML = f"""\
+webhooks:
+  siem: {{url: "https://93.184.216.34/hook", secret: {WEBHOOK_SECRET_GIVEN}}}
+  chat: {{url: "https://93.184.216.34/chat", events: [approval.escalated]}}
+"""
+
+
+def _load_webhooks(w: World) -> Any:
+    w.secrets.append(WEBHOOK_SECRET_GIVEN)
+    loaded = notifications_config.config_apply(
+        notifications_config.config_parse(WEBHOOKS_YAML, filename="hooks.yaml"), actor=w.op
+    )
+    w.secrets.extend(loaded.new_secrets.values())
+    return loaded
 
 
 def _lapsed_delivery(w: World) -> None:
@@ -1147,6 +1178,29 @@ CASES: dict[str, list[Case]] = {
             channel=Channel.TASK,
         )
     ],
+    "aimon_admin.approvals.services.escalation.escalation_due_at": [
+        Case(
+            run=lambda w: approvals_escalation.escalation_due_at(w.session_request), reads="reads the runtime"
+        )
+    ],
+    "aimon_admin.approvals.services.escalation.request_escalate_if_due": [
+        Case(
+            prepare=_overdue_request,
+            run=lambda w: approvals_escalation.request_escalate_if_due(w.session_request),
+            expect=(AuditAction.REQUEST_ESCALATED,),
+            actor=lambda w: Actor.system("request-escalation"),
+            channel=Channel.TASK,
+        )
+    ],
+    "aimon_admin.approvals.services.escalation.requests_escalate_due": [
+        Case(
+            prepare=_overdue_request,
+            run=lambda w: approvals_escalation.requests_escalate_due(),
+            expect=(AuditAction.REQUEST_ESCALATED,),
+            actor=lambda w: Actor.system("request-escalation"),
+            channel=Channel.TASK,
+        )
+    ],
     "aimon_admin.approvals.services.revocation.session_clear": [
         Case(
             run=lambda w: approvals.session_clear(runtime=w.runtime, session_id="s-1", actor=w.as_runtime),
@@ -1400,6 +1454,27 @@ CASES: dict[str, list[Case]] = {
             ),
             expect=(AuditAction.NOTIFICATION_CHANNEL_ADDED,),
             actor=_op,
+        )
+    ],
+    "aimon_admin.notifications.services.channels.webhook_secret_problem": [
+        Case(run=lambda w: notifications.webhook_secret_problem("whsec_short"), reads=PURE)
+    ],
+    "aimon_admin.notifications.config.config_read": [
+        Case(
+            prepare=_config_file,
+            run=lambda w: notifications_config.config_read(w.prepared),
+            reads="reads and checks a file; config_apply writes",
+        )
+    ],
+    "aimon_admin.notifications.config.config_parse": [
+        Case(run=lambda w: notifications_config.config_parse(WEBHOOKS_YAML, filename="c.yaml"), reads=PURE)
+    ],
+    "aimon_admin.notifications.config.config_apply": [
+        Case(
+            run=_load_webhooks,
+            expect=(AuditAction.CONFIG_LOADED, AuditAction.NOTIFICATION_CHANNEL_ADDED),
+            actor=_op,
+            channel=Channel.CLI,
         )
     ],
     "aimon_admin.notifications.services.channels.webhook_rotate": [

@@ -251,6 +251,7 @@ def test_a_fan_out_or_a_send_run_twice_sends_once(open_request: Callable[..., Ap
         (delivery,) = Delivery.objects.filter(channel=hook)
         assert tasks.deliver.apply(args=[delivery.pk]).get() is None
         assert tasks.sweep.apply().get() == {
+            "escalated": 0,
             "opened": 0,
             "answered": 0,
             "due": 0,

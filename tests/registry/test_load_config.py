@@ -20,8 +20,9 @@ from aimon_admin.registry.choices import AnnotationTrust, McpTransport
 from aimon_admin.registry.models import McpServer, Tool
 from tests.conftest import TEST_ACTOR
 
-# The file's top-level keys: the registry's, then the rules' (approvals/config.py).
-TOP_KEYS = "mcpServers, toolSubjects, toolRules, skillRules"
+# The file's top-level keys: the registry's, the rules' (approvals/config.py), then the
+# webhooks' (notifications/config.py).
+TOP_KEYS = "mcpServers, toolSubjects, toolRules, skillRules, webhooks"
 
 pytestmark = pytest.mark.django_db
 

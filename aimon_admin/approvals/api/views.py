@@ -53,6 +53,7 @@ from aimon_admin.approvals.api.serializers import (
 )
 from aimon_admin.approvals.choices import RequestKind, RequestStatus
 from aimon_admin.approvals.models import ApprovalRequest, Session
+from aimon_admin.approvals.services.escalation import request_escalate_if_due
 from aimon_admin.core.api import Unavailable, error_response, validate_flat, validate_value
 from aimon_admin.runtimes.authentication import (
     RuntimeCaller,
@@ -353,6 +354,8 @@ def _read(runtime_id: int, request_id: uuid.UUID, kind: RequestKind, *, release:
             approval = _load(runtime_id, request_id, kind)
             if approval is None:  # requests are never deleted; kept for the type checker
                 return None
+        # P2 on sight, as expiry: a runtime waiting on its request is what notices, where no beat runs.
+        request_escalate_if_due(approval)
         return _Snapshot(
             status=approval.status,
             body=request_body(approval),

@@ -9,6 +9,7 @@ from aimon_admin.notifications.services.channels import (
     preference_set,
     webhook_create,
     webhook_rotate,
+    webhook_secret_problem,
 )
 from aimon_admin.notifications.services.delivery import (
     Sweep,
@@ -34,4 +35,5 @@ __all__ = [
     "request_fan_out",
     "webhook_create",
     "webhook_rotate",
+    "webhook_secret_problem",
 ]

@@ -5,6 +5,7 @@ no event ever holds a webhook secret or the token inside an Apprise URL."""
 from __future__ import annotations
 
 import base64
+import binascii
 import datetime as dt
 import secrets
 import zoneinfo
@@ -35,6 +36,7 @@ from aimon_admin.notifications.services.errors import (
     NOT_A_WEBHOOK_MESSAGE,
     QUIET_MESSAGE,
     REMOVED_MESSAGE,
+    SIGNING_KEY_MESSAGE,
     TARGET_LENGTH_MESSAGE,
     TIMEZONE_MESSAGE,
     ChannelError,
@@ -42,6 +44,9 @@ from aimon_admin.notifications.services.errors import (
 
 SUBJECT_TYPE = "notification_channel"
 SECRET_BYTES = 24
+# A secret someone gives (load_config): Standard Webhooks asks for 24 to 64 random bytes.
+SECRET_BYTES_RANGE = (24, 64)
+SECRET_PREFIX = "whsec_"  # noqa: S105 # nosec B105 - the prefix, not a secret
 
 
 def _name(name: str) -> str:
@@ -122,6 +127,20 @@ def new_webhook_secret() -> str:
     return "whsec_" + base64.b64encode(secrets.token_bytes(SECRET_BYTES)).decode()
 
 
+def webhook_secret_problem(secret: str) -> str | None:
+    """Why `secret` is not a Standard Webhooks secret (whsec_ and 24-64 bytes in base64), or
+    None. The message never repeats the secret."""
+    low, high = SECRET_BYTES_RANGE
+    message = SIGNING_KEY_MESSAGE.format(low=low, high=high)
+    if not isinstance(secret, str) or not secret.startswith(SECRET_PREFIX):
+        return message
+    try:
+        key = base64.b64decode(secret.removeprefix(SECRET_PREFIX), validate=True)
+    except (binascii.Error, ValueError):
+        return message
+    return None if low <= len(key) <= high else message
+
+
 def _events(events: list[str] | None) -> list[str]:
     chosen = list(WEBHOOK_EVENTS) if events is None else [e for e in WEBHOOK_EVENTS if e in set(events)]
     if not chosen or (events is not None and set(events) - set(WEBHOOK_EVENTS)):
@@ -131,13 +150,16 @@ def _events(events: list[str] | None) -> list[str]:
 
 @transaction.atomic
 def webhook_create(
-    *, name: str, url: str, actor: Actor, events: list[str] | None = None
+    *, name: str, url: str, actor: Actor, events: list[str] | None = None, secret: str | None = None
 ) -> tuple[Channel, str]:
     """An operator adds an organisation-wide signed webhook; returns it and its secret, which
-    is never shown again (P4)."""
+    is never shown again (P4). `secret`: one the receiver already has (load_config), checked;
+    without it one is made."""
     name = _name(name)
+    if secret is not None and (problem := webhook_secret_problem(secret)):
+        raise ChannelError(problem, field="secret")
     shown = _checked(ChannelKind.WEBHOOK, url)
-    secret = new_webhook_secret()
+    secret = secret if secret is not None else new_webhook_secret()
     channel = Channel.objects.create(
         kind=ChannelKind.WEBHOOK,
         name=name,

@@ -63,6 +63,22 @@ def _lease() -> dt.timedelta:
 # --- Fan-out ----------------------------------------------------------------------------------------
 
 
+def _escalation_rows(request: ApprovalRequest, now: dt.datetime) -> list[Delivery]:
+    """Nobody answered in time (P2): the operators and the owner, each channel at once. Never
+    held: neither quiet hours nor a digest keep an escalation back (issue 16 item 6)."""
+    return [
+        Delivery(
+            request=request,
+            channel=channel,
+            event=NotificationEvent.ESCALATED,
+            status=DeliveryStatus.PENDING,
+            next_attempt_at=now,
+        )
+        for person in selectors.escalation_recipients_for(request=request)
+        for channel in selectors.channels_of(user=person).filter(broken_at__isnull=True)
+    ]
+
+
 def _person_rows(request: ApprovalRequest, now: dt.datetime) -> list[Delivery]:
     rows = []
     for person in selectors.recipients_for(request=request):
@@ -91,7 +107,9 @@ def _person_rows(request: ApprovalRequest, now: dt.datetime) -> list[Delivery]:
 def request_fan_out(*, request_id: str, event: NotificationEvent | str) -> list[int]:
     """Make the deliveries of a request's event, once (a second call makes none), and return
     the ids due now. Opened: the people who answer it (P1) and the webhooks that take the
-    event; answered: the webhooks only. A request answered when it opened tells nobody."""
+    event; escalated (nobody answered in time, P2): the operators, the owner and the
+    webhooks, while it is still open; answered: the webhooks only. A request answered when
+    it opened tells nobody."""
     now = timezone.now()
     request = (
         ApprovalRequest.objects.select_related("runtime", "runtime__owner").filter(pk=request_id).first()
@@ -102,18 +120,28 @@ def request_fan_out(*, request_id: str, event: NotificationEvent | str) -> list[
         request.status != RequestStatus.PENDING or request.expires_at <= now
     ):
         return []
+    if event == NotificationEvent.ESCALATED and (
+        request.escalated_at is None or request.status != RequestStatus.PENDING or request.expires_at <= now
+    ):
+        return []
     if event == NotificationEvent.ANSWERED and (
         request.status == RequestStatus.PENDING
         or not Fanout.objects.filter(request=request, event=NotificationEvent.REQUESTED).exists()
     ):
         return []
     hooks = selectors.webhooks_for(event)
-    if event != NotificationEvent.REQUESTED and not hooks:
+    people = NotificationEvent.REQUESTED, NotificationEvent.ESCALATED
+    if event not in people and not hooks:
         return []  # nobody takes it: no marker either (the sweep looks only while some webhook does)
     try:
         with transaction.atomic():
             marker = Fanout.objects.create(request=request, event=event)
-            rows = _person_rows(request, now) if event == NotificationEvent.REQUESTED else []
+            if event == NotificationEvent.REQUESTED:
+                rows = _person_rows(request, now)
+            elif event == NotificationEvent.ESCALATED:
+                rows = _escalation_rows(request, now)
+            else:
+                rows = []
             rows += [
                 Delivery(request=request, channel=hook, event=event, next_attempt_at=now) for hook in hooks
             ]
@@ -182,7 +210,17 @@ def _outgoing(
         webhook_body=policy.webhook_payload(facts[0], delivery.event, now),
         message_id=message_id,
         html=senders.render_email_html(
-            {"message": message, "requests": facts, "event": delivery.event, "note": policy.LINK_NOTE}
+            {
+                "message": message,
+                "requests": facts,
+                "event": delivery.event,
+                "note": policy.LINK_NOTE,
+                "escalation": (
+                    policy.escalation_words(facts[0])
+                    if delivery.event == NotificationEvent.ESCALATED and len(facts) == 1
+                    else ""
+                ),
+            }
         )
         if email
         else "",
@@ -283,7 +321,7 @@ def _send_rows(token: uuid.UUID, rows: list[Delivery]) -> str:
         request = by_id.get(str(row.request_id)) if row.request_id else None
         # A person is asked to answer only what is still open; a webhook gets every event.
         if (
-            row.event == NotificationEvent.REQUESTED
+            row.event in (NotificationEvent.REQUESTED, NotificationEvent.ESCALATED)
             and not channel.is_webhook
             and not _still_open(request, now)
         ):
@@ -427,6 +465,7 @@ class Sweep:
     """What the sweep found to do: requests to fan out, deliveries and digests due."""
 
     opened: list[str] = field(default_factory=list)
+    escalated: list[str] = field(default_factory=list)
     answered: list[str] = field(default_factory=list)
     due: list[int] = field(default_factory=list)
     digests: list[int] = field(default_factory=list)
@@ -434,8 +473,8 @@ class Sweep:
 
 
 def deliveries_sweep(*, limit: int = 500) -> Sweep:
-    """Whatever the web process or a worker could not finish: requests opened without their
-    fan-out (the queue was down), requests closed without their answered message, sends
+    """Whatever the web process or a worker could not finish: requests opened or escalated
+    without their fan-out (the queue was down), requests closed without their answered message, sends
     whose worker died (lease lapsed), and every delivery and digest now due. Only reads and
     hands back leases: the caller queues the work."""
     now = timezone.now()
@@ -446,6 +485,16 @@ def deliveries_sweep(*, limit: int = 500) -> Sweep:
         for pk in ApprovalRequest.objects.filter(status=RequestStatus.PENDING, expires_at__gt=now)
         .exclude(Exists(opened_marker))
         .order_by("created_at")
+        .values_list("pk", flat=True)[:limit]
+    ]
+    escalated_marker = Fanout.objects.filter(request=OuterRef("pk"), event=NotificationEvent.ESCALATED)
+    result.escalated = [
+        str(pk)
+        for pk in ApprovalRequest.objects.filter(
+            status=RequestStatus.PENDING, expires_at__gt=now, escalated_at__isnull=False
+        )
+        .exclude(Exists(escalated_marker))
+        .order_by("escalated_at")
         .values_list("pk", flat=True)[:limit]
     ]
     if selectors.webhooks_for(NotificationEvent.ANSWERED):

@@ -22,3 +22,7 @@ TIMEZONE_MESSAGE = "Unknown time zone {name!r}; use a name such as Europe/Paris 
 DIGEST_MESSAGE = "A digest comes every 1 to {limit} minutes (0: one message per request)."
 QUIET_MESSAGE = "Quiet hours need both a start and an end."
 CHANNEL_KIND_MESSAGE = "A person's channel is an email address or a chat or phone URL."
+SIGNING_KEY_MESSAGE = (
+    "A webhook secret is whsec_ followed by {low} to {high} random bytes in base64, as "
+    "Standard Webhooks specifies; leave it out and one is made for you."
+)
