@@ -80,7 +80,8 @@ def inbox_version(requests: list[ApprovalRequest]) -> str:
     """A short fingerprint of what the inbox shows, so a poll can answer 'unchanged'."""
     parts = [
         f"{r.pk}:{r.status}:{'E' if r.escalated_at else ''}:"
-        + ",".join(f"{i.skill}={i.decision}" for i in r.items.all())
+        # P3: an allow recorded on an item that needs several people changes the card too.
+        + ",".join(f"{i.skill}={i.decision}:{i.allows_given}" for i in r.items.all())
         for r in requests
     ]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]

@@ -10,7 +10,7 @@ from django.test import Client
 
 from aimon_admin.accounts.models import User
 from aimon_admin.accounts.roles import Role
-from aimon_admin.approvals import rules
+from aimon_admin.approvals import rules, selectors
 from aimon_admin.approvals.choices import RequestStatus, RuleAction
 from aimon_admin.approvals.models import ApprovalRequest, Grant, SkillRule, ToolRule
 from aimon_admin.approvals.services import RequestInput, request_create
@@ -169,6 +169,19 @@ def test_one_deny_through_the_page_denies(runtime: AgentRuntime, people: dict[st
     assert status(request) == RequestStatus.ANSWERED
     assert Grant.objects.get(request=request).decision == "DENY"
     assert AuditEvent.objects.filter(action=AuditAction.APPROVAL_ALLOW_RECORDED).count() == 1
+
+
+def test_the_inbox_poll_brings_a_recorded_allow_to_other_people(
+    runtime: AgentRuntime, people: dict[str, User]
+) -> None:  # P3: "1 of 2" reaches the other approvers' open inboxes
+    request = two_person_request(runtime)
+    oscar = logged_in(people["oscar"])
+    shown = selectors.inbox_version([ApprovalRequest.objects.prefetch_related("items").get(pk=request.pk)])
+    assert oscar.get(f"/approvals/poll/?v={shown}", headers=HTMX).status_code == 204
+    allow(logged_in(people["olivia"]), request)
+    polled = oscar.get(f"/approvals/poll/?v={shown}", headers=HTMX)
+    assert polled.status_code == 200
+    assert "1 of 2 approvals" in polled.content.decode()
 
 
 def test_the_api_says_pending_until_the_last_allow(
