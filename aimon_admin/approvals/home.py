@@ -35,6 +35,11 @@ MINE_LABEL = "from your own sessions"
 ALL_LABEL = "waiting for an answer"
 SKILL_LABEL = "skill requests"
 TOOL_LABEL = "tool requests"
+SENT_LABEL = "sent to operators: nobody answered in time"
+SENT_HELP = (
+    "Requests still waiting past their runtime's time: the operators and the runtime's owner "
+    "were told through their channels."
+)
 ESCALATED_LABEL = "escalated grants in force"
 NOTHING_PENDING = "Nothing is waiting for an answer. Requests appear in the inbox as your agents ask."
 OPEN_INBOX = "Open the inbox"
@@ -54,6 +59,7 @@ class PendingCounts:
     tool: int
     mine_skill: int
     mine_tool: int
+    escalated: int = 0  # of them, sent to the operators: nobody answered in time (P2)
 
     @property
     def all(self) -> int:
@@ -77,6 +83,7 @@ def pending_counts(*, user: User) -> PendingCounts:
             tool=Count("pk", filter=tool),
             mine_skill=Count("pk", filter=skill & mine),
             mine_tool=Count("pk", filter=tool & mine),
+            escalated=Count("pk", filter=Q(escalated_at__isnull=False)),
         )
     )
     return PendingCounts(**{key: value or 0 for key, value in counts.items()})
@@ -101,6 +108,20 @@ def requests_section(request: HttpRequest) -> Iterator[Section]:
             Figure("requests-mine", counts.mine, MINE_LABEL, inbox_url(mine=True)),
             Figure("requests-skill", counts.skill, SKILL_LABEL, inbox_url(kind=RequestKind.SKILL)),
             Figure("requests-tool", counts.tool, TOOL_LABEL, inbox_url(kind=RequestKind.TOOL)),
+            # Shown once there are some: most runtimes never send a request on (P2).
+            *(
+                [
+                    Figure(
+                        "requests-sent",
+                        counts.escalated,
+                        SENT_LABEL,
+                        inbox_url(escalated=True),
+                        help=SENT_HELP,
+                    )
+                ]
+                if counts.escalated
+                else []
+            ),
         ),
         help=REQUESTS_HELP,
     )

@@ -2,7 +2,8 @@
 item 1: each count on the home opens the inbox filtered to what it counted).
 
 `?whose=mine` keeps requests whose principal is you (S13: the ones about your own sessions);
-`?kind=SKILL` or `?kind=TOOL` keeps one kind (ApprovalRequest.kind). They narrow what the
+`?kind=SKILL` or `?kind=TOOL` keeps one kind (ApprovalRequest.kind); `?sent=operators` keeps the requests
+nobody answered in their runtime's time, sent to the operators (P2). They narrow what the
 inbox already shows the person; they never widen it. A value that cannot be read is a 400
 naming the filter, never an inbox quietly showing everything.
 """
@@ -22,10 +23,15 @@ from aimon_admin.approvals.choices import RequestKind
 from aimon_admin.approvals.models import ApprovalRequest
 
 MINE = "mine"
+SENT_TO_OPERATORS = "operators"
 # Messages people see (tests import these).
 BAD_FILTER_TITLE = "This filter cannot be read"
 BAD_WHOSE_MESSAGE = "Whose: {value!r} is not a choice here: leave it out for every request, or use mine."
 BAD_KIND_MESSAGE = "Kind: {value!r} is not a kind of request: choose SKILL (skills) or TOOL (a tool call)."
+BAD_SENT_MESSAGE = (
+    "Sent: {value!r} is not a choice here: leave it out for every request, or use operators "
+    "(the requests nobody answered in time)."
+)
 KIND_WORDS = {RequestKind.SKILL: "skill requests", RequestKind.TOOL: "tool requests"}
 
 
@@ -37,6 +43,7 @@ class InboxFilterError(ValueError):
 class InboxFilter:
     mine: bool = False
     kind: str = ""  # a RequestKind value, "" for both
+    escalated: bool = False  # only those sent to the operators, nobody having answered in time (P2)
 
     @classmethod
     def parse(cls, query: QueryDict) -> InboxFilter:
@@ -47,23 +54,36 @@ class InboxFilter:
         kind = query.get("kind", "").strip()
         if kind and kind not in RequestKind.values:
             raise InboxFilterError(BAD_KIND_MESSAGE.format(value=kind))
-        return cls(mine=whose == MINE, kind=kind)
+        sent = query.get("sent", "").strip()
+        if sent not in ("", SENT_TO_OPERATORS):
+            raise InboxFilterError(BAD_SENT_MESSAGE.format(value=sent))
+        return cls(mine=whose == MINE, kind=kind, escalated=sent == SENT_TO_OPERATORS)
 
     @property
     def active(self) -> bool:
-        return self.mine or bool(self.kind)
+        return self.mine or bool(self.kind) or self.escalated
 
     def apply(self, requests: QuerySet[ApprovalRequest], *, user: User) -> QuerySet[ApprovalRequest]:
         if self.mine:
             requests = requests.filter(principal=user.get_username())
         if self.kind:
             requests = requests.filter(kind=self.kind)
+        if self.escalated:
+            requests = requests.filter(escalated_at__isnull=False)
         return requests
 
     @property
     def querystring(self) -> str:
         return urlencode(
-            [(k, v) for k, v in (("whose", MINE if self.mine else ""), ("kind", self.kind)) if v]
+            [
+                (k, v)
+                for k, v in (
+                    ("whose", MINE if self.mine else ""),
+                    ("kind", self.kind),
+                    ("sent", SENT_TO_OPERATORS if self.escalated else ""),
+                )
+                if v
+            ]
         )
 
     @property
@@ -75,12 +95,14 @@ class InboxFilter:
     def description(self) -> str:
         """What the filtered inbox shows, in words: "tool requests from your own sessions"."""
         what = KIND_WORDS.get(self.kind, "requests")  # type: ignore[call-overload]
+        if self.escalated:
+            what = f"{what} sent to operators"
         return f"{what} from your own sessions" if self.mine else what
 
 
-def inbox_url(*, mine: bool = False, kind: str = "") -> str:
+def inbox_url(*, mine: bool = False, kind: str = "", escalated: bool = False) -> str:
     """The inbox filtered so (the home's links)."""
-    return InboxFilter(mine=mine, kind=kind).url
+    return InboxFilter(mine=mine, kind=kind, escalated=escalated).url
 
 
 def bad_filter(request: HttpRequest, error: InboxFilterError) -> HttpResponse:
