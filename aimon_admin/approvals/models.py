@@ -530,3 +530,26 @@ class RuleSetVersion(models.Model):
 
     def __str__(self) -> str:
         return f"rules v{self.version}"
+
+
+class RequestView(models.Model):
+    """Who opened a request's page, and when first (its timeline's "viewed"): one row per
+    person and request, written by the page's GET with one INSERT that a second visit leaves
+    as it was. A view answers nothing and changes nothing of the request (P1)."""
+
+    request = models.ForeignKey(ApprovalRequest, on_delete=models.PROTECT, related_name="views")
+    viewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    viewed_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["request", "viewed_at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["request", "viewer"],
+                name="request_view_once_per_person",
+                violation_error_message="This person's first view of this request is already recorded.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.viewer_id} viewed {self.request_id} at {self.viewed_at:%Y-%m-%d %H:%M:%S}"

@@ -20,7 +20,9 @@ from aimon_admin.approvals.choices import Answer, GrantDecision, GrantScope, Ite
 from aimon_admin.approvals.forms import AnswerForm, RuleForm
 from aimon_admin.approvals.inbox_filter import InboxFilter, InboxFilterError, bad_filter
 from aimon_admin.approvals.models import ApprovalAllow, ApprovalRequest, Grant, Session, SkillRule
+from aimon_admin.approvals.request_timeline import request_timeline
 from aimon_admin.approvals.services.escalation import request_escalate_if_due
+from aimon_admin.approvals.services.request_views import request_view_record
 from aimon_admin.approvals.tool_card import tool_call_card
 from aimon_admin.core.actors import Actor
 from aimon_admin.core.plurals import counted
@@ -34,7 +36,9 @@ ALLOW_RECORDED_MESSAGE = (
     "Your allow of {skill} is recorded: {given} of {needed} approvals. It waits for another person."
 )
 FAILED_MESSAGE = "{skill} could not be saved and is still waiting: {why}"
-DISMISSED_MESSAGE = "Request dismissed: its unanswered skills are denied for the session."
+DISMISSED_MESSAGE = (
+    "The rest denied: what was still unanswered is denied for the session; the request is closed."
+)
 CLEARED_MESSAGE = (
     "Session cleared: {count} approval removed.",
     "Session cleared: {count} approvals removed.",
@@ -64,6 +68,42 @@ def answer_label(decision: str, scope: str) -> str:
     if scope == GrantScope.AGENT:
         return Answer.ALLOW_AGENT.label
     return Answer.ALLOW_SESSION.label
+
+
+def _skill_reach(approval: ApprovalRequest, escalates: bool) -> dict[str, str]:
+    """What each button of a skill request reaches, written beside it (S5): where a session
+    answer lands (the session, a fork's invoking session, or, with neither, every session)."""
+    runtime = approval.runtime.name
+    if escalates:
+        where = f"every session of {runtime} (this request has no session: {services.ESCALATION_REACH})"
+    elif approval.session is not None:
+        where = f"session {approval.session.session_id}"
+    else:
+        where = (
+            f"session {approval.invoking_session.session_id}, which launched this sub-agent, "
+            "and every sub-agent it launches"
+        )
+    return {
+        Answer.ALLOW_ONCE: f"Turn {approval.turn_id} only, in {where}.",
+        Answer.ALLOW_SESSION: f"Allows it in {where}, until the session is cleared, revoked or idle too long."
+        if not escalates
+        else f"Allows it in {where}.",
+        Answer.DENY: f"Refuses it in {where}; a Deny made now beats older approvals.",
+        Answer.DENY_REQUEST: f"{services.REQUEST_DENY_REACH[:1].upper()}{services.REQUEST_DENY_REACH[1:]}.",
+    }
+
+
+def _reach_lines(
+    approval: ApprovalRequest, escalates: bool, items: list[dict[str, Any]]
+) -> list[dict[str, str]]:
+    """The reach of each answer the card offers, in the buttons' order, Always allow aside."""
+    offered = {option["value"] for entry in items for option in entry["offered"]}
+    reach = _skill_reach(approval, escalates)
+    return [
+        {"value": answer.value, "label": answer.label, "text": reach[answer]}
+        for answer in Answer
+        if answer.value in offered and answer in reach
+    ]
 
 
 def _approver_or_operator(view: Any) -> Any:
@@ -118,6 +158,10 @@ def _card(request: HttpRequest, approval: ApprovalRequest) -> dict[str, Any]:
         "agent_wide_ends": AGENT_WIDE_ENDS,
         "is_fork": approval.is_fork,
         "tool": tool_call_card(approval, patterns) if patterns is not None else None,
+        # Every button's reach beside it (S5): a tool card has its own (tool_card.py), and
+        # Always allow keeps its longer note (reach-<id>).
+        "reach": _reach_lines(approval, shape.escalates, items) if patterns is None else [],
+        "on_page": False,  # the request's own page: its title links nowhere
     }
 
 
@@ -212,7 +256,16 @@ def request_detail_view(request: HttpRequest, pk: Any) -> HttpResponse:
     approval = _visible_request(request, pk)
     services.request_expire_if_due(approval)
     request_escalate_if_due(approval)
-    return render(request, "approvals/request.html", {"card": _card(request, approval)})
+    request_view_record(request=approval, user=request.user)  # who first opened it; answers nothing
+    return render(request, "approvals/request.html", _request_page(request, approval))
+
+
+def _request_page(request: HttpRequest, approval: ApprovalRequest, **extra: Any) -> dict[str, Any]:
+    """The request's own page: its card in full, then its timeline (issue 17 item 8)."""
+    card = _card(request, approval)
+    card["on_page"] = True
+    labels = {entry["item"].pk: entry["answered_as"] for entry in card["items"] if entry["answered_as"]}
+    return {"card": card, "timeline": request_timeline(approval, request.user, labels), **extra}
 
 
 @require_POST
@@ -239,8 +292,9 @@ def request_answer_view(request: HttpRequest, pk: Any) -> HttpResponse:
             notes.append(("error", str(exc)))
             if not request.htmx:  # a forged or stale POST: refused, saying what to do instead
                 fresh = _visible_request(request, pk)
-                context = {"card": _card(request, fresh), "notes": notes}
-                return render(request, "approvals/request.html", context, status=403)
+                return render(
+                    request, "approvals/request.html", _request_page(request, fresh, notes=notes), status=403
+                )
         except services.ApprovalError as exc:
             notes.append(("error", str(exc)))
         else:
@@ -249,9 +303,11 @@ def request_answer_view(request: HttpRequest, pk: Any) -> HttpResponse:
         # The request as the answer left it, when the service knows all of it (it closed it
         # with every answer in hand); else read again, with whatever others answered meanwhile.
         fresh = outcome.request if outcome and outcome.request else _visible_request(request, pk)
-        return render(
-            request, "approvals/_card.html", {"card": _card(request, fresh), "notes": notes, "swapped": True}
-        )
+        card = _card(request, fresh)
+        # Swapped into the request's own page: its title still links nowhere.
+        page = reverse("approvals:request", args=[fresh.pk])
+        card["on_page"] = request.headers.get("HX-Current-URL", "").split("?")[0].endswith(page)
+        return render(request, "approvals/_card.html", {"card": card, "notes": notes, "swapped": True})
     for level, text in notes:
         messages.add_message(request, messages.ERROR if level == "error" else messages.SUCCESS, text)
     return redirect("approvals:inbox")
@@ -315,20 +371,27 @@ def _dismiss_confirmation(approval: ApprovalRequest) -> dict[str, Any]:
         denied = tool_policy.rule_text(
             server=approval.server, tool=approval.tool, pattern=tool_policy.abort_pattern(approval.subject)
         )
-        effect = f"The call is denied for this session, as {denied} (never agent-wide)."
+        effect = (
+            f"The call is denied for this session, as {denied} (never agent-wide), and the request is closed."
+        )
         open_skills = [denied] if open_skills else []
     elif shape.escalates:
         effect = (
-            "This request has no session, so nothing is written: its skills stay unanswered "
-            "and an unattended run refuses them."
+            "The request is closed and the runtime refuses each skill not yet answered. This "
+            "request has no session, so nothing is stored: the next run asks again."
         )
     else:
-        effect = "Each unanswered skill is denied for this session (never agent-wide)."
+        effect = (
+            "Each skill not yet answered is denied for this session (never agent-wide), and the "
+            "request is closed."
+        )
+    answered = [i.skill for i in approval.items.all() if i.answered]
     return {
-        "title": "Dismiss this request?",
+        "title": "Deny the rest of this request?",
         "effect": effect,
         "items": open_skills,
-        "confirm_label": "Dismiss request",
+        "kept": f"Answers already given stay as they are: {', '.join(answered)}." if answered else "",
+        "confirm_label": "Deny the rest",
         "cancel_url": "approvals:inbox",
         "danger": True,
     }
@@ -391,9 +454,14 @@ def session_clear_view(request: HttpRequest, pk: int) -> HttpResponse:
         {
             "title": f"Clear session {session.session_id}?",
             "effect": (
-                f"Removes the {_count(len(grants), 'answer')} this session holds (its turn and "
-                "session approvals and denials). Agent-wide approvals stay: each holds "
-                f"{AGENT_WIDE_ENDS}."
+                f"Starts this session over, as the agent's own /clear does. Removes the "
+                f"{_count(len(grants), 'answer')} this session holds (its turn and session "
+                "approvals and denials): the runtime asks again about each. The audit log "
+                "records it as a clear."
+            ),
+            "kept": (
+                f"Stays: the agent-wide approvals of {session.runtime.name} (each holds "
+                f"{AGENT_WIDE_ENDS}), the rules, and the audit log's record of every answer."
             ),
             "items": [f"{g.label}: {answer_label(g.decision, g.scope)}" for g in grants],
             "confirm_label": "Clear session",
@@ -423,8 +491,14 @@ def session_revoke_view(request: HttpRequest, pk: int) -> HttpResponse:
         {
             "title": f"Revoke the approvals of session {session.session_id}?",
             "effect": (
-                f"Revokes the {_count(len(grants), 'answer')} this session holds (approvals and "
-                "denials); the runtime asks again next time. Agent-wide approvals stay."
+                f"Takes back the {_count(len(grants), 'answer')} this session holds (its turn and "
+                "session approvals and denials): the runtime asks again about each. These are the "
+                "answers Clear would remove, but the audit log records a revocation by you, not a "
+                "clear: use it when an answer should not have been given."
+            ),
+            "kept": (
+                f"Stays: the agent-wide approvals of {session.runtime.name} (only Revoke agent-wide "
+                "removes them), the rules, and the audit log's record of every answer."
             ),
             "items": [f"{g.label}: {answer_label(g.decision, g.scope)}" for g in grants],
             "confirm_label": "Revoke session approvals",

@@ -14,6 +14,11 @@ class NotificationsConfig(AppConfig):
         from aimon_admin.notifications import tasks
 
         tasks.listen()
+        # The request page's timeline hears of each message from here (core.timeline).
+        from aimon_admin.core import timeline
+        from aimon_admin.notifications.timeline import request_entries
+
+        timeline.provide("notifications", request_entries)
         # Apprise logs every channel URL whole at DEBUG, and urllib3 each request's path, the
         # tokens inside them included: never below INFO, whatever LOG_LEVEL says
         # (tests/notifications/test_no_secrets_logged.py).

@@ -172,3 +172,16 @@ def log_channels(*, user: User | None) -> QuerySet[Channel]:
 
 def broken_channels_of(*, user: User) -> QuerySet[Channel]:
     return channels_of(user=user).filter(~Q(broken_at=None))
+
+
+REQUEST_DELIVERIES_MAX = 100
+
+
+def deliveries_of_request(*, request_id: str, user: User | None) -> list[Delivery]:
+    """A request's deliveries for its page's timeline, oldest first, with their channels and
+    owners: all of them (`user` None, an operator) or those to one person's own channels.
+    At most REQUEST_DELIVERIES_MAX (one per channel and event: a request reaches a few)."""
+    rows = Delivery.objects.filter(request_id=request_id).select_related("channel", "channel__owner")
+    if user is not None:
+        rows = rows.filter(channel__owner=user)
+    return list(rows.order_by("created_at", "id")[:REQUEST_DELIVERIES_MAX])

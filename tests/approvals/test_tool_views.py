@@ -227,7 +227,7 @@ def test_dismissing_says_what_is_denied(runtime: AgentRuntime, approver: User) -
 
     html = logged_in(approver).get(f"/approvals/requests/{request.pk}/dismiss/").content.decode()
 
-    assert "The call is denied for this session, as Bash(git push origin main) (never agent-wide)." in html
+    assert "The call is denied for this session, as Bash(git push origin main) (never agent-wide)" in html
 
 
 def test_session_and_agent_pages_list_tool_grants_with_their_patterns(

@@ -52,6 +52,7 @@ from aimon_admin.approvals import services as approvals
 from aimon_admin.approvals.choices import Answer, GrantScope, RequestKind, RequestStatus, RuleAction
 from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, Session, SkillRule
 from aimon_admin.approvals.services import escalation as approvals_escalation
+from aimon_admin.approvals.services import request_views
 from aimon_admin.approvals.tasks import expire_due_requests
 from aimon_admin.audit import chain, verification
 from aimon_admin.audit import services as audit
@@ -1096,6 +1097,15 @@ CASES: dict[str, list[Case]] = {
                 "escalation, abort-deny) is an event"
             ),
             channel=Channel.API,
+        )
+    ],
+    "aimon_admin.approvals.services.request_views.request_view_record": [
+        Case(
+            run=lambda w: request_views.request_view_record(request=w.session_request, user=w.approver),
+            no_event=(
+                "who first opened a request's page, shown on its timeline: a read by a person "
+                "signed in, which answers and changes nothing of the request (P1)"
+            ),
         )
     ],
     "aimon_admin.approvals.services.answers.user_may_answer": [

@@ -53,7 +53,7 @@ def test_at_phone_width_a_person_answers_then_revokes_session_and_agent_wide_app
     expect(inbox).to_contain_text("becomes agent-wide")  # the sessionless request's warning (S6)
     main_page(page, shot, "inbox")
     assert assert_tappable(page, inbox.locator("button.btn-answer")) >= 10
-    assert_tappable(page, inbox.get_by_role("link", name="Dismiss…"))
+    assert_tappable(page, inbox.get_by_role("link", name="Deny the rest…"))
 
     # A request on its own page: answer one skill per button.
     inbox.locator(f"#request-{in_session.pk}").get_by_role("link", name=runtime.name).click()
