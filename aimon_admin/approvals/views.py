@@ -84,7 +84,7 @@ def _skill_reach(approval: ApprovalRequest, escalates: bool) -> dict[str, str]:
             "and every sub-agent it launches"
         )
     return {
-        Answer.ALLOW_ONCE: f"Turn {approval.turn_id} only, in {where}.",
+        Answer.ALLOW_ONCE: f"This turn only ({approval.turn_id}), in {where}.",
         Answer.ALLOW_SESSION: f"Allows it in {where}, until the session is cleared, revoked or idle too long."
         if not escalates
         else f"Allows it in {where}.",

@@ -161,7 +161,7 @@ def test_every_button_has_its_reach_written_next_to_it(
                 described = re.search(rf'id="{target.group(1)}"[^>]*>(.*?)</(li|p)>', html, re.S)
                 assert described, target.group(1)
                 assert described.group(1).strip(), target.group(1)
-            assert "Turn t-1 only, in session s-1." in html
+            assert "This turn only (t-1), in session s-1." in html
             assert "Allows it in session s-1, until the session is cleared, revoked or idle too long." in html
             assert "Refuses it in session s-1; a Deny made now beats older approvals." in html
 
