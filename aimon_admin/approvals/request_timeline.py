@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from aimon_admin.approvals.choices import GrantScope, ItemScope, RequestKind, RequestStatus
-from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, RequestView
+from aimon_admin.approvals.choices import Answer, GrantScope, ItemScope, RequestKind, RequestStatus
+from aimon_admin.approvals.models import ApprovalAllow, ApprovalItem, ApprovalRequest, RequestView
 from aimon_admin.approvals.tool_policy import rule_text
 from aimon_admin.core.timeline import Entry, entries_for
 
@@ -55,6 +55,25 @@ def _answered(approval: ApprovalRequest, item: ApprovalItem, label: str) -> Entr
     return Entry(at, "answered", "Denied unanswered", text)
 
 
+def _allows(approval: ApprovalRequest, items: list[ApprovalItem]) -> list[Entry]:
+    """P3: each person's allow of an item a rule needs several people to allow, counted."""
+    if not items:
+        return []
+    needed = {item.pk: item for item in items}
+    records = ApprovalAllow.objects.filter(item__in=items).select_related("user").order_by("created_at", "id")
+    entries, counted = [], dict.fromkeys(needed, 0)
+    for record in records:
+        item = needed[record.item_id]
+        counted[item.pk] += 1
+        how = Answer(record.answer).label
+        what = f"{item.skill} ({record.pattern})" if record.pattern else item.skill
+        text = (
+            f"{record.user.username} allowed {what}: {how}, {counted[item.pk]} of {item.approvers} approvals."
+        )
+        entries.append(Entry(record.created_at, "allowed", "Allowed", text))
+    return entries
+
+
 def request_timeline(approval: ApprovalRequest, user: Any, labels: dict[int, str]) -> list[Entry]:
     """Every step of `approval`, oldest first. `labels`: each answered item's answer in the
     buttons' words, by item id (the page has them already)."""
@@ -64,9 +83,11 @@ def request_timeline(approval: ApprovalRequest, user: Any, labels: dict[int, str
     for number, view in enumerate(views[:VIEWS_SHOWN]):
         title = "First viewed" if number == 0 else "Viewed"
         entries.append(Entry(view.viewed_at, "viewed", title, f"{view.viewer.username} opened this page."))
-    for item in approval.items.all():
+    items = list(approval.items.all())
+    for item in items:
         if item.answered:
             entries.append(_answered(approval, item, labels.get(item.pk, item.decision)))
+    entries.extend(_allows(approval, [item for item in items if item.needs_several]))
     if approval.status in CLOSED and approval.closed_at is not None:
         entries.append(Entry(approval.closed_at, "closed", "Closed", CLOSED[approval.status]))
     if approval.call_used_at is not None:

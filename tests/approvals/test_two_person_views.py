@@ -119,6 +119,7 @@ def test_the_card_shows_one_of_two_and_who_then_the_second_completes_it(
     assert "It is waiting for another person." in mine
     assert 'data-answer="ALLOW_SESSION"' not in mine  # only the denials are left to her
     assert 'data-answer="DENY"' in mine
+    assert "olivia allowed deploy: Allow for this session, 1 of 2 approvals." in mine  # the timeline
 
     theirs = oscar.get("/approvals/").content.decode()
     assert "1 of 2 approvals" in theirs
