@@ -10,13 +10,15 @@ from django.test import Client
 
 from aimon_admin.accounts.models import User
 from aimon_admin.accounts.roles import Role
-from aimon_admin.approvals import rules, selectors
-from aimon_admin.approvals.choices import RequestStatus, RuleAction
+from aimon_admin.approvals import rules, selectors, tool_rules
+from aimon_admin.approvals.choices import RequestKind, RequestStatus, RuleAction
 from aimon_admin.approvals.models import ApprovalRequest, Grant, SkillRule, ToolRule
 from aimon_admin.approvals.services import RequestInput, request_create
 from aimon_admin.approvals.views import ALLOW_RECORDED_MESSAGE
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
+from aimon_admin.registry.models import ToolSubject
+from aimon_admin.registry.services import local_tools_replace
 from aimon_admin.runtimes.models import AgentRuntime
 from tests.conftest import TEST_ACTOR
 from tests.core.prg_support import assert_invalid_post_redirects_and_reloads
@@ -183,6 +185,32 @@ def test_the_inbox_poll_brings_a_recorded_allow_to_other_people(
     polled = oscar.get(f"/approvals/poll/?v={shown}", headers=HTMX)
     assert polled.status_code == 200
     assert "1 of 2 approvals" in polled.content.decode()
+
+
+def test_a_tool_request_card_shows_the_count_and_the_first_allow(
+    runtime: AgentRuntime, people: dict[str, User]
+) -> None:  # P3 on a tool request: Allow this call by two people
+    local_tools_replace(runtime=runtime, tools=[{"name": "Bash"}], actor=TEST_ACTOR)
+    ToolSubject.objects.create(server="", tool="Bash", argument="command")
+    tool_rules.tool_rule_create(text="Bash(git push:*)", action=RuleAction.ASK, approvers=2, actor=TEST_ACTOR)
+    request = request_create(
+        RequestInput(
+            runtime=runtime,
+            skills=[],
+            session_id="s-1",
+            principal="paula",
+            kind=RequestKind.TOOL,
+            tool="Bash",
+            arguments={"command": "git push origin main"},
+        )
+    )[0]
+    answer = {"skill": "Bash", "answer": "ALLOW_CALL"}
+    logged_in(people["olivia"]).post(f"/approvals/requests/{request.pk}/answer/", answer)
+    page = logged_in(people["oscar"]).get(f"/approvals/requests/{request.pk}/").content.decode()
+    assert "1 of 2 approvals" in page
+    assert "olivia allowed it as <em>Allow this call</em>" in page
+    logged_in(people["oscar"]).post(f"/approvals/requests/{request.pk}/answer/", answer)
+    assert status(request) == RequestStatus.ANSWERED
 
 
 def test_the_api_says_pending_until_the_last_allow(
