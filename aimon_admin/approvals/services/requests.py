@@ -362,77 +362,119 @@ def _write_grant(
     raise IntegrityError(f"The {skill} grant's key stayed held by grants written meanwhile.")
 
 
+class _AbortLost(Exception):
+    """Raised inside an abort's transaction to roll it back: the request turned out no
+    longer PENDING (answered meanwhile, or aborted by another call), or one skill's claim
+    was lost to an answer after its denial was written."""
+
+
 def _abort(request: ApprovalRequest, status: RequestStatus, actor: Actor, why: str) -> bool:
     """S9: close a PENDING request as `status`; each unanswered skill gets a SESSION DENY
     where a session can hold it, never agent-wide (a tool call: for its exact subject, else
-    the whole tool). Returns False if it was not PENDING."""
+    the whole tool). Returns False if it was not PENDING.
+
+    Locks come in the order an answer takes them (answers._answer_item: the grant's key,
+    the item, the audit chain, the session, the request), so an answer and an abort at the
+    same moment wait for each other instead of deadlocking on PostgreSQL: first each
+    skill's denial and its item claimed pointing at it, in skill order (two aborts sharing a
+    session's keys take them alike); then the audit events; the request is closed last,
+    and if it is no longer PENDING everything rolls back.
+    """
     now = timezone.now()
     tool = request.kind == RequestKind.TOOL
     pattern = tool_policy.abort_pattern(request.subject) if tool else ""
     action = AuditAction.TOOL_ABORT_DENIED if tool else AuditAction.SKILL_ABORT_DENIED
     subject_type = "tool" if tool else "skill"
-    with transaction.atomic():
-        closed = ApprovalRequest.objects.filter(pk=request.pk, status=RequestStatus.PENDING).update(
-            status=status, closed_at=now
-        )
-        if closed != 1:
-            return False
-        target = policy.abort_target(request_shape(request))
-        for item in request.items.filter(decision=""):
+    target = policy.abort_target(request_shape(request))
+    try:
+        with transaction.atomic():
+            open_items = list(request.items.filter(decision="").order_by("skill"))
             if target is None:
-                audit_record(
-                    action=action,
-                    actor=actor,
-                    runtime=request.runtime,
-                    subject_type=subject_type,
-                    subject=_grant_subject(request, item.skill, pattern),
-                    details={
-                        "request_id": str(request.pk),
-                        "why": why,
-                        "written": False,
-                        "note": "no session to hold a denial; the skill stays ASK (never agent-wide)",
-                    },
-                )
-                continue
-            # Claim the item before writing, as an answer does: a person's answer that
-            # landed since the items were read keeps its grant instead of being superseded
-            # by this DENY (or colliding with it on the one-active-grant constraint).
-            claimed = ApprovalItem.objects.filter(pk=item.pk, decision="").update(
-                decision=GrantDecision.DENY, scope=GrantScope.SESSION, answered_at=now, pattern=pattern
-            )
-            if claimed != 1:
-                continue
-            written = _write_grant(
-                request=request,
-                skill=item.skill,
-                target=target,
-                origin=GrantOrigin.ABORT,
-                user=None,
-                now=now,
-                settle=False,
-                pattern=pattern,
-            )
-            grant, superseded = written.grant, written.superseded
-            ApprovalItem.objects.filter(pk=item.pk).update(grant=grant)
-            _session_active(grant.session, now)
-            audit_record(
-                action=action,
-                actor=actor,
-                runtime=request.runtime,
-                session_key=grant.session.session_id if grant.session else "",
-                subject_type=subject_type,
-                subject=_grant_subject(request, item.skill, pattern),
-                details={
+                for item in open_items:
+                    audit_record(
+                        action=action,
+                        actor=actor,
+                        runtime=request.runtime,
+                        subject_type=subject_type,
+                        subject=_grant_subject(request, item.skill, pattern),
+                        details={
+                            "request_id": str(request.pk),
+                            "why": why,
+                            "written": False,
+                            "note": "no session to hold a denial; the skill stays ASK (never agent-wide)",
+                        },
+                    )
+            denied = [] if target is None else _abort_deny(request, open_items, target, now, pattern)
+            for item, written in denied:
+                grant, superseded = written.grant, written.superseded
+                details: dict[str, Any] = {
                     "request_id": str(request.pk),
                     "why": why,
                     "written": True,
                     "grant_id": grant.pk,
-                    **({"pattern": pattern, "arguments_digest": request.arguments_digest} if tool else {}),
-                    **({"superseded_grant_ids": superseded} if superseded else {}),
-                },
+                }
+                if tool:
+                    details |= {"pattern": pattern, "arguments_digest": request.arguments_digest}
+                if superseded:
+                    details["superseded_grant_ids"] = superseded
+                audit_record(
+                    action=action,
+                    actor=actor,
+                    runtime=request.runtime,
+                    session_key=grant.session.session_id if grant.session else "",
+                    subject_type=subject_type,
+                    subject=_grant_subject(request, item.skill, pattern),
+                    details=details,
+                )
+                _session_active(grant.session, now)
+            closed = ApprovalRequest.objects.filter(pk=request.pk, status=RequestStatus.PENDING).update(
+                status=status, closed_at=now
             )
+            if closed != 1:
+                raise _AbortLost
+    except _AbortLost:
+        return False
     wakeups.publish_after_commit(request.pk)
     return True
+
+
+def _abort_deny(
+    request: ApprovalRequest,
+    items: list[ApprovalItem],
+    target: policy.GrantTarget,
+    now: dt.datetime,
+    pattern: str,
+) -> list[tuple[ApprovalItem, GrantWrite]]:
+    """S9: each open item's session DENY written, then the item claimed pointing at it, as an
+    answer writes its grant and claims. An item a person's answer claimed first keeps that
+    answer: the denial (and whatever it superseded, the answer's grant perhaps) rolls back."""
+    denied = []
+    for item in items:
+        try:
+            with transaction.atomic():
+                written = _write_grant(
+                    request=request,
+                    skill=item.skill,
+                    target=target,
+                    origin=GrantOrigin.ABORT,
+                    user=None,
+                    now=now,
+                    settle=False,
+                    pattern=pattern,
+                )
+                claimed = ApprovalItem.objects.filter(pk=item.pk, decision="").update(
+                    decision=GrantDecision.DENY,
+                    scope=GrantScope.SESSION,
+                    answered_at=now,
+                    pattern=pattern,
+                    grant=written.grant,
+                )
+                if claimed != 1:
+                    raise _AbortLost
+        except _AbortLost:
+            continue
+        denied.append((item, written))
+    return denied
 
 
 def _grant_subject(request: ApprovalRequest, skill: str, pattern: str) -> str:
