@@ -198,6 +198,8 @@ def _allows_so_far(user: Any, approval: ApprovalRequest, items: list[dict[str, A
             "mine": mine,
             "own_request": own_request and not mine,
             "first_by": first.user.username if first else "",
+            # A tool request's pattern choice starts where the first person's allow was.
+            "first_pattern": first.pattern if first and first.answer != Answer.ALLOW_CALL else None,
             "first_as": Answer(first.answer).label + (f" ({first.pattern})" if first.pattern else "")
             if first
             else "",

@@ -212,6 +212,24 @@ def test_a_tool_request_card_shows_the_count_and_the_first_allow(
     logged_in(people["oscar"]).post(f"/approvals/requests/{request.pk}/answer/", answer)
     assert status(request) == RequestStatus.ANSWERED
 
+    # A session allow's pattern: the second person's choice starts at the first person's.
+    request = request_create(
+        RequestInput(
+            runtime=runtime,
+            skills=[],
+            session_id="s-1",
+            principal="paula",
+            kind=RequestKind.TOOL,
+            tool="Bash",
+            arguments={"command": "git push origin main"},
+        )
+    )[0]
+    session = {"skill": "Bash", "answer": "ALLOW_SESSION", "pattern": "git push:*"}
+    logged_in(people["olivia"]).post(f"/approvals/requests/{request.pk}/answer/", session)
+    page = logged_in(people["oscar"]).get(f"/approvals/requests/{request.pk}/").content.decode()
+    assert 'value="git push:*" checked' in page
+    assert page.count(" checked") == 1
+
 
 def test_the_api_says_pending_until_the_last_allow(
     runtime: AgentRuntime, people: dict[str, User], api: Client
