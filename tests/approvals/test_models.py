@@ -16,11 +16,20 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 
-from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, Session, SkillRule, ToolRule
+from aimon_admin.accounts.models import User
+from aimon_admin.approvals.models import (
+    ApprovalAllow,
+    ApprovalItem,
+    ApprovalRequest,
+    Grant,
+    Session,
+    SkillRule,
+    ToolRule,
+)
 from aimon_admin.runtimes.models import AgentRuntime
 
 pytestmark = pytest.mark.django_db
-MODELS = (Session, Grant, ApprovalRequest, ApprovalItem, SkillRule, ToolRule)
+MODELS = (Session, Grant, ApprovalRequest, ApprovalItem, ApprovalAllow, SkillRule, ToolRule)
 
 
 @dataclass
@@ -64,6 +73,21 @@ class World:
         values: dict[str, object] = {"request": self.request, "position": 0, "skill": "deploy"}
         values.update(fields)
         return ApprovalItem(**values)
+
+    def allow(self, **fields: object) -> ApprovalAllow:
+        """P3: one person's allow of an item needing two (the item and the person made once)."""
+        item = ApprovalItem.objects.get_or_create(
+            request=self.request, skill="two", defaults={"position": 1, "approvers": 2}
+        )[0]
+        user = User.objects.get_or_create(username="allower")[0]
+        values: dict[str, object] = {
+            "item": item,
+            "user": user,
+            "answer": "ALLOW_SESSION",
+            "created_at": timezone.now(),
+        }
+        values.update(fields)
+        return ApprovalAllow(**values)
 
     def rule(self, **fields: object) -> SkillRule:
         now = timezone.now()
@@ -315,6 +339,33 @@ CASES: list[tuple[str, type[models.Model], Builder, Builder]] = [
         ApprovalItem,
         lambda w: w.item(decision="ALLOW", source="HOOK"),  # S11: no other source decides
         lambda w: w.item(decision="ALLOW", source="INVOKING_SESSION"),
+    ),
+    # The two-person rule (P3): 1 to 3 people, never more allows than needed, one per person.
+    (
+        "approval_item_approvers_valid",
+        ApprovalItem,
+        lambda w: w.item(approvers=4),
+        lambda w: w.item(approvers=3),
+    ),
+    (
+        "approval_item_allows_within_approvers",
+        ApprovalItem,
+        lambda w: w.item(approvers=2, allows_given=3),
+        lambda w: w.item(approvers=2, allows_given=2),
+    ),
+    ("rule_approvers_valid", SkillRule, lambda w: w.rule(approvers=0), lambda w: w.rule(approvers=2)),
+    (
+        "tool_rule_approvers_valid",
+        ToolRule,
+        lambda w: w.tool_rule(approvers=4),
+        lambda w: w.tool_rule(approvers=3),
+    ),
+    ("approval_allow_answer_valid", ApprovalAllow, lambda w: w.allow(answer="MAYBE"), lambda w: w.allow()),
+    (
+        "approval_allow_once_per_person",
+        ApprovalAllow,
+        lambda w: (saved(w.allow()), w.allow(answer="ALLOW_AGENT"))[1],
+        lambda w: (saved(w.allow()), w.allow(user=User.objects.get_or_create(username="another")[0]))[1],
     ),
     # SkillRule
     ("rule_action_valid", SkillRule, lambda w: w.rule(action="MAYBE"), lambda w: w.rule(action="ASK")),

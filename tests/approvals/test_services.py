@@ -1326,6 +1326,7 @@ def test_rule_changes_are_audited_and_the_chain_sees_them_at_once(
         "pattern": "deploy-*",
         "action": "DENY",
         "widest_scope": "AGENT",
+        "approvers": 1,  # P3: one person, unless the rule says more
         "note": "",
     }
 

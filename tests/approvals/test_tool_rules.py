@@ -128,6 +128,7 @@ def test_create_writes_the_rule_and_its_event(runtime: AgentRuntime) -> None:
         "pattern": "git status:*",
         "action": "ALLOW",
         "unattended": False,
+        "approvers": 1,  # P3
         "note": "read-only git",
     }
     # The next decision sees it without anyone resetting the index (the version moved).
