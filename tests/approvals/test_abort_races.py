@@ -305,14 +305,6 @@ def test_answers_and_cancels_racing_freely_settle_each_item_once(
     assert audit_verify_chain()[1] is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "P3's last allow takes the item (its count) and the audit chain before the grant's key, "
-        "the reverse of every other answer and of an abort: with an abort holding the session's "
-        "key and waiting on the item, PostgreSQL kills one of them after deadlock_timeout"
-    ),
-)
 def test_the_last_allow_of_two_and_a_cancel_at_once(
     runtime: AgentRuntime, olivia: User, make_user: Callable[..., User]
 ) -> None:  # P3, S9: the allow that reached the item first writes the grant; the cancel finds it answered

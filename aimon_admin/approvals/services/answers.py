@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from django.db import IntegrityError, connection, transaction
@@ -277,22 +277,36 @@ def _mismatch(item: ApprovalItem, first: ApprovalAllow) -> str:
     )
 
 
-def _count_allow(item: ApprovalItem) -> int | None:
+def _count_allow(item: ApprovalItem, *, claimed: bool = False) -> int | None:
     """One more allow on an open item of a pending request: the count it now holds, or None
     (the item was answered, or its request closed). One conditional UPDATE: the row stays
     locked to the end of the transaction, so of people allowing at once each sees its own
-    count, and exactly one sees it reach the number needed."""
+    count, and exactly one sees it reach the number needed. `claimed`: this transaction has
+    just claimed the item itself (the last allow), so only the count is written."""
     quote = connection.ops.quote_name
     items, requests = ApprovalItem._meta.db_table, ApprovalRequest._meta.db_table
-    sql = (
-        f"UPDATE {quote(items)} SET allows_given = allows_given + 1 "  # noqa: S608 - the models' tables # nosec B608
-        f"WHERE id = %s AND decision = '' AND EXISTS (SELECT 1 FROM {quote(requests)} r "
-        f"WHERE r.id = {quote(items)}.request_id AND r.status = %s) RETURNING allows_given"
-    )
+    if claimed:
+        sql = (
+            f"UPDATE {quote(items)} SET allows_given = allows_given + 1 "  # noqa: S608 - the models' tables # nosec B608
+            "WHERE id = %s RETURNING allows_given"
+        )
+        params: list[object] = [item.pk]
+    else:
+        sql = (
+            f"UPDATE {quote(items)} SET allows_given = allows_given + 1 "  # noqa: S608 - the models' tables # nosec B608
+            f"WHERE id = %s AND decision = '' AND EXISTS (SELECT 1 FROM {quote(requests)} r "
+            f"WHERE r.id = {quote(items)}.request_id AND r.status = %s) RETURNING allows_given"
+        )
+        params = [item.pk, RequestStatus.PENDING]
     with connection.cursor() as cursor:
-        cursor.execute(sql, [item.pk, RequestStatus.PENDING])
+        cursor.execute(sql, params)
         row = cursor.fetchone()
     return row[0] if row else None
+
+
+class _LastAfterAll(Exception):
+    """P3: an allow taken for one of several turned out to be the last one needed (another
+    person's allow landed since the item was read): rolled back, and taken again as the last."""
 
 
 def _allow_one_of_several(
@@ -306,10 +320,63 @@ def _allow_one_of_several(
 ) -> ApprovalItem | None:
     """P3: this person's allow of an item that needs several, counted and audited as it
     comes; the last one needed writes the grant through the ordinary answer, in the same
-    transaction. None: recorded, still waiting for more people."""
-    given = _count_allow(item)
-    if given is None:
+    transaction. None: recorded, still waiting for more people.
+
+    Locks are taken in every answer's order (and an abort's): the grant's key, the item, the
+    audit chain. So the allow the item as read says is the last one needed writes the grant
+    and claims the item first and counts after; any other counts first and writes no grant,
+    and should its count reach the number after all, it is rolled back and taken again as
+    the last (never the grant's key after the item: a cancel holding the key and waiting on
+    the item would deadlock with it)."""
+    last = item.allows_given + 1 >= item.approvers
+    try:
+        with transaction.atomic():
+            return _allow(request, item, answer, shape, user, outcome, pattern, last=last)
+    except _LastAfterAll:
+        with transaction.atomic():
+            return _allow(request, item, answer, shape, user, outcome, pattern, last=True)
+
+
+def _allow(
+    request: ApprovalRequest,
+    item: ApprovalItem,
+    answer: Answer,
+    shape: policy.RequestShape,
+    user: User,
+    outcome: AnswerOutcome,
+    pattern: str,
+    *,
+    last: bool,
+) -> ApprovalItem | None:
+    given = 0
+
+    def record() -> None:
+        nonlocal given
+        counted = _count_allow(item, claimed=last)
+        if counted is None:
+            raise _ClaimLost
+        if not last and counted >= item.approvers:
+            raise _LastAfterAll
+        given = counted
+        _record_allow(request, item, answer, user, pattern, given)
+
+    if not last:
+        record()
+        outcome.allows_recorded.append((item.skill, given, item.approvers))
+        item.allows_given = given
+        return None
+    # The last allow: its own event comes before the grant's, once the item is claimed.
+    written = _answer_item(request, item, answer, shape, user, outcome.notes, pattern, on_claim=record)
+    if written is None:  # answered by someone else, or the request closed
         raise _ClaimLost
+    written.allows_given = given
+    return written
+
+
+def _record_allow(
+    request: ApprovalRequest, item: ApprovalItem, answer: Answer, user: User, pattern: str, given: int
+) -> None:
+    """P3: this person's allow, kept and audited as it comes (the item already locked)."""
     try:
         with transaction.atomic():
             ApprovalAllow.objects.create(item=item, user=user, answer=answer, pattern=pattern)
@@ -344,15 +411,6 @@ def _allow_one_of_several(
             "answered_by": user.username,
         },
     )
-    if given < item.approvers:
-        outcome.allows_recorded.append((item.skill, given, item.approvers))
-        item.allows_given = given
-        return None
-    written = _answer_item(request, item, answer, shape, user, outcome.notes, pattern)
-    if written is None:  # not while this transaction holds the item: rolled back all the same
-        raise _ClaimLost
-    written.allows_given = given
-    return written
 
 
 _ANSWER_RELATIONS = ("runtime", "session", "invoking_session")
@@ -404,12 +462,16 @@ def _answer_item(
     user: User,
     notes: list[str],
     pattern: str = "",
+    on_claim: Callable[[], None] | None = None,
 ) -> ApprovalItem | None:
+    """Write one item's answer: the grant, the item claimed pointing at it, the audit. An
+    `on_claim` runs once the item is claimed, before the answer's own audit (the two-person
+    rule's last allow records itself there, in the locks' order)."""
     now = timezone.now()
     if policy.stores_nothing(answer):
         return _deny_request_item(request, item, user, now)
     if answer == Answer.ALLOW_CALL:
-        return _allow_call_item(request, item, user, now)
+        return _allow_call_item(request, item, user, now, on_claim)
     target = policy.grant_for_answer(answer, shape)
     origin = GrantOrigin.ESCALATION if target.escalated else GrantOrigin.ANSWER
     # The grant first, then the item claimed pointing at it, in one update: of two people
@@ -437,6 +499,8 @@ def _answer_item(
     )
     if claimed != 1:
         raise _ClaimLost
+    if on_claim is not None:
+        on_claim()
     if written.settled_by is not None:
         _audit_settled(request, item.skill, grant, answer, user)
         notes.append(_settled_note(item.skill, grant, answer))
@@ -457,7 +521,11 @@ class _ClaimLost(Exception):
 
 
 def _allow_call_item(
-    request: ApprovalRequest, item: ApprovalItem, user: User, now: dt.datetime
+    request: ApprovalRequest,
+    item: ApprovalItem,
+    user: User,
+    now: dt.datetime,
+    on_claim: Callable[[], None] | None = None,
 ) -> ApprovalItem | None:
     """U3, U4: *Allow this call*: the item reads ALLOW at scope CALL and no grant is written;
     the request's arguments digest is the approval, used once by a tool decision that
@@ -470,6 +538,8 @@ def _allow_call_item(
     )
     if claimed != 1:
         return None
+    if on_claim is not None:
+        on_claim()
     holder = request.session or request.invoking_session
     _session_active(holder, now)
     audit_record(
