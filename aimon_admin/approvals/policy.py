@@ -377,6 +377,14 @@ def stored_rule_action(action: RuleAction | str, pattern: str) -> RuleAction:
     return RuleAction(action)
 
 
+def rule_action_for(action: RuleAction, approvers: int) -> RuleAction:
+    """P3: an ALLOW that needs two or three people to allow is a question for them, never an
+    answer by itself (read as ASK, so they are asked); anything else stays as it is."""
+    if action == RuleAction.ALLOW and approvers > 1:
+        return RuleAction.ASK
+    return action
+
+
 def pattern_matching(pattern: str, skills: Iterable[str]) -> list[str]:
     """Those of `skills` the pattern matches, in their order, as the rule index would match."""
     spec = RuleSpec(

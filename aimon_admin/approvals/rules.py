@@ -20,6 +20,7 @@ from aimon_admin.approvals.models import RuleSetVersion, SkillRule
 from aimon_admin.approvals.policy import (
     RuleIndex,
     RuleSpec,
+    rule_action_for,
     rule_allows_everything,
     skill_pattern_problems,
     stored_rule_action,
@@ -67,7 +68,7 @@ def rule_index(version: int | None = None) -> RuleIndex:
                 id=rule.pk,
                 runtime_id=rule.runtime_id,
                 pattern=rule.pattern,
-                action=stored_rule_action(rule.action, rule.pattern),
+                action=rule_action_for(stored_rule_action(rule.action, rule.pattern), rule.approvers),
                 widest_scope=GrantScope(rule.widest_scope),
                 approvers=rule.approvers,
             )

@@ -18,6 +18,7 @@ from django.db.models import Q
 
 from aimon_admin.approvals.choices import RequestKind, RuleAction
 from aimon_admin.approvals.models import ApprovalRequest, ToolRule
+from aimon_admin.approvals.policy import rule_action_for
 from aimon_admin.approvals.rules import _bump_version, _current_version
 from aimon_admin.approvals.tool_policy import (
     PATTERN_WHOLE_DESTRUCTIVE,
@@ -53,6 +54,9 @@ def _spec(rule: ToolRule) -> ToolRuleSpec:
     ):
         # Fail closed: a stored ALLOW the grammar refuses (written around the services)
         # allows nothing; it asks instead, as a bad skill rule's ALLOW does.
+        action, unattended = RuleAction.ASK, False
+    if rule_action_for(action, rule.approvers) != action:
+        # P3: an allow that needs several people asks them (and, unattended, has nobody to ask).
         action, unattended = RuleAction.ASK, False
     return ToolRuleSpec(
         id=rule.pk,

@@ -27,6 +27,9 @@ from aimon_admin.approvals.services import (
     RequestInput,
     request_answer,
     request_create,
+    session_touch,
+    skills_decide,
+    tool_call_decide,
 )
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
@@ -353,3 +356,43 @@ def test_allow_this_call_by_two_people(
     request_answer(request=request, user=operators[1], answer=Answer.ALLOW_CALL)
     item = item_of(request, "Bash")
     assert (item.decision, item.scope, status(request)) == ("ALLOW", "CALL", RequestStatus.ANSWERED)
+
+
+def test_an_allow_rule_needing_two_people_asks_them_rather_than_allowing(
+    runtime: AgentRuntime, operators: tuple[User, User, User]
+) -> None:  # P3, fail closed: an ALLOW that needs two people is never an answer by itself
+    rules.rule_create(pattern="deploy", action=RuleAction.ALLOW, actor=TEST_ACTOR, approvers=2)
+    session = session_touch(runtime=runtime, session_id="s-1", principal="alice")
+    [verdict] = skills_decide(
+        runtime=runtime, skills=["deploy"], session=session, invoking_session=None, turn_id=None
+    )
+    assert verdict.decision == "ASK"
+    request = open_request(runtime)
+    assert item_of(request).approvers == 2
+    request_answer(request=request, user=operators[0], answer=Answer.ALLOW_SESSION)
+    assert status(request) == RequestStatus.PENDING
+    request_answer(request=request, user=operators[1], answer=Answer.ALLOW_SESSION)
+    assert status(request) == RequestStatus.ANSWERED
+
+
+@pytest.mark.usefixtures("bash")
+def test_a_tool_allow_rule_needing_two_people_asks_attended_and_denies_unattended(
+    runtime: AgentRuntime,
+) -> None:  # P3, U5: nothing but people turns it into an ALLOW; unattended nobody is there to ask
+    for unattended in (False, True):
+        tool_rules.tool_rule_create(
+            text="Bash(git push:*)",
+            action=RuleAction.ALLOW,
+            actor=TEST_ACTOR,
+            approvers=2,
+            runtime=runtime if unattended else None,
+            unattended=unattended,
+        )
+    call = {"command": "git push origin main"}
+    attended = tool_call_decide(
+        runtime=runtime, tool="Bash", session_id="s-1", principal="alice", arguments=call
+    )
+    assert attended.verdict.decision == "ASK"
+    unattended_call = tool_call_decide(runtime=runtime, tool="Bash", arguments=call)
+    assert unattended_call.verdict.decision == "DENY"
+    assert item_of(open_tool_request(runtime), "Bash").approvers == 2
