@@ -7,7 +7,11 @@ the inbox, a request with the reach of "Always allow for this agent", the sessio
 request's escalation warning (then answered "Allow for this session", which makes the
 escalation the auditor's page lists), the session page and its revoke confirmation, the
 agent-wide page and its confirmation, the tools page and the escalated grants; the inbox and
-a request also at phone width. The server and the temporary database are removed at the end,
+a request also at phone width. Then issue 17's pages: each role's home, the navigation (the
+sidebar at 1280 px, the phone's Menu open), a tool request's own page (Bash asking to run
+git push origin main, its subject highlighted, the server's claims beside the resolved axes,
+the pattern choice beside the buttons, and its timeline), People, Locked sign-ins and the
+dense audit log. The server and the temporary database are removed at the end,
 whatever happens.
 
 Installs nothing: it needs what `make install-dev` gives (Playwright's Python package) and
@@ -63,7 +67,18 @@ SHOTS = {
     "tools.png": DESKTOP,
     "escalated-grants.png": DESKTOP,
     "notifications.png": DESKTOP,
+    "home-operator.png": DESKTOP,
+    "home-approver.png": DESKTOP,
+    "home-auditor.png": DESKTOP,
+    "nav-sidebar.png": DESKTOP,
+    "nav-phone-menu.png": PHONE,
+    "tool-request.png": DESKTOP,
+    "people.png": DESKTOP,
+    "locked-sign-ins.png": DESKTOP,
+    "audit-log.png": DESKTOP,
 }
+# Shots of one screen at desktop width (what fits 1280 x 800, as a person sees it first).
+SCREEN_ONLY = {"nav-sidebar.png"}
 DEMO_RUNTIME = "demo-agent"
 DEMO_SESSION = "demo-session-1"
 SESSIONLESS_SKILL = "nightly-backup"
@@ -157,7 +172,7 @@ def take(page: Any, out: Path, name: str) -> None:
     """Write one screenshot: a desktop page whole (up to MAX_HEIGHT), a phone one screen."""
     assert name in SHOTS, name
     path = out / name
-    if SHOTS[name] is PHONE:
+    if SHOTS[name] is PHONE or name in SCREEN_ONLY:
         page.screenshot(path=str(path))
         return
     height = min(page.evaluate("document.documentElement.scrollHeight"), MAX_HEIGHT)
@@ -254,7 +269,7 @@ def tour(browser: Any, url: str, credentials: dict[str, str], out: Path) -> None
 
     # Operator: the tools page.
     desktop.goto(f"{url}/registry/tools/")
-    expect(desktop.get_by_role("link", name="Bash", exact=True)).to_be_visible()
+    expect(desktop.get_by_role("link", name="Bash", exact=True).first).to_be_visible()
     take(desktop, out, "tools.png")
 
     # Operator: their own notification channels, a self-hosted ntfy topic and an email address.
@@ -283,8 +298,75 @@ def tour(browser: Any, url: str, credentials: dict[str, str], out: Path) -> None
     auditor.mouse.move(0, 0)
     take(auditor, out, "escalated-grants.png")
 
+    # Auditor: the audit log, dense (one line per event), and their home.
+    auditor.goto(f"{url}/audit/events/")
+    expect(auditor.locator("table.audit-log")).to_be_visible()
+    auditor.mouse.move(0, 0)
+    take(auditor, out, "audit-log.png")
+    auditor.goto(f"{url}/")
+    auditor.mouse.move(0, 0)
+    take(auditor, out, "home-auditor.png")
+
+    tour_more(browser, url, credentials, out, desktop, phone, contexts)
+
     for context in contexts.values():
         context.close()
+
+
+def tour_more(
+    browser: Any, url: str, credentials: dict[str, str], out: Path, desktop: Any, phone: Any, contexts: dict
+) -> None:
+    """Issue 17's pages: each role's home, the navigation at both widths, the tool request's
+    own page, and the administration screens (people, locked sign-ins)."""
+    from playwright.sync_api import expect
+
+    # Someone fails to sign in five times as "intruder": a locked sign-in to list (the lock
+    # is of that name from this address only, so the tour's own sign-ins go on).
+    contexts["stranger"] = browser.new_context(**DESKTOP)
+    stranger = contexts["stranger"].new_page()
+    for _ in range(5):
+        stranger.goto(f"{url}/accounts/login/")
+        stranger.locator("input[name=username]").fill("intruder")
+        stranger.locator("input[name=password]").fill("not the password")
+        stranger.get_by_role("button", name="Sign in").click()
+        stranger.wait_for_load_state()
+
+    # Operator: the home, the sidebar at 1280 px, people and locked sign-ins.
+    desktop.goto(f"{url}/")
+    desktop.mouse.move(0, 0)
+    take(desktop, out, "home-operator.png")
+    desktop.goto(f"{url}/approvals/rules/")
+    expect(desktop.locator("nav[aria-label=Main]")).to_be_visible()
+    desktop.mouse.move(0, 0)
+    take(desktop, out, "nav-sidebar.png")
+    desktop.goto(f"{url}/accounts/people/")
+    expect(desktop.locator("main")).to_contain_text("auditor")
+    desktop.mouse.move(0, 0)
+    take(desktop, out, "people.png")
+    desktop.goto(f"{url}/accounts/sign-ins/locked/")
+    expect(desktop.locator("main")).to_contain_text("intruder")
+    desktop.mouse.move(0, 0)
+    take(desktop, out, "locked-sign-ins.png")
+
+    # The tool request's own page, as its approver opens it from a notification's link.
+    contexts["approver"] = browser.new_context(**DESKTOP)
+    contexts["approver"].set_default_timeout(TIMEOUT_MS)
+    approver = contexts["approver"].new_page()
+    log_in(approver, url, "approver", credentials["approver"])
+    approver.mouse.move(0, 0)
+    take(approver, out, "home-approver.png")
+    approver.goto(f"{url}/approvals/")
+    request_link(approver, "Push the release branch").get_by_role("link", name=DEMO_RUNTIME).click()
+    expect(approver.locator("mark[data-testid=subject]")).to_have_text("git push origin main")
+    expect(approver.locator("[data-testid=timeline]")).to_contain_text("opened this page")
+    approver.mouse.move(0, 0)
+    take(approver, out, "tool-request.png")
+
+    # The phone's navigation, its Menu open.
+    phone.goto(f"{url}/")
+    phone.get_by_role("button", name="Menu").click()
+    expect(phone.locator("nav[aria-label=Main]")).to_be_visible()
+    take(phone, out, "nav-phone-menu.png")
 
 
 def main(argv: list[str] | None = None) -> int:
