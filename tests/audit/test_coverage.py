@@ -1155,7 +1155,7 @@ CASES: dict[str, list[Case]] = {
             actor=_op,
         ),
     ],
-    "aimon_admin.approvals.services.answers.request_owner": [
+    "aimon_admin.approvals.services.two_person.request_owner": [
         Case(run=lambda w: approvals.request_owner(w.session_request), reads="whose request it is")
     ],
     "aimon_admin.approvals.services.requests.request_cancel": [

@@ -16,11 +16,9 @@ re-exported here, so `services.request_answer` and
 from __future__ import annotations
 
 from aimon_admin.approvals.services.answers import (
-    ALLOW_ANSWERS,
     AnswerOutcome,
     answers_for,
     request_answer,
-    request_owner,
     user_may_answer,
     user_may_grant_agent,
 )
@@ -86,6 +84,7 @@ from aimon_admin.approvals.services.tool_decisions import (
     tool_call_decide_for_token,
     tool_call_evaluate,
 )
+from aimon_admin.approvals.services.two_person import ALLOW_ANSWERS, request_owner
 
 __all__ = [
     "AGENT_WIDE_ENDS",
