@@ -1,5 +1,5 @@
 """Tool rules on the rules page (U1, U5): the list, the form with its live preview, and
-deletion. The rules page (views.rule_list_view) shows them under the skill rules through
+deletion. The rules page (rule_views.rule_list_view) shows them under the skill rules through
 `tool_rules_context`; writes go through approvals/tool_rules.py."""
 
 from __future__ import annotations
@@ -163,12 +163,12 @@ def tool_rule_preview_view(request: HttpRequest) -> HttpResponse:
     )
     if request.htmx:
         return render(request, "approvals/_tool_rules.html#tool-preview", {"preview": preview})
-    from aimon_admin.approvals import views  # the rules page is the skill rules' view's
+    from aimon_admin.approvals import rule_views  # the rules page is the skill rules' view's
 
     initial = {name: request.GET[f"tool-{name}"] for name in FIELDS if f"tool-{name}" in request.GET}
     form = ToolRuleForm(initial=initial)
     context = tool_rules_context(request, form=form, preview=preview)
-    return views._rules_page(request, views.RuleForm(), tool_rules=context)
+    return rule_views._rules_page(request, rule_views.RuleForm(), tool_rules=context)
 
 
 @require_http_methods(["GET", "POST"])

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from aimon_admin.approvals import tool_rule_views, views
+from aimon_admin.approvals import rule_views, tool_rule_views, views
 
 app_name = "approvals"
 
@@ -19,10 +19,10 @@ urlpatterns = [
     path("grants/<int:pk>/revoke/", views.grant_revoke_view, name="grant-revoke"),
     path("agents/<str:name>/", views.agent_grants_view, name="agent"),
     path("agents/<str:name>/revoke/", views.agent_revoke_view, name="agent-revoke"),
-    path("rules/", views.rule_list_view, name="rules"),
-    path("rules/new/", views.rule_create_view, name="rule-create"),
-    path("rules/preview/", views.rule_preview_view, name="rule-preview"),
-    path("rules/<int:pk>/delete/", views.rule_delete_view, name="rule-delete"),
+    path("rules/", rule_views.rule_list_view, name="rules"),
+    path("rules/new/", rule_views.rule_create_view, name="rule-create"),
+    path("rules/preview/", rule_views.rule_preview_view, name="rule-preview"),
+    path("rules/<int:pk>/delete/", rule_views.rule_delete_view, name="rule-delete"),
     path("rules/tools/new/", tool_rule_views.tool_rule_create_view, name="tool-rule-create"),
     path("rules/tools/preview/", tool_rule_views.tool_rule_preview_view, name="tool-rule-preview"),
     path("rules/tools/<int:pk>/delete/", tool_rule_views.tool_rule_delete_view, name="tool-rule-delete"),

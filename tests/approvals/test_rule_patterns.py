@@ -24,9 +24,9 @@ from aimon_admin.approvals.policy import (
     skill_pattern_problems,
     stored_rule_action,
 )
+from aimon_admin.approvals.rule_views import PREVIEW_EMPTY_MESSAGE
 from aimon_admin.approvals.rules import ALLOW_EVERYTHING_MESSAGE, STORED_PATTERN_INVALID_MESSAGE
 from aimon_admin.approvals.services import RequestInput, request_create
-from aimon_admin.approvals.views import PREVIEW_EMPTY_MESSAGE
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.runtimes.models import AgentRuntime
