@@ -21,7 +21,7 @@ ORDER = 50
 
 # Words people see (tests import these).
 TITLE = "People and access"
-LOCKED_LABEL = "sign-ins locked now"
+LOCKED_LABEL = ("sign-in locked now", "sign-ins locked now")
 LOCKED_HELP = "Too many failed sign-ins from one address; each lifts by itself after a while, or unlock it."
 PEOPLE_LINK = "People"
 ADD_PERSON = "Add a person"

@@ -33,14 +33,14 @@ REQUESTS_TITLE = "Requests to answer"
 AUDIT_TITLE = "Audit"
 MINE_LABEL = "from your own sessions"
 ALL_LABEL = "waiting for an answer"
-SKILL_LABEL = "skill requests"
-TOOL_LABEL = "tool requests"
+SKILL_LABEL = ("skill request", "skill requests")
+TOOL_LABEL = ("tool request", "tool requests")
 SENT_LABEL = "sent to operators: nobody answered in time"
 SENT_HELP = (
     "Requests still waiting past their runtime's time: the operators and the runtime's owner "
     "were told through their channels."
 )
-ESCALATED_LABEL = "escalated grants in force"
+ESCALATED_LABEL = ("escalated grant in force", "escalated grants in force")
 NOTHING_PENDING = "Nothing is waiting for an answer. Requests appear in the inbox as your agents ask."
 OPEN_INBOX = "Open the inbox"
 REQUESTS_HELP = "Each count opens the inbox showing just those requests."

@@ -36,7 +36,7 @@ CLOCK_SKEW_MARGIN = dt.timedelta(minutes=5)
 
 # Words people see (tests import these).
 TITLE = "Audit"
-WARNINGS_LABEL = "warnings in the last 24 hours"
+WARNINGS_LABEL = ("warning in the last 24 hours", "warnings in the last 24 hours")
 WARNINGS_HELP = "Failed sign-ins, syncs that gave up, channels that broke: each count opens them in the log."
 
 

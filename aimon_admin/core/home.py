@@ -35,7 +35,8 @@ class Figure:
 
     key: str
     count: int
-    label: str
+    # Its words after the count: one wording, or (for one, for any other number).
+    label: str | tuple[str, str]
     url: str
     limit: int | None = None
     attention: bool = True
@@ -46,6 +47,14 @@ class Figure:
         if self.limit is not None and self.count > self.limit:
             return f"{self.limit}+"
         return str(self.count)
+
+    @property
+    def words(self) -> str:
+        """The label for this count: "1 skill request", "2 skill requests", "0 skill requests"."""
+        if isinstance(self.label, str):
+            return self.label
+        one, other = self.label
+        return one if self.count == 1 and (self.limit is None or self.count <= self.limit) else other
 
     @property
     def pressing(self) -> bool:

@@ -58,11 +58,14 @@ SYNC_FILTER = "attention"
 
 # Words people see (tests import these).
 TITLE = "Registry"
-AWAITING_LABEL = "changed definitions awaiting review"
+AWAITING_LABEL = ("changed definition awaiting review", "changed definitions awaiting review")
 AWAITING_HELP = "A server's tool now claims less risk: its claims are ignored until you accept the change."
-FINDINGS_LABEL = "relay findings open"
-SYNCS_LABEL = "MCP syncs failed or stuck"
-FORECAST_LABEL = "runtimes with write tools that would fail unattended"
+FINDINGS_LABEL = ("relay finding open", "relay findings open")
+SYNCS_LABEL = ("MCP sync failed or stuck", "MCP syncs failed or stuck")
+FORECAST_LABEL = (
+    "runtime with write tools that would fail unattended",
+    "runtimes with write tools that would fail unattended",
+)
 FORECAST_LINE = ("{runtime}: {count} write tool", "{runtime}: {count} write tools")
 FORECAST_NOTE = "would fail unattended"
 SYNC_STUCK_NOTE = "sync stuck: no worker is taking it"

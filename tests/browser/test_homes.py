@@ -77,7 +77,7 @@ def test_the_approver_opens_their_tool_requests_from_the_home_in_one_click(
 ) -> None:
     log_in(page, person("alice", Role.APPROVER))
     figure = page.locator('a[data-figure="requests-tool"]')
-    expect(figure).to_have_text("1 tool requests")
+    expect(figure).to_have_text("1 tool request")
     expect(page.locator('a[data-figure="requests-all"] .home-count')).to_have_text("3")
     check_home(page, shot, "approver")
     figure.click()

@@ -446,3 +446,18 @@ def test_each_home_makes_a_bounded_number_of_queries(
         # The forecast is kept for a while: the next home does not work it out again.
         with django_assert_max_num_queries(HOME_QUERIES[role] - FORECAST_QUERIES):
             assert client.get(reverse("core:home")).status_code == 200
+
+
+def test_a_figure_words_its_label_for_its_count() -> (
+    None
+):  # issue 17: "1 tool request", not "1 tool requests"
+    from aimon_admin.core.home import Figure
+
+    pair = ("tool request", "tool requests")
+    assert [Figure("f", n, pair, "/").words for n in (0, 1, 2)] == [
+        "tool requests",
+        "tool request",
+        "tool requests",
+    ]
+    assert Figure("f", 51, ("row", "rows"), "/", limit=50).words == "rows"
+    assert Figure("f", 1, "waiting for an answer", "/").words == "waiting for an answer"
