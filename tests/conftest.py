@@ -11,6 +11,7 @@ import os
 from collections.abc import Callable, Iterator
 
 import pytest
+from celery._state import _set_task_join_will_block
 from django.db import connection
 from django.test import TransactionTestCase
 from rest_framework.test import APIClient
@@ -64,6 +65,19 @@ def _fixture_teardown_with_audit_flush(self: TransactionTestCase) -> None:
 
 
 TransactionTestCase._fixture_teardown = _fixture_teardown_with_audit_flush
+
+
+@pytest.fixture(autouse=True)
+def celery_join_allowed() -> Iterator[None]:
+    """Every test starts with Celery's "a result may be waited on here" flag as a fresh process
+    has it. The flag is one per process, not per thread: an eager task queued while another
+    thread queues one (the race tests answer, cancel and sweep from several threads at once,
+    and each commit queues its notification task eagerly) can leave it set, after which a
+    later test's `task.apply(...).get()` refuses with "Never call result.get() within a task!".
+    The product never waits on a task's result."""
+    _set_task_join_will_block(False)
+    yield
+    _set_task_join_will_block(False)
 
 
 @pytest.fixture(autouse=True)
