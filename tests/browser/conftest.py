@@ -7,6 +7,8 @@ is done keeps that allowance from leaking into the rest of the suite). Each test
 fresh browser context, and leaves a full-page screenshot of its last page in
 test-artifacts/screenshots/<test name>.png, passed or failed; a journey also keeps its main
 pages there with `shot(page, name)`: test-artifacts/screenshots/<test name>/<nn>-<name>.png.
+(`make test` runs the suite on both databases at once: test-artifacts/sqlite/screenshots/
+and test-artifacts/postgresql/screenshots/.)
 
 A test runs at desktop width unless it asks for a `device` (issue 8: the journeys also pass
 on a phone): `@at_both_widths` runs it once at 1280x800 and once at 390x844, touch and
@@ -47,7 +49,10 @@ DEVICES: dict[str, dict[str, Any]] = {
 }
 # Runs a test once per width; the test takes `device` (the page fixture reads it).
 at_both_widths = pytest.mark.parametrize("device", list(DEVICES))
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
+# scripts/run_tests.py gives each of its two runs its own folder (AIMON_TEST_ARTIFACTS).
+_DEFAULT_ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+ARTIFACTS = Path(os.environ.get("AIMON_TEST_ARTIFACTS") or _DEFAULT_ARTIFACTS)
+SCREENSHOTS = ARTIFACTS / "screenshots"
 # Playwright's default is 30 s; a local page that takes 10 s is already a failure.
 TIMEOUT_MS = 10_000
 

@@ -15,6 +15,7 @@ import pytest
 from playwright.sync_api import Browser, Error, Page, expect, sync_playwright
 
 from aimon_admin.core.views import ERROR_MESSAGES, RETRY_AFTER_SECONDS
+from tests.browser.conftest import SCREENSHOTS
 from tests.conftest import skip_or_fail
 from tests.faults.checks import register_tools
 from tests.faults.clients import Recorder, Runtime
@@ -26,7 +27,6 @@ pytestmark = pytest.mark.postgres
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
 TIMEOUT_MS = 15_000
-SHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
 
 
 @pytest.fixture
@@ -89,8 +89,8 @@ def test_a_click_while_postgres_is_down_says_it_may_not_have_been_saved_and_the_
     assert "Something went wrong" not in text
     assert answers == [(503, str(RETRY_AFTER_SECONDS))]
     expect(allow).to_be_visible()  # nothing was swapped away: the card is as it was
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / "postgres-down-toast.png"))
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "postgres-down-toast.png"))
 
     private_postgres.start()
     wait_until(lambda: runtime.request("GET", "/healthz").status_code == 200, 10, "the database")
