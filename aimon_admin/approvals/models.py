@@ -261,6 +261,10 @@ class ApprovalRequest(models.Model):
     # P2: when it was sent to the operators and the owner, nobody having answered it in its
     # runtime's time (set once, by a conditional update). Not S6's escalation of an answer.
     escalated_at = models.DateTimeField(null=True, blank=True)
+    # Its timeline's "woken" (issue 17 item 8): when the API first sent the runtime the request
+    # closed, and whether that response ended a wait on it (set once, by a conditional update).
+    answer_sent_at = models.DateTimeField(null=True, blank=True)
+    answer_sent_to_waiter = models.BooleanField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

@@ -1,14 +1,15 @@
 """A request's timeline on its own page (issue 17 item 8): opened, notified, viewed,
-answered (each item: by whom, when, with what reach), closed, and, for a call approved on
-its own, when the runtime presented that approval.
+answered (each item: by whom, when, with what reach), closed, woken, and, for a call
+approved on its own, when the runtime presented that approval.
 
-What happened to the waiting runtime otherwise is not shown: a long-poll that returns the
-answer records nothing (it is the hot path, and a response sent is not a response
-received), so the page cannot say honestly when the runtime woke. Notifications are added
+Woken is when the API first sent the runtime the request closed: "woken" if that response
+ended a long-poll waiting on it, "sent" if the runtime asked after the answer came. It says
+sent, not received: a response sent may still be lost on its way. Notifications are added
 by that app through core.timeline (approvals imports no notifications module)."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from aimon_admin.approvals.choices import Answer, GrantScope, ItemScope, RequestKind, RequestStatus
@@ -74,6 +75,14 @@ def _allows(approval: ApprovalRequest, items: list[ApprovalItem]) -> list[Entry]
     return entries
 
 
+def _sent(approval: ApprovalRequest, at: dt.datetime) -> Entry:
+    if approval.answer_sent_to_waiter:
+        text = f"{approval.runtime.name} was waiting on this request: its wait returned with the answer."
+        return Entry(at, "woken", "Woken", text)
+    text = f"{approval.runtime.name} asked for this request after it closed and was sent the answer."
+    return Entry(at, "woken", "Answer sent", text)
+
+
 def request_timeline(approval: ApprovalRequest, user: Any, labels: dict[int, str]) -> list[Entry]:
     """Every step of `approval`, oldest first. `labels`: each answered item's answer in the
     buttons' words, by item id (the page has them already)."""
@@ -90,6 +99,8 @@ def request_timeline(approval: ApprovalRequest, user: Any, labels: dict[int, str
     entries.extend(_allows(approval, [item for item in items if item.needs_several]))
     if approval.status in CLOSED and approval.closed_at is not None:
         entries.append(Entry(approval.closed_at, "closed", "Closed", CLOSED[approval.status]))
+    if approval.answer_sent_at is not None:
+        entries.append(_sent(approval, approval.answer_sent_at))
     if approval.call_used_at is not None:
         text = "The runtime presented this call's approval when it made the call: it had the answer."
         entries.append(Entry(approval.call_used_at, "used", "Used", text))

@@ -124,6 +124,10 @@ def test_an_answer_wakes_every_waiting_poll_in_process_at_once(
         assert poll.returned_at is not None
         assert poll.returned_at - answered_at < PROMPTLY
     assert wakeups.channel_for(request["id"]) not in wakeups._waiters  # unsubscribed
+    # The request's timeline says the runtime was woken (issue 17 item 8): sent while waiting.
+    woken = ApprovalRequest.objects.get(pk=request["id"])
+    assert woken.answer_sent_to_waiter is True
+    assert woken.answer_sent_at is not None
 
 
 @pytest.mark.usefixtures("embedded")
@@ -135,6 +139,7 @@ def test_with_nobody_answering_the_poll_returns_pending_after_wait(
     assert poll.returned_at is not None
     assert 1.0 <= poll.returned_at - poll.started_at < 3.0
     assert (poll.status, poll.body) == (200, request)
+    assert ApprovalRequest.objects.get(pk=request["id"]).answer_sent_at is None  # nothing sent yet
 
 
 @pytest.mark.usefixtures("embedded", "no_repoll")

@@ -12,6 +12,7 @@ import pytest
 from django.core import mail
 from django.test import Client
 from django.utils.html import escape
+from rest_framework.test import APIClient
 
 from aimon_admin.accounts.models import User
 from aimon_admin.approvals.choices import Answer, RequestKind
@@ -219,6 +220,32 @@ def test_a_call_used_on_its_own_shows_when_the_runtime_used_it(runtime: AgentRun
         kind == "answered" and "Allow this call, for this call only, with exactly these arguments" in text
         for kind, text in entries
     )
+
+
+def test_the_answer_read_by_the_runtime_is_on_the_timeline_once(
+    runtime: AgentRuntime, approver: User, api: APIClient
+) -> None:
+    # Issue 17 item 8: when the runtime was sent the answer. A read while pending records
+    # nothing; the first read after the answer does ("Answer sent": it was not waiting then);
+    # later reads leave that time as it was.
+    request = ask(runtime, "deploy", session_id="s-1", principal="alice")
+    assert api.get(f"/api/v1/approval-requests/{request.pk}").json()["status"] == "PENDING"
+    assert ApprovalRequest.objects.get(pk=request.pk).answer_sent_at is None
+
+    request_answer(request=request, user=approver, answer=Answer.ALLOW_SESSION)
+    assert api.get(f"/api/v1/approval-requests/{request.pk}").json()["status"] == "ANSWERED"
+    sent = ApprovalRequest.objects.get(pk=request.pk)
+    assert sent.answer_sent_at is not None
+    assert sent.answer_sent_to_waiter is False
+    api.get(f"/api/v1/approval-requests/{request.pk}?wait=0")
+    assert ApprovalRequest.objects.get(pk=request.pk).answer_sent_at == sent.answer_sent_at
+
+    entries = timeline(page_of(logged_in(approver), request))
+    woken = [text for kind, text in entries if kind == "woken"]
+    assert len(woken) == 1
+    assert "Answer sent agent-one asked for this request after it closed and was sent the answer." in woken[0]
+    kinds = [kind for kind, _ in entries]
+    assert kinds.index("answered") < kinds.index("woken") < kinds.index("viewed")  # oldest first
 
 
 # --- Deny the rest… (was Dismiss…) ----------------------------------------------------------------

@@ -501,6 +501,15 @@ def _held_delivery(w: World) -> None:
     Delivery.objects.filter(pk=w.prepared.pk).update(status=DeliveryStatus.HELD, batched=True)
 
 
+def _closed_request(w: World) -> None:
+    """A request the runtime has not yet been sent closed (its status set directly: what
+    closed it is not what this case is about)."""
+    ApprovalRequest.objects.filter(pk=w.session_request.pk).update(
+        status=RequestStatus.CANCELLED, closed_at=timezone.now()
+    )
+    w.session_request = ApprovalRequest.objects.get(pk=w.session_request.pk)
+
+
 def _overdue_request(w: World) -> None:
     """P2: the runtime sends a request unanswered for a minute to the operators; Alice's has
     waited two."""
@@ -1106,6 +1115,18 @@ CASES: dict[str, list[Case]] = {
                 "who first opened a request's page, shown on its timeline: a read by a person "
                 "signed in, which answers and changes nothing of the request (P1)"
             ),
+        )
+    ],
+    "aimon_admin.approvals.services.request_views.request_answer_sent": [
+        Case(
+            prepare=_closed_request,
+            run=lambda w: request_views.request_answer_sent(request=w.session_request, waited=True),
+            no_event=(
+                "when the runtime was first sent its closed request, shown on the request's "
+                "timeline (woken): a read by the runtime, which changes no answer; the answers "
+                "themselves are events"
+            ),
+            channel=Channel.API,
         )
     ],
     "aimon_admin.approvals.services.answers.user_may_answer": [

@@ -54,6 +54,7 @@ from aimon_admin.approvals.api.serializers import (
 from aimon_admin.approvals.choices import RequestKind, RequestStatus
 from aimon_admin.approvals.models import ApprovalRequest, Session
 from aimon_admin.approvals.services.escalation import request_escalate_if_due
+from aimon_admin.approvals.services.request_views import request_answer_sent
 from aimon_admin.core.api import Unavailable, error_response, validate_flat, validate_value
 from aimon_admin.runtimes.authentication import (
     RuntimeCaller,
@@ -344,8 +345,11 @@ def _release_connection() -> None:
         connection.close()
 
 
-def _read(runtime_id: int, request_id: uuid.UUID, kind: RequestKind, *, release: bool) -> _Snapshot | None:
-    """One read of the row, the truth: expire it if due, then render it."""
+def _read(
+    runtime_id: int, request_id: uuid.UUID, kind: RequestKind, *, release: bool, waited: bool = False
+) -> _Snapshot | None:
+    """One read of the row, the truth: expire it if due, then render it. Rendered closed for
+    the first time, the timeline learns it was sent (woken, if `waited`: the poll had waited)."""
     try:
         approval = _load(runtime_id, request_id, kind)
         if approval is None:
@@ -356,6 +360,7 @@ def _read(runtime_id: int, request_id: uuid.UUID, kind: RequestKind, *, release:
                 return None
         # P2 on sight, as expiry: a runtime waiting on its request is what notices, where no beat runs.
         request_escalate_if_due(approval)
+        request_answer_sent(request=approval, waited=waited)
         return _Snapshot(
             status=approval.status,
             body=request_body(approval),
@@ -380,12 +385,15 @@ async def _long_poll(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
     subscription = await wakeups.subscribe(request_id) if wait > 0 else None
+    waited = False
     try:
         while True:
             waiting = subscription is not None and deadline - loop.time() > 0
-            snapshot = await sync_to_async(_read)(runtime_id, request_id, kind, release=waiting)
+            read = sync_to_async(_read)
+            snapshot = await read(runtime_id, request_id, kind, release=waiting, waited=waited)
             if snapshot is None:
                 return None
+            waited = True
             remaining = deadline - loop.time()
             if snapshot.status != RequestStatus.PENDING or subscription is None or remaining <= 0:
                 return snapshot.body
