@@ -240,7 +240,9 @@ def test_the_answer_read_by_the_runtime_is_on_the_timeline_once(
     api.get(f"/api/v1/approval-requests/{request.pk}?wait=0")
     assert ApprovalRequest.objects.get(pk=request.pk).answer_sent_at == sent.answer_sent_at
 
-    entries = timeline(page_of(logged_in(approver), request))
+    html = page_of(logged_in(approver), request)
+    assert "Woken is when the runtime was sent the answer" in html  # the page says what it means
+    entries = timeline(html)
     woken = [text for kind, text in entries if kind == "woken"]
     assert len(woken) == 1
     assert "Answer sent agent-one asked for this request after it closed and was sent the answer." in woken[0]
