@@ -76,10 +76,11 @@ def _allows(approval: ApprovalRequest, items: list[ApprovalItem]) -> list[Entry]
 
 
 def _sent(approval: ApprovalRequest, at: dt.datetime) -> Entry:
+    name, outcome = approval.runtime.name, approval.get_status_display().lower()  # answered, expired…
     if approval.answer_sent_to_waiter:
-        text = f"{approval.runtime.name} was waiting on this request: its wait returned with the answer."
+        text = f"{name} was waiting on this request: its wait returned with the request {outcome}."
         return Entry(at, "woken", "Woken", text)
-    text = f"{approval.runtime.name} asked for this request after it closed and was sent the answer."
+    text = f"{name} was sent the request {outcome} when it next asked (it was not waiting on it)."
     return Entry(at, "woken", "Answer sent", text)
 
 

@@ -18,6 +18,7 @@ from aimon_admin.accounts.models import User
 from aimon_admin.approvals.choices import Answer, RequestKind
 from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, RequestView, Session
 from aimon_admin.approvals.services import RequestInput, call_approval_use, request_answer, request_create
+from aimon_admin.approvals.services.request_views import request_answer_sent
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.core.actors import Actor
 from aimon_admin.notifications import services as notifications
@@ -245,9 +246,23 @@ def test_the_answer_read_by_the_runtime_is_on_the_timeline_once(
     entries = timeline(html)
     woken = [text for kind, text in entries if kind == "woken"]
     assert len(woken) == 1
-    assert "Answer sent agent-one asked for this request after it closed and was sent the answer." in woken[0]
+    assert "Answer sent agent-one was sent the request answered when it next asked" in woken[0]
     kinds = [kind for kind, _ in entries]
     assert kinds.index("answered") < kinds.index("woken") < kinds.index("viewed")  # oldest first
+
+
+def test_a_runtime_woken_by_the_answer_reads_woken(runtime: AgentRuntime, approver: User) -> None:
+    # Issue 17 item 8: the long-poll that was waiting records waited=True (test_longpoll); the
+    # page words it, with how the request closed.
+    request = ask(runtime, "deploy", session_id="s-1", principal="alice")
+    request_answer(request=request, user=approver, answer=Answer.ALLOW_SESSION)
+    request_answer_sent(request=ApprovalRequest.objects.get(pk=request.pk), waited=True)
+    woken = [text for kind, text in timeline(page_of(logged_in(approver), request)) if kind == "woken"]
+    assert len(woken) == 1
+    assert (
+        "Woken agent-one was waiting on this request: its wait returned with the request answered."
+        in woken[0]
+    )
 
 
 # --- Deny the rest… (was Dismiss…) ----------------------------------------------------------------

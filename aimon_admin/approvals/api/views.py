@@ -385,11 +385,10 @@ async def _long_poll(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
     subscription = await wakeups.subscribe(request_id) if wait > 0 else None
-    waited = False
+    read, waited = sync_to_async(_read), False
     try:
         while True:
             waiting = subscription is not None and deadline - loop.time() > 0
-            read = sync_to_async(_read)
             snapshot = await read(runtime_id, request_id, kind, release=waiting, waited=waited)
             if snapshot is None:
                 return None
