@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import resource
 import sys
@@ -335,7 +336,12 @@ def main() -> None:
         runner = uvloop.run
     except ImportError:
         runner = asyncio.run
-    print(json.dumps(runner(run(job))))
+    out = json.dumps(runner(run(job)))
+    # The event loop may leave standard output non-blocking; the parent reads its children one
+    # after another, so a report over a pipe's 64 KiB would then fail part-way (EAGAIN).
+    os.set_blocking(sys.stdout.fileno(), True)
+    sys.stdout.write(out + "\n")
+    sys.stdout.flush()
 
 
 if __name__ == "__main__":
