@@ -10,6 +10,7 @@ ones included (API.md: a typo like ``sesion_id`` must never be read as "no sessi
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Mapping
@@ -44,6 +45,17 @@ UNAVAILABLE_MESSAGE = (
 )
 
 _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# What makes a member's name unreadable as it stands in a message or a dotted path: nothing
+# at all, white space at an end, control characters, or the path's own punctuation.
+_NOT_PLAIN_NAME = re.compile(r'^$|^\s|\s$|[\x00-\x1f\x7f-\x9f."\[\]]')
+
+
+def member_name(key: Any) -> str:
+    """A body member's name as errors print it: as it is, or JSON-quoted where it would name
+    nothing a person can find (the empty key is `""`, a space `" "`, `a.b` stays one name)."""
+    name = str(key)
+    return json.dumps(name, ensure_ascii=False) if _NOT_PLAIN_NAME.search(name) else name
+
 
 _CODES_BY_STATUS = {
     400: "invalid",
@@ -146,7 +158,7 @@ class StrictSerializer(serializers.Serializer):
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, dict):
             allowed = sorted(name for name, field in self.fields.items() if not field.read_only)
-            unknown = sorted(str(key) for key in data if key not in allowed)
+            unknown = sorted(member_name(key) for key in data if key not in allowed)
             if unknown:
                 message = UNKNOWN_FIELD_MESSAGE.format(allowed=", ".join(allowed) or "none")
                 raise serializers.ValidationError({key: [message] for key in unknown})
@@ -170,7 +182,7 @@ def validate_flat(serializer_class: type[StrictSerializer], data: Any) -> dict[s
         message = NOT_AN_OBJECT_BODY_MESSAGE.format(datatype=type(data).__name__)
         raise serializers.ValidationError({"non_field_errors": [message]}, code="invalid")
     fields = serializer_class._declared_fields  # type: ignore[attr-defined]
-    unknown = sorted(str(key) for key in data if key not in fields)
+    unknown = sorted(member_name(key) for key in data if key not in fields)
     if unknown:
         allowed = sorted(name for name, field in fields.items() if not field.read_only)
         message = UNKNOWN_FIELD_MESSAGE.format(allowed=", ".join(allowed) or "none")

@@ -26,6 +26,7 @@ from aimon_admin.core.api import (
     NameField,
     OptionalIdField,
     StrictSerializer,
+    member_name,
     validate_flat,
 )
 from aimon_admin.registry.choices import SideEffectLevel
@@ -248,6 +249,29 @@ def test_an_unknown_field_is_named_with_the_allowed_fields() -> None:
         "sesion_id": [allowed],
         "zz": [allowed],
     }
+
+
+@pytest.mark.parametrize(
+    ("key", "named"),
+    [
+        ("", '""'),
+        (" ", '" "'),
+        ("\t", '"\\t"'),
+        (" skill", '" skill"'),
+        ("a.b", '"a.b"'),
+        ('say "hi"', '"say \\"hi\\""'),
+        ("[0]", '"[0]"'),
+        ("sesion_id", "sesion_id"),
+        ("two words", "two words"),
+        ("été", "été"),
+    ],
+)
+def test_an_unknown_field_that_would_name_nothing_is_quoted(key: str, named: str) -> None:
+    # An empty key, white space or a path's punctuation would read as nothing (or as a path):
+    # the error names it JSON-quoted, as it stood in the body, in `fields` and in the detail.
+    assert member_name(key) == named
+    allowed = UNKNOWN_FIELD_MESSAGE.format(allowed="level, session_id, skill")
+    assert flat_errors(ExampleInput, {"skill": "x", key: 1}) == {named: [allowed]}
 
 
 def test_an_unknown_field_where_none_are_allowed_says_none() -> None:

@@ -6,7 +6,8 @@ The test walks every operation of the served schema (/api/schema/) and asks the 
 view, not a list kept beside it:
 
 * **request**: for each object of the body, the view's strict serializer names the fields it
-  accepts when sent one it does not know (`Unknown field. Allowed fields: …`) and the fields
+  accepts when sent one it does not know (`Unknown field. Allowed fields: …`; the empty key
+  named `""`, quoted, in `fields` and in the detail) and the fields
   it requires when sent none; both must be exactly the documented properties and `required`.
   An object whose serializer ignores unknown fields (an MCP server's own `tools/list` item)
   must accept every documented property. An operation documented without a body must refuse
@@ -348,6 +349,12 @@ def operation_problems(schema: dict[str, Any], method: str, path: str, api: APIC
                     )
             elif probed.status_code >= 400:
                 problems.append(f"request{list(where)}: an unknown field got {probed.status_code}, not named")
+            if allowed:
+                # The empty key names nothing as it stands: it is refused as `""`, quoted.
+                blank = _send(api, method, call.url, _replaced(call.body, where, lambda o: {**o, "": 1}))
+                named = [key for key, m in _messages(blank.json()) if _ALLOWED.fullmatch(m)]
+                if not (named and named[0].endswith('""') and blank.json()["detail"].endswith('"".')):
+                    problems.append(f"request{list(where)}: the empty key was not named: {blank.content!r}")
             emptied = _send(api, method, call.url, _replaced(call.body, where, lambda o: {}))
             needed = {key.rsplit(".", 1)[-1] for key, m in _messages(emptied.json()) if m == REQUIRED_MESSAGE}
             if needed != required:
