@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run prod test lint format install install-dev clean-db screenshots
+.PHONY: run prod test fuzz lint format install install-dev clean-db screenshots
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "AIMON Admin needs Python 3.11")'
@@ -48,6 +48,12 @@ test: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python scripts/run_tests.py
+
+## The property tests exploring, by hand: a new random seed each run and ten times the
+## examples (tests/fuzzing.py); `make test` and CI run them derandomized. FUZZ_ARGS: more
+## pytest arguments.
+fuzz: $(VENV)/.installed-dev
+	AIMON_FUZZ=1 $(BIN)/python -m pytest -m hypothesis -o cache_dir=.pytest_cache/fuzz $(FUZZ_ARGS)
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .

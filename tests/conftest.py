@@ -24,6 +24,16 @@ from aimon_admin.audit.verification import checkpoint_forget
 from aimon_admin.core.actors import Actor
 from aimon_admin.runtimes.models import AgentRuntime
 from aimon_admin.runtimes.services import runtime_create, token_issue
+from tests.fuzzing import load_profile
+
+HYPOTHESIS_PROFILE = load_profile()  # before a test module builds its settings (tests/fuzzing.py)
+
+
+def pytest_report_header() -> str:
+    if HYPOTHESIS_PROFILE == "fuzz":
+        return "property tests: profile 'fuzz' (a random seed, ten times the examples)"
+    return "property tests: profile 'ci' (derandomized: the same examples every run)"
+
 
 REQUIRE_SERVICES = os.environ.get("AIMON_REQUIRE_SERVICES") == "1"
 TEST_ACTOR = Actor.system("pytest")

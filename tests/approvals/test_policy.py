@@ -10,7 +10,7 @@ import itertools
 import random
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from aimon_admin.approvals.choices import (
@@ -39,6 +39,7 @@ from aimon_admin.approvals.policy import (
     scope_within,
     stores_nothing,
 )
+from tests.fuzzing import budget
 
 G_ALLOW, G_DENY = GrantDecision.ALLOW, GrantDecision.DENY
 R_ALLOW, R_DENY, R_ASK = RuleAction.ALLOW, RuleAction.DENY, RuleAction.ASK
@@ -519,7 +520,7 @@ rules_strategy = st.lists(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@budget(300)
 @given(rules_strategy, st.lists(st.text(alphabet=ALPHABET, min_size=1, max_size=6), min_size=1, max_size=10))
 def test_rule_index_agrees_with_brute_force(raw: list[tuple], skills: list[str]) -> None:
     specs = [rule(n, pattern, action, runtime_id) for n, (pattern, action, runtime_id) in enumerate(raw, 1)]

@@ -19,7 +19,7 @@ import pytest
 from django.core.cache import cache
 from django.db.models import Count
 from django.utils import timezone
-from hypothesis import HealthCheck, event, settings
+from hypothesis import HealthCheck, event
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -59,6 +59,7 @@ from aimon_admin.core.actors import Actor
 from aimon_admin.runtimes.models import AgentRuntime
 from aimon_admin.runtimes.services import runtime_create, token_issue
 from tests.conftest import TEST_ACTOR
+from tests.fuzzing import budget
 
 SKILLS = ("deploy", "notify", "wipe", "read")
 SESSIONS = ("s-1", "s-2")
@@ -658,16 +659,12 @@ class Histories(RuleBasedStateMachine):
 
 
 @pytest.mark.django_db
+@pytest.mark.hypothesis  # a state machine: `make fuzz` (-m hypothesis) runs it too
 def test_random_histories_keep_the_invariants(
     people: dict[str, User],
 ) -> None:  # S2, S3, S4, S6, S7, S9, S10, S11, S12, S13
     Histories.people = people
     run_state_machine_as_test(
         Histories,
-        settings=settings(
-            max_examples=50,
-            stateful_step_count=15,
-            deadline=None,
-            suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-        ),
+        settings=budget(50, HealthCheck.function_scoped_fixture, stateful_step_count=15),
     )

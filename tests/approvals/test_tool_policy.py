@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from aimon_admin.approvals.choices import GrantDecision, RuleAction, ToolCallSource
@@ -56,6 +56,7 @@ from aimon_admin.registry.choices import (
     ToolDecision,
 )
 from aimon_admin.registry.policy import UNREGISTERED, GateResult, ToolAxes
+from tests.fuzzing import budget
 
 READS = ToolAxes(SideEffectLevel.READ_ONLY, DestructiveBehavior.DESTRUCTIVE, IdempotencyBehavior.IDEMPOTENT)
 WRITES = ToolAxes(
@@ -639,7 +640,7 @@ subjects = st.lists(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@budget(300)
 @given(raw_rules, subjects, st.sampled_from([WRITES, DESTROYS]), st.booleans())
 def test_the_index_finds_what_reading_every_rule_finds(
     raw: list[tuple[str, RuleAction, int | None, bool, str]],

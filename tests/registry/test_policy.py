@@ -38,6 +38,7 @@ from aimon_admin.registry.policy import (
     resolve,
     resolve_declared,
 )
+from tests.fuzzing import budget
 
 RO, MU = SideEffectLevel.READ_ONLY, SideEffectLevel.MUTATING
 D, ND = DestructiveBehavior.DESTRUCTIVE, DestructiveBehavior.NON_DESTRUCTIVE
@@ -759,17 +760,20 @@ ANNOTATIONS = JSON_VALUES | st.dictionaries(
 )
 
 
+@budget(100)
 @given(ANNOTATIONS, st.booleans())
 def test_property_ignore_is_always_the_worst_case(annotations: Any, held: bool) -> None:  # T11
     assert axes_of(resolve(annotations, IGNORE, held_for_review=held)) == WORST
 
 
+@budget(100)
 @given(ANNOTATIONS)
 def test_property_trust_never_yields_read_only_and_destructive(annotations: Any) -> None:  # T5, T11
     axes = resolve(annotations, TRUST).axes
     assert not (axes.level == RO and axes.destructive == D)
 
 
+@budget(100)
 @given(ANNOTATIONS)
 def test_property_trust_reads_only_well_typed_hints(annotations: Any) -> None:  # T10, T11
     # An independent oracle: only a JSON object whose hint is exactly true/false counts.
@@ -786,6 +790,7 @@ def test_property_trust_reads_only_well_typed_hints(annotations: Any) -> None:  
     assert resolution.open_world is claimed("openWorldHint", True)
 
 
+@budget(100)
 @given(ANNOTATIONS, st.sampled_from([IGNORE, TRUST, "IGNORE", "TRUST"]), st.booleans())
 def test_property_resolve_never_raises(annotations: Any, trust: str, held: bool) -> None:  # T10
     resolution = resolve(annotations, trust, held_for_review=held)
@@ -802,6 +807,7 @@ _DESTRUCTIVE_RISK = {ND: 0, D: 1}
 _IDEMPOTENCY_RISK = {IDEM: 0, NIDEM: 1}
 
 
+@budget(100)
 @given(ANNOTATIONS, ANNOTATIONS)
 def test_property_a_change_not_flagged_as_lowering_never_lowers_trusted_axes(before: Any, after: Any) -> None:
     # T15: the changes that take effect at once can only keep or raise each resolved axis.

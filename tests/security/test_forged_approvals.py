@@ -21,7 +21,7 @@ from django.db import transaction
 from django.test import Client
 from django.urls import reverse
 from django.utils.html import escape
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
@@ -34,6 +34,7 @@ from aimon_admin.audit.models import AuditEvent
 from aimon_admin.runtimes.models import AgentRuntime
 from aimon_admin.runtimes.services import runtime_update_settings
 from tests.conftest import TEST_ACTOR
+from tests.fuzzing import budget
 from tests.security.test_authorization_matrix import ROUTES
 
 pytestmark = pytest.mark.django_db
@@ -188,7 +189,7 @@ ALLOW_WORDS = st.sampled_from(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@budget(60, HealthCheck.function_scoped_fixture)
 @given(reason=ALLOW_WORDS | st.text(max_size=300))
 def test_the_reason_never_changes_a_decision(api: APIClient, reason: str) -> None:
     # S11: a reason is shown to the person; nothing reads it to decide.
@@ -214,7 +215,7 @@ def test_the_reason_never_changes_a_decision(api: APIClient, reason: str) -> Non
     assert [d["decision"] for d in decided.json()["decisions"]] == ["ASK", "ASK"]
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@budget(40, HealthCheck.function_scoped_fixture)
 @given(
     field=st.sampled_from(
         ["tags", "attributes", "decision", "scope", "answer", "metadata", "approved", "grant"]

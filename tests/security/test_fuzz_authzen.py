@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given
 from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
@@ -26,12 +26,13 @@ from aimon_admin.registry.models import ToolSubject
 from aimon_admin.registry.services import local_tools_replace
 from aimon_admin.runtimes.models import AgentRuntime
 from tests.conftest import TEST_ACTOR
+from tests.fuzzing import budget
 
 pytestmark = pytest.mark.django_db
 
 EVALUATION = "/access/v1/evaluation"
 EVALUATIONS = "/access/v1/evaluations"
-FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FUZZ = budget(150, HealthCheck.function_scoped_fixture)
 MEMBERS = ("subject", "resource", "action", "context", "options", "evaluations")
 
 
@@ -188,6 +189,10 @@ def test_any_mutated_evaluation_is_answered_never_a_5xx(api: APIClient, body: An
 
 @FUZZ
 @given(body=batches().flatmap(mutated))
+# Found by a random run: the whole body replaced by an object whose one key is empty (400
+# naming `""`, quoted, never a path that names nothing); the same one level down.
+@example(body={"": None})
+@example(body={"evaluations": [{"subject": {"type": "user", "id": "a", "": 0}}]})
 def test_any_mutated_batch_is_answered_never_a_5xx(api: APIClient, body: Any) -> None:
     response = post(api, EVALUATIONS, body)
     answer = check_answer(response)

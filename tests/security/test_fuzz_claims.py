@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, given
 from hypothesis import strategies as st
 
 from aimon_admin.audit.services import audit_verify_chain
@@ -28,6 +28,7 @@ from aimon_admin.registry.models import Tool
 from aimon_admin.registry.services import RegistryError, mcp_server_create, mcp_tools_record
 from aimon_admin.registry.sync.fetch import _tool_problem
 from tests.conftest import TEST_ACTOR
+from tests.fuzzing import budget
 
 EXAMPLES = 500
 DB_EXAMPLES = 100
@@ -54,7 +55,7 @@ annotations = st.one_of(
 )
 
 
-@settings(max_examples=EXAMPLES, deadline=None)
+@budget(EXAMPLES)
 @given(annotations)
 def test_hints_are_read_only_from_booleans(claims: Any) -> None:
     hints = policy.parse_hints(claims)
@@ -70,7 +71,7 @@ def test_hints_are_read_only_from_booleans(claims: Any) -> None:
         assert hints.warnings == (policy.ANNOTATIONS_NOT_AN_OBJECT,)
 
 
-@settings(max_examples=EXAMPLES, deadline=None)
+@budget(EXAMPLES)
 @given(annotations, st.sampled_from(list(AnnotationTrust)), st.booleans())
 def test_resolve_takes_any_claims_and_keeps_the_rules(claims: Any, trust: str, held: bool) -> None:
     resolution = policy.resolve(claims, trust, held_for_review=held)
@@ -87,7 +88,7 @@ def test_resolve_takes_any_claims_and_keeps_the_rules(claims: Any, trust: str, h
         assert claims.get("readOnlyHint") is True  # only a real true makes a tool read-only
 
 
-@settings(max_examples=EXAMPLES, deadline=None)
+@budget(EXAMPLES)
 @given(annotations, annotations, st.text(max_size=10), json_values, json_values)
 def test_drift_and_fingerprint_take_any_claims(
     before: Any, after: Any, name: str, description: Any, schema: Any
@@ -148,11 +149,7 @@ def trusted_server(db: None) -> Any:
 
 
 @pytest.mark.django_db
-@settings(
-    max_examples=DB_EXAMPLES,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@budget(DB_EXAMPLES, HealthCheck.function_scoped_fixture)
 @given(first=listings(), second=listings(), complete=st.booleans())
 def test_any_listing_is_stored_verbatim_resolved_once_and_audited(
     trusted_server: Any,

@@ -7,11 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from aimon_admin.registry.choices import AnnotationTrust
 from aimon_admin.registry.config import NESTED_TOO_DEEP, SERVER_KEYS, Config, ConfigError, config_parse
+from tests.fuzzing import budget
 
 FILENAME = "fuzz.yaml"
 EXAMPLES = 300
@@ -76,25 +77,25 @@ def assert_config_or_error(data: bytes | str) -> None:
         assert spec.annotation_trust in (AnnotationTrust.IGNORE, AnnotationTrust.TRUST)
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@budget(EXAMPLES)
 @given(st.binary(max_size=400))
 def test_any_bytes_give_a_config_or_a_config_error(data: bytes) -> None:
     assert_config_or_error(data)
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@budget(EXAMPLES)
 @given(st.lists(st.sampled_from(YAML_SNIPPETS) | st.text(max_size=8), max_size=40).map("".join))
 def test_yaml_like_text_gives_a_config_or_a_config_error(text: str) -> None:
     assert_config_or_error(text)
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@budget(EXAMPLES)
 @given(documents)
 def test_well_formed_yaml_of_any_shape_gives_a_config_or_a_config_error(document: Any) -> None:
     assert_config_or_error(yaml.safe_dump(document, allow_unicode=True))
 
 
-@settings(max_examples=25, deadline=None)
+@budget(25)
 @given(st.integers(min_value=1_500, max_value=20_000), st.sampled_from(["[", "{", "mcpServers: ["]))
 def test_deep_nesting_is_a_config_error_not_a_recursion_error(depth: int, opener: str) -> None:
     # Found by this fuzzing: PyYAML composes recursively, so "[[[[…" escaped as RecursionError.

@@ -7,13 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from aimon_admin.approvals.choices import RuleAction
 from aimon_admin.approvals.config import SKILL_RULE_KEYS, TOOL_RULE_KEYS, config_parse
 from aimon_admin.approvals.tool_policy import parse_rule_text
 from aimon_admin.registry.config import Config, ConfigError
+from tests.fuzzing import budget
 
 FILENAME = "fuzz.yaml"
 EXAMPLES = 300
@@ -59,7 +60,7 @@ def assert_config_or_error(text: str) -> None:
         assert not entry.unattended or (entry.action == RuleAction.ALLOW and entry.runtime)
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@budget(EXAMPLES)
 @given(documents)
 def test_rule_sections_of_any_shape_give_a_config_or_a_config_error(document: Any) -> None:
     assert_config_or_error(yaml.safe_dump(document, allow_unicode=True))

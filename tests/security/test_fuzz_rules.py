@@ -4,11 +4,12 @@ never changes an answer (S2: the rules layer of the chain)."""
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from aimon_admin.approvals.choices import GrantScope, RuleAction
 from aimon_admin.approvals.policy import RuleIndex, RuleSpec
+from tests.fuzzing import budget
 
 EXAMPLES = 400
 # Pattern text: wildcards and brackets (unclosed, negated, ranges) mixed with name characters.
@@ -41,7 +42,7 @@ def scan(rules: list[RuleSpec], runtime_id: int, skill: str) -> RuleSpec | None:
     return min(matching, key=RuleSpec.precedence, default=None)
 
 
-@settings(max_examples=EXAMPLES, deadline=None)
+@budget(EXAMPLES)
 @given(rule_sets(), st.lists(st.tuples(st.sampled_from(RUNTIMES), skills), min_size=1, max_size=8))
 def test_lookup_never_raises_and_agrees_with_a_scan_of_every_rule(
     rules: list[RuleSpec], asks: list[tuple[int, str]]
@@ -53,7 +54,7 @@ def test_lookup_never_raises_and_agrees_with_a_scan_of_every_rule(
         assert found is None or found.runtime_id in (None, runtime_id)
 
 
-@settings(max_examples=50, deadline=None)
+@budget(50)
 @given(rule_sets(), skills)
 def test_a_full_memory_starts_again_without_changing_an_answer(rules: list[RuleSpec], skill: str) -> None:
     index = RuleIndex(rules)

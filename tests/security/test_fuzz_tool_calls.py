@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import rfc8785
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
@@ -25,6 +25,7 @@ from aimon_admin.registry.models import ToolSubject
 from aimon_admin.registry.services import local_tools_replace
 from aimon_admin.runtimes.models import AgentRuntime
 from tests.conftest import TEST_ACTOR
+from tests.fuzzing import budget
 
 EXAMPLES = 100
 PATHS = ("/api/v1/tool-decisions", "/api/v1/tool-approval-requests")
@@ -136,11 +137,7 @@ def _check(response: Any, body: Any) -> None:
         assert answer["detail"]
 
 
-@settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@budget(EXAMPLES, HealthCheck.function_scoped_fixture)
 @given(body=bodies)
 @pytest.mark.usefixtures("tools")
 def test_any_body_is_answered_without_a_server_error(api: APIClient, body: dict[str, Any]) -> None:
@@ -159,11 +156,7 @@ def test_any_body_is_answered_without_a_server_error(api: APIClient, body: dict[
             assert response.json()["decision"] in ("ALLOW", "ASK", "DENY")
 
 
-@settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@budget(EXAMPLES, HealthCheck.function_scoped_fixture)
 @given(value=st.dictionaries(st.text(max_size=10), json_values, max_size=5))
 @pytest.mark.usefixtures("tools")
 def test_arguments_that_pass_are_stored_as_sent_with_their_canonical_digest(
@@ -183,7 +176,7 @@ def test_arguments_that_pass_are_stored_as_sent_with_their_canonical_digest(
     assert response.json()["arguments_digest"] == "sha256:" + hashlib.sha256(rfc8785.dumps(value)).hexdigest()
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@budget(40, HealthCheck.function_scoped_fixture)
 @given(raw=raw_arguments)
 @pytest.mark.usefixtures("tools")
 def test_hostile_raw_arguments_are_a_4xx(api: APIClient, raw: str) -> None:  # issue 15, bad input

@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 from collections import Counter
 from collections.abc import Iterator
-from datetime import timedelta
 from typing import Any
 
 import hypothesis
@@ -37,20 +36,17 @@ from aimon_admin.registry.choices import AnnotationTrust, McpTransport
 from aimon_admin.registry.services import mcp_server_create
 from aimon_admin.wsgi import application
 from tests.conftest import TEST_ACTOR
+from tests.fuzzing import budget
 
 pytestmark = pytest.mark.django_db
 
 CHECKS = [not_a_server_error, response_schema_conformance, status_code_conformance, content_type_conformance]
 EXAMPLES_PER_OPERATION = 100
 STATEFUL_SCENARIOS = 60
-# A slow example fails instead of stretching the run: CI's budget for this file is 4 minutes.
-DEADLINE = timedelta(seconds=5)
-SETTINGS = hypothesis.settings(
-    max_examples=EXAMPLES_PER_OPERATION,
-    deadline=DEADLINE,
-    database=None,
-    suppress_health_check=list(HealthCheck),
-    phases=[hypothesis.Phase.explicit, hypothesis.Phase.generate],
+# Each example is an HTTP call: no shrinking pass over a failure the run has already reported.
+# (No deadline: a slow example on a busy machine is not a failure; the count bounds the run.)
+SETTINGS = budget(
+    EXAMPLES_PER_OPERATION, *HealthCheck, phases=[hypothesis.Phase.explicit, hypothesis.Phase.generate]
 )
 OPEN = "/api/v1/approval-requests"
 LONG_POLL = "/api/v1/approval-requests/{request_id}"
@@ -203,6 +199,7 @@ def test_every_operation_answers_generated_input_within_its_schema(case: Any, au
     case.call_and_validate(headers=auth, checks=CHECKS)
 
 
+@pytest.mark.hypothesis  # a state machine: `make fuzz` (-m hypothesis) runs it too
 def test_stateful_sequences_keep_to_the_schema(auth: dict[str, str]) -> None:
     answered: Counter[tuple[str, int]] = Counter()
 
@@ -286,15 +283,15 @@ def test_stateful_sequences_keep_to_the_schema(auth: dict[str, str]) -> None:
             case.validate_response(response, checks=CHECKS, headers=auth)
 
     Machine.run(
-        settings=hypothesis.settings(
-            max_examples=STATEFUL_SCENARIOS,
+        settings=budget(
+            STATEFUL_SCENARIOS,
+            *HealthCheck,
             stateful_step_count=6,
-            deadline=DEADLINE,
-            database=None,
-            # The same scenarios every run: a random draw can miss every valid request body
-            # (the server checks more than the schema says), and then no link is followed.
+            # The same scenarios under `make fuzz` too: a random draw can miss every valid
+            # request body (the server checks more than the schema says), and then no link
+            # is followed.
             derandomize=True,
-            suppress_health_check=list(HealthCheck),
+            database=None,
             phases=[hypothesis.Phase.explicit, hypothesis.Phase.generate],
         )
     )
