@@ -219,7 +219,17 @@ def follow_nav(page: Page, name: str) -> None:
     toggle = page.locator("button.nav-toggle")
     if toggle.is_visible() and toggle.get_attribute("aria-expanded") != "true":
         toggle.click()
-    page.locator("nav[aria-label=Main]").get_by_role("link", name=name, exact=True).click()
+    click_through(page, page.locator("nav[aria-label=Main]").get_by_role("link", name=name, exact=True))
+
+
+def click_through(page: Page, control: Locator) -> None:
+    """Click a link, or a plain form's button, and wait until the page it leads to has loaded.
+
+    A check that reads the page (its width, axe, a screenshot) right after such a click would
+    otherwise read the page being left, or the next one half-built (for a moment its
+    `document.documentElement` is null)."""
+    with page.expect_navigation(wait_until="load"):
+        control.click()
 
 
 # --- Fitting a phone (issue 8) -------------------------------------------------------------------
@@ -244,6 +254,7 @@ _CLIPPED_BY = """element => {
 def assert_fits_width(page: Page) -> None:
     """Nothing on the page is wider than the viewport: no sideways scrolling."""
     width = page.viewport_size["width"] if page.viewport_size else VIEWPORT["width"]
+    page.wait_for_load_state("load")  # a navigation under way: the page it leads to
     scroll_width = page.evaluate("document.documentElement.scrollWidth")
     assert scroll_width <= width, f"{page.url} scrolls sideways: {scroll_width} px wide in {width} px"
 

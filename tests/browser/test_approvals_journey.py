@@ -17,7 +17,7 @@ from pytest_django.live_server_helper import LiveServer
 
 from aimon_admin.accounts.models import User
 from aimon_admin.runtimes.models import AgentRuntime
-from tests.browser.conftest import LogIn, Shot, assert_tappable, at_both_widths, main_page
+from tests.browser.conftest import LogIn, Shot, assert_tappable, at_both_widths, click_through, main_page
 
 
 def call(live_server: LiveServer, token: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
@@ -109,16 +109,16 @@ def test_runtime_asks_person_allows_for_the_session_fork_inherits_then_revoke(
     # S10: the person revokes the session's approvals; the next decision asks again.
     page.goto(f"{live_server.url}/approvals/sessions/")
     main_page(page, shot, "sessions")
-    page.get_by_role("link", name="s-journey").click()
+    click_through(page, page.get_by_role("link", name="s-journey"))
     main_page(page, shot, "session")
     revoke = page.get_by_role("link", name="Revoke session approvals")
     assert_tappable(page, revoke)
-    revoke.click()
+    click_through(page, revoke)
     expect(page.get_by_role("heading", name="Revoke the approvals of session s-journey?")).to_be_visible()
     main_page(page, shot, "session-revoke-confirm")
     confirm = page.get_by_role("button", name="Revoke session approvals")
     assert_tappable(page, confirm)
-    confirm.click()
+    click_through(page, confirm)
     expect(page.get_by_text("Session approvals revoked: 1 removed.")).to_be_visible()
     main_page(page, shot, "session-revoked")
     assert decide(live_server, runtime_token, skills=["deploy"], session_id="s-journey") == [

@@ -15,7 +15,7 @@ from aimon_admin.approvals.choices import GrantScope
 from aimon_admin.approvals.models import Grant
 from aimon_admin.approvals.services import RequestInput, request_create
 from aimon_admin.runtimes.models import AgentRuntime
-from tests.browser.conftest import LogIn, Shot, assert_tappable, follow_nav, main_page
+from tests.browser.conftest import LogIn, Shot, assert_tappable, click_through, follow_nav, main_page
 
 pytestmark = pytest.mark.parametrize("device", ["phone"])
 
@@ -56,7 +56,7 @@ def test_at_phone_width_a_person_answers_then_revokes_session_and_agent_wide_app
     assert_tappable(page, inbox.get_by_role("link", name="Deny the rest…"))
 
     # A request on its own page: answer one skill per button.
-    inbox.locator(f"#request-{in_session.pk}").get_by_role("link", name=runtime.name).click()
+    click_through(page, inbox.locator(f"#request-{in_session.pk}").get_by_role("link", name=runtime.name))
     expect(page).to_have_url(f"{live_server.url}/approvals/requests/{in_session.pk}/")
     card = page.locator(f"#request-{in_session.pk}")
     expect(card.locator(".reach")).to_contain_text("reaches every session of agent-one")
@@ -72,7 +72,7 @@ def test_at_phone_width_a_person_answers_then_revokes_session_and_agent_wide_app
 
     # The session page: Clear and Revoke, and a Revoke… per approval.
     page.goto(f"{live_server.url}/approvals/sessions/")
-    page.get_by_role("link", name="s-phone").click()
+    click_through(page, page.get_by_role("link", name="s-phone"))
     expect(page.get_by_role("heading", name="Session s-phone")).to_be_visible()
     main_page(page, shot, "session")
     assert_tappable(page, page.get_by_role("link", name="Clear session"))
@@ -80,19 +80,19 @@ def test_at_phone_width_a_person_answers_then_revokes_session_and_agent_wide_app
     assert_tappable(page, page.get_by_role("link", name="Revoke…"))
     session_url = page.url
 
-    page.get_by_role("link", name="Clear session").click()
+    click_through(page, page.get_by_role("link", name="Clear session"))
     expect(page.get_by_role("heading", name="Clear session s-phone?")).to_be_visible()
     main_page(page, shot, "session-clear-confirm")
     assert_tappable(page, page.get_by_role("button", name="Clear session"))
     assert_tappable(page, page.get_by_role("link", name="Cancel"))
-    page.get_by_role("link", name="Cancel").click()
+    click_through(page, page.get_by_role("link", name="Cancel"))
 
     page.goto(session_url)
-    page.get_by_role("link", name="Revoke session approvals").click()
+    click_through(page, page.get_by_role("link", name="Revoke session approvals"))
     expect(page.get_by_role("heading", name="Revoke the approvals of session s-phone?")).to_be_visible()
     main_page(page, shot, "session-revoke-confirm")
     assert_tappable(page, page.get_by_role("button", name="Revoke session approvals"))
-    page.get_by_role("button", name="Revoke session approvals").click()
+    click_through(page, page.get_by_role("button", name="Revoke session approvals"))
     expect(page.get_by_text("Session approvals revoked: 1 removed.")).to_be_visible()
     assert not Grant.objects.active().filter(scope=GrantScope.SESSION, skill="deploy-staging").exists()
 
@@ -103,13 +103,13 @@ def test_at_phone_width_a_person_answers_then_revokes_session_and_agent_wide_app
     main_page(page, shot, "agent-wide")
     assert_tappable(page, page.get_by_role("link", name="Revoke agent-wide"))
     assert_tappable(page, page.get_by_role("link", name="Revoke…"))
-    page.get_by_role("link", name="Revoke agent-wide").click()
+    click_through(page, page.get_by_role("link", name="Revoke agent-wide"))
     heading = f"Revoke every agent-wide approval of {runtime.name}?"
     expect(page.get_by_role("heading", name=heading)).to_be_visible()
     main_page(page, shot, "agent-wide-revoke-confirm")
     assert_tappable(page, page.get_by_role("button", name="Revoke agent-wide"))
     assert_tappable(page, page.get_by_role("link", name="Cancel"))
-    page.get_by_role("button", name="Revoke agent-wide").click()
+    click_through(page, page.get_by_role("button", name="Revoke agent-wide"))
     expect(page.get_by_text("Agent-wide approvals revoked: 1 removed.")).to_be_visible()
     main_page(page, shot, "agent-wide-revoked")
     assert not Grant.objects.active().filter(scope=GrantScope.AGENT).exists()
