@@ -5,7 +5,8 @@ two or more cores the two go at once: the suite takes about as long as its slowe
 long as both. The SQLite run's output streams as it goes; the PostgreSQL run's is written to
 test-artifacts/postgresql/pytest.log meanwhile and shown, from its start and then as it goes,
 once the SQLite run is done. The two never share state: each keeps its own Redis database
-(the SQLite run takes the one below AIMON_TEST_REDIS_URL's), pytest cache and screenshots.
+(the SQLite run takes the one below AIMON_TEST_REDIS_URL's), pytest cache, screenshots and
+block of ports for the servers its tests start (tests/ports.py).
 
 A missing PostgreSQL, Redis or Chromium skips what needs it with a line that says so;
 with AIMON_REQUIRE_SERVICES=1 (as .ci/run sets) any such skip is a failure instead.
@@ -78,6 +79,7 @@ def main() -> int:
         base,
         AIMON_TEST_REDIS_URL=REDIS_URL if ONE_AT_A_TIME else neighbour_database(REDIS_URL),
         AIMON_TEST_ARTIFACTS=str(ARTIFACTS / "sqlite"),
+        AIMON_TEST_PORT_BASE="20000",
     )
     postgres_env = dict(
         base,
@@ -86,6 +88,7 @@ def main() -> int:
         AIMON_TEST_REDIS_URL=REDIS_URL,
         CELERY_TASK_ALWAYS_EAGER="1",
         AIMON_TEST_ARTIFACTS=str(ARTIFACTS / "postgresql"),
+        AIMON_TEST_PORT_BASE="22000",
         PYTHONUNBUFFERED="1",  # its log is followed as it grows
     )
     problem = postgres_reachable()

@@ -74,6 +74,7 @@ from aimon_admin.registry.sync import fetch, runs
 from aimon_admin.runtimes import services as runtimes
 from aimon_admin.runtimes.models import AgentRuntime, RuntimeToken
 from tests.conftest import PASSWORD
+from tests.ports import free_port
 from tests.registry.mcp_servers import catalog
 from tests.registry.mcp_servers.http import serve_http
 
@@ -545,14 +546,6 @@ def _lapsed_delivery(w: World) -> None:
     )
 
 
-def _closed_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _failing_delivery(
     *, attempts: int | Callable[[], int], failures: int | Callable[[], int]
 ) -> Callable[[World], None]:
@@ -562,9 +555,7 @@ def _failing_delivery(
     def prepare(w: World) -> None:
         hook, _ = _remember_secret(
             w,
-            notifications.webhook_create(
-                name="down", url=f"http://127.0.0.1:{_closed_port()}/hook", actor=w.op
-            ),
+            notifications.webhook_create(name="down", url=f"http://127.0.0.1:{free_port()}/hook", actor=w.op),
         )
         NotifyChannel.objects.filter(pk=hook.pk).update(
             consecutive_failures=failures() if callable(failures) else failures

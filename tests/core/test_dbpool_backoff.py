@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import inspect
 import itertools
-import socket
 import time
 
 import pytest
@@ -17,6 +16,7 @@ from psycopg_pool import ConnectionPool
 from psycopg_pool.base import AttemptWithBackoff
 
 from aimon_admin.core import dbpool
+from tests.ports import free_port
 
 
 def test_the_delay_between_reconnect_attempts_never_passes_the_cap() -> None:
@@ -50,9 +50,7 @@ def test_the_pool_method_the_subclass_relies_on_is_there() -> None:
 
 def test_a_pool_with_no_server_keeps_trying_at_least_once_a_second() -> None:
     # A real pool on a port nobody listens on: connection refused, attempt after attempt.
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     attempts: list[float] = []
     real_connect = dbpool.ReconnectingPool._connect
 

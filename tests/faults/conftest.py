@@ -31,6 +31,7 @@ import psycopg
 import pytest
 
 from tests.conftest import skip_or_fail
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -38,12 +39,6 @@ DATABASE = "aimon_faults"
 BOOT_TIMEOUT = 30.0
 # Short, so a decision with PostgreSQL down answers its 503 quickly (default 5 s).
 POOL_TIMEOUT_SECONDS = 2
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def port_open(port: int) -> bool:

@@ -5,7 +5,6 @@ is sent and answers as told (2xx, 500, a redirect, or nothing at all), and an SM
 from __future__ import annotations
 
 import contextlib
-import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -16,11 +15,7 @@ from typing import Any
 
 from aiosmtpd.controller import Controller
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from tests.ports import free_port
 
 
 @dataclass

@@ -29,7 +29,8 @@ from aimon_admin.notifications import policy, services, tasks
 from aimon_admin.notifications.choices import AttemptOutcome, ChannelKind, DeliveryStatus
 from aimon_admin.notifications.models import Channel, Delivery, DeliveryAttempt
 from tests.notifications.conftest import BASE_URL
-from tests.notifications.receivers import free_port, http_receiver, smtp_server
+from tests.notifications.receivers import http_receiver, smtp_server
+from tests.ports import free_port
 
 pytestmark = pytest.mark.django_db
 

@@ -10,7 +10,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -31,12 +30,6 @@ _NOT_INHERITED = (
     "DATABASE_URL",
     "REDIS_URL",
 )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def child_env(**overrides: str) -> dict[str, str]:

@@ -40,12 +40,12 @@ from aimon_admin.core.middleware import BODY_TOO_LARGE_MESSAGE
 from aimon_admin.runtimes.models import AgentRuntime
 from tests.audit.helpers import database_for_new_process
 from tests.conftest import skip_or_fail
+from tests.ports import free_port
 from tests.production.helpers import (
     ROOT,
     Deadline,
     child_env,
     decide,
-    free_port,
     request_json,
     session_members,
     tail,

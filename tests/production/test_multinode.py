@@ -33,11 +33,11 @@ from aimon_admin.audit.services import audit_verify_chain
 from aimon_admin.runtimes.models import AgentRuntime
 from tests.audit.helpers import database_for_new_process
 from tests.conftest import PASSWORD
+from tests.ports import free_port
 from tests.production.helpers import (
     BrowserSession,
     Deadline,
     decide,
-    free_port,
     request_json,
     start_node,
     stop,

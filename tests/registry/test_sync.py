@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -76,6 +75,7 @@ from aimon_admin.registry.sync.messages import (
 )
 from aimon_admin.registry.tasks import sync_mcp_server
 from tests.conftest import TEST_ACTOR
+from tests.ports import free_port
 from tests.registry.mcp_servers import catalog, hanging, misbehaving, paginated
 from tests.registry.mcp_servers.http import not_mcp_app, serve_asgi, serve_http
 
@@ -121,12 +121,6 @@ def events(server: McpServer, *actions: AuditAction) -> list[AuditEvent]:
     """The server's audit events (and its tools', whose subject is "server/tool"), in order."""
     found = AuditEvent.objects.filter(Q(subject=server.name) | Q(subject__startswith=f"{server.name}/"))
     return list(found.filter(action__in=actions).order_by("seq"))
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture
