@@ -17,6 +17,7 @@ from aimon_admin.approvals.choices import GrantKind, GrantScope, RequestKind, Re
 from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, Session
 from aimon_admin.registry import policy as registry_policy
 from aimon_admin.registry import selectors as registry_selectors
+from aimon_admin.registry.choices import SubjectKind
 from aimon_admin.registry.models import Tool
 from aimon_admin.runtimes.models import AgentRuntime
 
@@ -169,6 +170,7 @@ class ToolCallPatterns:
     registered: bool
     allow: list[str]
     deny: list[str]
+    kind: SubjectKind = SubjectKind.TEXT  # how the tool's subject is read (U1)
 
 
 def tool_call_patterns(*, request: ApprovalRequest) -> ToolCallPatterns:
@@ -176,11 +178,13 @@ def tool_call_patterns(*, request: ApprovalRequest) -> ToolCallPatterns:
         runtime=request.runtime, name=request.tool, server=request.server or None
     )
     axes = found or registry_policy.UNREGISTERED  # T9
+    kind = registry_selectors.subject_argument_for(request.server, request.tool).kind
     return ToolCallPatterns(
         axes=axes,
         registered=found is not None,
-        allow=tool_policy.allow_patterns(request.subject, axes),
-        deny=tool_policy.deny_patterns(request.subject, axes),
+        allow=tool_policy.allow_patterns(request.subject, axes, kind),
+        deny=tool_policy.deny_patterns(request.subject, axes, kind),
+        kind=kind,
     )
 
 

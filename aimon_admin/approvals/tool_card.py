@@ -95,7 +95,8 @@ def pattern_options(approval: ApprovalRequest, patterns: selectors.ToolCallPatte
         if value == "":
             text = f"The whole tool: every call of {label}"
         elif value.endswith(":*") and value != approval.subject:
-            text = f"Starting with “{value[:-2]}”"
+            # U1: the reach says that the prefix covers every argument after it.
+            text = f"Starting with “{value[:-2]}”, with any arguments after it"
         else:
             text = f"Exactly “{value}”"
         options.append(

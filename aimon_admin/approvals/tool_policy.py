@@ -22,7 +22,8 @@ import rfc8785
 
 from aimon_admin.approvals.choices import Answer, GrantDecision, GrantScope, RuleAction, ToolCallSource
 from aimon_admin.approvals.policy import RequestShape, answers_offered
-from aimon_admin.registry.choices import DestructiveBehavior, GateReason, ToolDecision
+from aimon_admin.approvals.subjects import RUNS_ANOTHER, normalise_path, read_command
+from aimon_admin.registry.choices import DestructiveBehavior, GateReason, SubjectKind, ToolDecision
 from aimon_admin.registry.policy import GateResult, ToolAxes
 
 # --- The arguments (U2, U4) --------------------------------------------------------------------
@@ -99,28 +100,76 @@ def arguments_digest(arguments: Mapping[str, Any]) -> str:
 # --- The subject (U1) ---------------------------------------------------------------------------
 
 SUBJECT_NOT_NAMED = "This tool has no subject argument, so only rules for the whole tool apply."
-SUBJECT_ABSENT = "The subject argument {name!r} is absent, so only rules for the whole tool apply."
-SUBJECT_NOT_TEXT = "The subject argument {name!r} is not a string, so only rules for the whole tool apply."
+SUBJECT_ABSENT = (
+    "The subject argument {name!r} is absent, so only rules for the whole tool apply "
+    "(and a deny pattern of the tool denies the call)."
+)
+SUBJECT_NOT_TEXT = (
+    "The subject argument {name!r} is not a string, so only rules for the whole tool apply "
+    "(and a deny pattern of the tool denies the call)."
+)
+SUBJECT_UNREADABLE = {
+    SubjectKind.COMMAND: (
+        "The command in {name!r} cannot be read for what it runs (unbalanced quotes, a "
+        "substitution, or a program that runs another): a deny pattern of the tool denies it."
+    ),
+    SubjectKind.PATH: "The path in {name!r} names nothing: a deny pattern of the tool denies it.",
+}
 
 
 @dataclass(frozen=True)
 class Subject:
-    """A call's subject: the string value of the tool's subject argument, or None with a
-    note saying why there is none (given in the decision's answer)."""
+    """A call's subject: the string value of the tool's subject argument, read as its kind
+    (U1), or None with a note saying why there is none (given in the decision's answer).
+
+    `readable` is False where there is no value, or the value cannot be read as its kind
+    (a command whose programs cannot be told, a path that names nothing): then every deny
+    pattern of the tool matches it (fail closed)."""
 
     value: str | None
     note: str = ""
+    kind: SubjectKind = SubjectKind.TEXT
+
+    @property
+    def readable(self) -> bool:
+        if self.value is None:
+            return False
+        if self.kind == SubjectKind.COMMAND:
+            return read_command(self.value).programs_known
+        if self.kind == SubjectKind.PATH:
+            return normalise_path(self.value) is not None
+        return True
 
 
-def subject_of(arguments: Mapping[str, Any] | None, argument: str) -> Subject:
+def subject_of(
+    arguments: Mapping[str, Any] | None, argument: str, kind: SubjectKind = SubjectKind.TEXT
+) -> Subject:
     if not argument:
-        return Subject(None, SUBJECT_NOT_NAMED)
+        return Subject(None, SUBJECT_NOT_NAMED, kind)
     if not arguments or argument not in arguments:
-        return Subject(None, SUBJECT_ABSENT.format(name=argument))
+        return Subject(None, SUBJECT_ABSENT.format(name=argument), kind)
     value = arguments[argument]
     if not isinstance(value, str):
-        return Subject(None, SUBJECT_NOT_TEXT.format(name=argument))
-    return Subject(value)
+        return Subject(None, SUBJECT_NOT_TEXT.format(name=argument), kind)
+    subject = Subject(value, kind=kind)
+    if not subject.readable:
+        return Subject(value, SUBJECT_UNREADABLE[kind].format(name=argument), kind)
+    return subject
+
+
+def _as_subject(subject: Subject | str | None) -> Subject:
+    return subject if isinstance(subject, Subject) else Subject(subject)
+
+
+def _read_as(subject: Subject) -> tuple[str | None, ...]:
+    """The texts a subject's patterns are matched against: its value, and what it reads as."""
+    if subject.value is None:
+        return ()
+    if subject.kind == SubjectKind.PATH:
+        return (subject.value, normalise_path(subject.value))
+    if subject.kind == SubjectKind.COMMAND:
+        return (subject.value, *read_command(subject.value).simple_commands())
+    return (subject.value,)
 
 
 # --- Subject patterns (U1, U3) ------------------------------------------------------------------
@@ -261,12 +310,17 @@ class SubjectPattern:
     text: str
     _allow: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
     _deny: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
+    # `prefix:*` with no other wildcard: the prefix's words, which a command's first words
+    # must be (U1: a prefix matches whole words only).
+    _words: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def compile(cls, text: str) -> SubjectPattern:
         if not text:
             return cls(text)
-        return cls(text, _compile(text, for_allow=True), _compile(text, for_allow=False))
+        body = text.removesuffix(":*")
+        words = tuple(body.split()) if body != text and "*" not in body else None
+        return cls(text, _compile(text, for_allow=True), _compile(text, for_allow=False), words)
 
     @property
     def whole_tool(self) -> bool:
@@ -277,20 +331,50 @@ class SubjectPattern:
         """The whole tool, or only wildcards (`*`, `:*`, `*:*`): every text subject."""
         return pattern_is_wholesale(self.text)
 
-    def matches(self, subject: str | None, *, for_allow: bool) -> bool:
+    def matches(self, subject: Subject | str | None, *, for_allow: bool) -> bool:
         """Whether a call with this subject falls under the pattern. The whole tool matches
-        every call; any other pattern matches only a subject that is a string."""
+        every call; any other pattern only a subject with a value, read as its kind (U1):
+
+        * a path is normalised first (`/tmp/../etc/passwd` is `/etc/passwd`); a deny also
+          matches it as written;
+        * a command's deny matches the whole text or any simple command in it (the program
+          without its directory, leading `NAME=value` left out: `rm:*` denies
+          `ls; /bin/rm -rf /`); a command's allow with a wildcard matches only a plain
+          command (one program, nothing it runs besides: `subjects.Command.plain`), and a
+          prefix by whole words (`git push:*` is `git push …`, never `git pushx`);
+        * text is matched as written."""
         if self._allow is None or self._deny is None:
             return True
-        if subject is None:
+        subject = _as_subject(subject)
+        value = subject.value
+        if value is None:
             return False
+        if subject.kind == SubjectKind.PATH:
+            normal = normalise_path(value)
+            if not for_allow:
+                return any(self._deny.fullmatch(text) for text in (value, normal) if text is not None)
+            if normal is None:
+                return False
+            value = normal
+        elif subject.kind == SubjectKind.COMMAND:
+            if not for_allow:
+                texts = (value, *read_command(value).simple_commands())
+                return any(self._deny.fullmatch(text) for text in texts)
+            if "*" in self.text:
+                command = read_command(value)
+                if not command.plain:
+                    return False
+                if self._words is not None:
+                    if command.words[: len(self._words)] != self._words:
+                        return False
+                    return value.count("..") <= self.text.count("..")
         if not for_allow:
-            return self._deny.fullmatch(subject) is not None
-        if self._allow.fullmatch(subject) is None:
+            return self._deny.fullmatch(value) is not None
+        if self._allow.fullmatch(value) is None:
             return False
         # A `..` can straddle a literal part and a wildcard, so it is counted on the whole:
         # an ALLOW matches a path step up only where the operator wrote it themselves.
-        return subject.count("..") <= self.text.replace("*", "").count("..")
+        return value.count("..") <= self.text.replace("*", "").count("..")
 
 
 def pattern_is_wholesale(pattern: str) -> bool:
@@ -308,8 +392,10 @@ def literal_prefix(pattern: str) -> str:
     return body if star == -1 else body[:star]
 
 
-def subject_matches(pattern: str, subject: str | None, *, for_allow: bool) -> bool:
-    return SubjectPattern.compile(pattern).matches(subject, for_allow=for_allow)
+def subject_matches(
+    pattern: str, subject: str | None, *, for_allow: bool, kind: SubjectKind = SubjectKind.TEXT
+) -> bool:
+    return SubjectPattern.compile(pattern).matches(Subject(subject, kind=kind), for_allow=for_allow)
 
 
 def whole_tool_allowed(axes: ToolAxes) -> bool:
@@ -318,27 +404,46 @@ def whole_tool_allowed(axes: ToolAxes) -> bool:
     return axes.effective_destructive != DestructiveBehavior.DESTRUCTIVE
 
 
-def pattern_choices(subject: str | None, axes: ToolAxes, *, for_allow: bool = True) -> list[str]:
+def pattern_choices(
+    subject: str | None, axes: ToolAxes, *, for_allow: bool = True, kind: SubjectKind = SubjectKind.TEXT
+) -> list[str]:
     """The patterns an approver may pick for a session or agent answer (U3), narrowest
-    first: the exact value, then its word prefixes as `prefix:*`, then (unless destructive)
-    the whole tool as "". A subject too long for a pattern offers only its prefixes. For an
-    allow, only patterns that allow this very call: a prefix never covers a chained command
-    or a `..` step (`git push:*` is not offered for `git push x && rm -rf /`), so what the
-    approver picks always answers the call they were asked about."""
+    first: the exact value (a path normalised), then its word prefixes as `prefix:*`, then
+    (unless destructive) the whole tool as "". A subject too long for a pattern offers only
+    its prefixes. For an allow, only patterns that allow this very call: a prefix never
+    covers a chained command or a `..` step (`git push:*` is not offered for
+    `git push x && rm -rf /`), so what the approver picks always answers the call they were
+    asked about. A command's prefixes are its first words as a shell splits them, never a
+    program that runs another (`env:*`, `sudo:*`), and on a destructive tool never one word
+    alone (`git:*` would allow every git command: `git push:*` is offered, not `git:*`)."""
     choices: list[str] = []
-    if subject is not None and subject and not subject_pattern_problems(subject) and "*" not in subject:
-        choices.append(subject)
-    if subject:
-        words = subject.split(" ")
-        for count in range(min(len(words) - 1, 3), 0, -1):
-            prefix = " ".join(words[:count])
-            if prefix and "*" not in prefix and not subject_pattern_problems(prefix):
-                pattern = f"{prefix}:*"
-                if not for_allow or subject_matches(pattern, subject, for_allow=True):
-                    choices.append(pattern)
+    exact = normalise_path(subject) if subject is not None and kind == SubjectKind.PATH else subject
+    if exact and not subject_pattern_problems(exact) and "*" not in exact:
+        choices.append(exact)
+    for prefix in _prefixes(subject, axes, kind):
+        if prefix and "*" not in prefix and not subject_pattern_problems(prefix):
+            pattern = f"{prefix}:*"
+            if not for_allow or subject_matches(pattern, subject, for_allow=True, kind=kind):
+                choices.append(pattern)
     if whole_tool_allowed(axes):
         choices.append("")
     return choices
+
+
+def _prefixes(subject: str | None, axes: ToolAxes, kind: SubjectKind) -> list[str]:
+    """The word prefixes a pattern may be made of, longest first (at most three words)."""
+    if not subject or kind == SubjectKind.PATH:
+        return []
+    if kind == SubjectKind.COMMAND:
+        command = read_command(subject)
+        words = list(command.words) if command.plain else []
+        if not words or words[0] in RUNS_ANOTHER or any(not word or " " in word for word in words[:3]):
+            return []
+        fewest = 1 if whole_tool_allowed(axes) else 2
+    else:
+        words = subject.split(" ")
+        fewest = 1
+    return [" ".join(words[:count]) for count in range(min(len(words) - 1, 3), fewest - 1, -1)]
 
 
 # --- Tool rules (U1, U5) ------------------------------------------------------------------------
@@ -390,10 +495,13 @@ class _ToolRules:
         self.exact: dict[str, list[int]] = {}  # no wildcard: equal subjects only
         self.by_prefix: dict[str, list[int]] = {}
         self.lengths: list[int] = []
+        self.deny_patterns: list[int] = []  # U1: they deny a call whose subject is unreadable
 
     def add(self, rule: ToolRuleSpec) -> None:
         position = len(self.rules)
         self.rules.append((rule, SubjectPattern.compile(rule.pattern)))
+        if rule.action == RuleAction.DENY and rule.pattern:
+            self.deny_patterns.append(position)
         prefix = literal_prefix(rule.pattern)
         if not prefix:
             self.always.append(position)
@@ -404,16 +512,19 @@ class _ToolRules:
                 bisect.insort(self.lengths, len(prefix))
             self.by_prefix.setdefault(prefix, []).append(position)
 
-    def candidates(self, subject: str | None) -> list[tuple[ToolRuleSpec, SubjectPattern]]:
-        found = list(self.always)
-        if subject is not None:
-            found.extend(self.exact.get(subject, ()))
+    def candidates(self, texts: Iterable[str | None]) -> list[tuple[ToolRuleSpec, SubjectPattern]]:
+        """The rules that may match a subject read as any of `texts` (its value, and for a
+        path or a command what it reads as: normalised, or each simple command in it)."""
+        found = set(self.always)
+        for subject in texts:
+            if subject is None:
+                continue
+            found.update(self.exact.get(subject, ()))
             for length in self.lengths:
                 if length > len(subject):
                     break
-                found.extend(self.by_prefix.get(subject[:length], ()))
-            found.sort()
-        return [self.rules[position] for position in found]
+                found.update(self.by_prefix.get(subject[:length], ()))
+        return [self.rules[position] for position in sorted(found)]
 
 
 class ToolRuleIndex:
@@ -433,7 +544,7 @@ class ToolRuleIndex:
         runtime_id: int,
         server: str,
         tool: str,
-        subject: str | None,
+        subject: Subject | str | None,
         axes: ToolAxes,
         unattended: bool,
     ) -> ToolRuleMatch:
@@ -444,9 +555,18 @@ class ToolRuleIndex:
         bucket = self._by_tool.get((server, tool))
         if bucket is None:
             return ToolRuleMatch()
+        subject = _as_subject(subject)
         deny = allow = ask = pre = None
         whole_ok = whole_tool_allowed(axes)
-        for rule, compiled in bucket.candidates(subject):
+        if not subject.readable:
+            # U1, fail closed: a deny pattern denies a call whose subject is missing, not a
+            # string, or cannot be read as its kind (no pattern can be matched against it).
+            for position in bucket.deny_patterns:
+                rule = bucket.rules[position][0]
+                if rule.runtime_id is None or rule.runtime_id == runtime_id:
+                    deny = rule
+                    break
+        for rule, compiled in bucket.candidates(_read_as(subject)):
             if rule.runtime_id is not None and rule.runtime_id != runtime_id:
                 continue
             if rule.action == RuleAction.DENY:
@@ -478,17 +598,19 @@ class HeldToolGrant:
 
 
 def layer_decision(
-    grants: Iterable[HeldToolGrant], subject: str | None, axes: ToolAxes
+    grants: Iterable[HeldToolGrant], subject: Subject | str | None, axes: ToolAxes
 ) -> HeldToolGrant | None:
     """What one layer (turn, session, invoking session, agent) holds for this call: a
-    matching DENY beats a matching ALLOW in the same layer, and an ALLOW of the whole of a
+    matching DENY beats a matching ALLOW in the same layer (a DENY with a pattern matches a
+    subject that cannot be read: U1, fail closed), and an ALLOW of the whole of a
     destructive tool applies to nothing (U3: never granted wholesale)."""
+    subject = _as_subject(subject)
     allowed: HeldToolGrant | None = None
     whole_ok = whole_tool_allowed(axes)
     for grant in grants:
         compiled = SubjectPattern.compile(grant.pattern)
         if grant.decision == GrantDecision.DENY:
-            if compiled.matches(subject, for_allow=False):
+            if compiled.matches(subject, for_allow=False) or (grant.pattern and not subject.readable):
                 return grant
         elif (
             allowed is None
@@ -577,16 +699,16 @@ PATTERN_NOT_OFFERED = (
 )
 
 
-def allow_patterns(subject: str | None, axes: ToolAxes) -> list[str]:
+def allow_patterns(subject: str | None, axes: ToolAxes, kind: SubjectKind = SubjectKind.TEXT) -> list[str]:
     """The patterns an *Allow for this session* or *Always allow for this agent* may carry
     (U3): `pattern_choices`, narrowest first; never the whole of a destructive tool."""
-    return pattern_choices(subject, axes)
+    return pattern_choices(subject, axes, kind=kind)
 
 
-def deny_patterns(subject: str | None, axes: ToolAxes) -> list[str]:
+def deny_patterns(subject: str | None, axes: ToolAxes, kind: SubjectKind = SubjectKind.TEXT) -> list[str]:
     """The patterns a *Deny* may carry: the same, and the whole tool whatever the tool is
     (a Deny may always be as wide as the tool)."""
-    choices = pattern_choices(subject, axes, for_allow=False)
+    choices = pattern_choices(subject, axes, for_allow=False, kind=kind)
     return choices if "" in choices else [*choices, ""]
 
 

@@ -23,6 +23,7 @@ from aimon_admin.approvals.rules import _bump_version, _current_version
 from aimon_admin.approvals.tool_policy import (
     PATTERN_WHOLE_DESTRUCTIVE,
     RuleTextError,
+    Subject,
     SubjectPattern,
     ToolRuleIndex,
     ToolRuleSpec,
@@ -380,14 +381,16 @@ def tool_rule_preview(*, text: str, action: str, runtime: AgentRuntime | None = 
         for found in registry_selectors.tools_named(server=parsed.server, name=parsed.tool, runtime=runtime)
     ]
     subjects = _recent_subjects(server=parsed.server, tool=parsed.tool, runtime=runtime)
+    argument = registry_selectors.subject_argument_for(parsed.server, parsed.tool)
+    read = [Subject(subject, kind=argument.kind) for subject in subjects]
     compiled = SubjectPattern.compile(parsed.pattern)
     for_allow = action == RuleAction.ALLOW
-    matched = [subject for subject in subjects if compiled.matches(subject, for_allow=for_allow)]
+    matched = [subject.value for subject in read if compiled.matches(subject, for_allow=for_allow)]
     not_covered = []
     if for_allow:
         not_covered = [
-            subject
-            for subject in subjects
+            subject.value
+            for subject in read
             if not compiled.matches(subject, for_allow=True) and compiled.matches(subject, for_allow=False)
         ]
     refusal = ""
@@ -403,7 +406,7 @@ def tool_rule_preview(*, text: str, action: str, runtime: AgentRuntime | None = 
         label=label,
         pattern=parsed.pattern,
         registrations=registrations,
-        subject_argument=registry_selectors.subject_argument_for(parsed.server, parsed.tool),
+        subject_argument=argument.argument,
         recent=len(subjects),
         matched=matched,
         not_covered=not_covered,

@@ -24,6 +24,14 @@ class IdempotencyBehavior(models.TextChoices):
     NON_IDEMPOTENT = "NON_IDEMPOTENT", "Not idempotent"
 
 
+class SubjectKind(models.TextChoices):
+    """U1: how a tool's subject is read before rules and grants match it."""
+
+    TEXT = "TEXT", "Text (matched as written)"
+    COMMAND = "COMMAND", "Shell command (split into words as a shell would)"
+    PATH = "PATH", "File path (normalised first)"
+
+
 class ToolSource(models.TextChoices):
     LOCAL = "LOCAL", "Local (the runtime's own)"
     MCP = "MCP", "MCP server"
@@ -103,3 +111,4 @@ words.register("reason", GateReason)
 words.register("finding", ReviewFinding)
 words.register("sync", SyncStatus, badge="sync", data="status")
 words.register("transport", McpTransport)
+words.register("subject-kind", SubjectKind)

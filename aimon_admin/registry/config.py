@@ -499,7 +499,7 @@ def config_apply(
 
 
 def _apply_subject(spec: SubjectSpec, actor: Actor, result: ConfigResult) -> None:
-    if selectors.subject_argument_for(spec.server, spec.tool) == spec.argument:
+    if selectors.subject_argument_for(spec.server, spec.tool).argument == spec.argument:
         result.subjects_unchanged.append(spec.label)
         return
     services.tool_subject_set(server=spec.server, tool=spec.tool, argument=spec.argument, actor=actor)

@@ -20,6 +20,7 @@ from aimon_admin.registry.choices import (
     McpTransport,
     ReviewFinding,
     SideEffectLevel,
+    SubjectKind,
     ToolSource,
 )
 from aimon_admin.registry.models import MCP_URL_VALIDATOR, SERVER_NAME_VALIDATOR, McpServer
@@ -331,12 +332,26 @@ SUBJECT_ARGUMENT_HELP = (
 )
 
 
+SUBJECT_KIND_HELP = (
+    "A shell command is split into words as a shell would: an allow of git push:* covers "
+    "git push with any arguments after it, and never a command that runs anything else "
+    "(; && | $(…), git -c, --upload-pack …), which asks. A file path is normalised "
+    "(.. and // resolved) before any rule matches it. Text is matched as written."
+)
+
+
 class ToolSubjectForm(forms.Form):
     """U1: name (or clear) a tool's subject argument. `choices` (the input schema's properties)
     are offered as suggestions; any argument name may be typed."""
 
     argument = forms.CharField(
         label="Subject argument", required=False, max_length=200, help_text=SUBJECT_ARGUMENT_HELP
+    )
+    kind = forms.ChoiceField(
+        label="Read it as",
+        required=False,
+        choices=[("", "Its usual kind (command: a shell command, path: a file path)"), *SubjectKind.choices],
+        help_text=SUBJECT_KIND_HELP,
     )
 
     def __init__(self, *args: Any, choices: list[str] | None = None, **kwargs: Any) -> None:

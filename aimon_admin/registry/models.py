@@ -18,6 +18,7 @@ from aimon_admin.registry.choices import (
     RelayFindingStatus,
     ReviewFinding,
     SideEffectLevel,
+    SubjectKind,
     SyncStatus,
     ToolSource,
 )
@@ -362,6 +363,12 @@ class ToolSubject(models.Model):
     )
     tool = models.CharField(max_length=200)
     argument = models.CharField(max_length=200)
+    kind = models.CharField(
+        max_length=16,
+        choices=SubjectKind.choices,
+        default=SubjectKind.TEXT,
+        help_text="How the subject is read: text as written, a shell command, a file path.",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -376,6 +383,11 @@ class ToolSubject(models.Model):
                 condition=~Q(tool="") & ~Q(argument=""),
                 name="tool_subject_names_both",
                 violation_error_message="A subject names its tool and the argument.",
+            ),
+            models.CheckConstraint(
+                condition=Q(kind__in=SubjectKind.values),
+                name="tool_subject_kind_valid",
+                violation_error_message="A subject is read as text, a command or a path.",
             ),
         ]
 

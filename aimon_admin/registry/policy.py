@@ -16,6 +16,7 @@ from aimon_admin.registry.choices import (
     GateReason,
     IdempotencyBehavior,
     SideEffectLevel,
+    SubjectKind,
     ToolDecision,
 )
 
@@ -372,3 +373,21 @@ def definition_fingerprint(name: str, description: Any, input_schema: Any, annot
         default=repr,
     )
     return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+# U1: the kind a subject argument is read as when the operator names none. The usual names
+# of a shell tool's and a file tool's argument; anything else is text, matched as written.
+_COMMAND_ARGUMENTS = frozenset(["command", "cmd", "commandline", "command_line", "shell_command", "script"])
+_PATH_ARGUMENTS = frozenset(
+    ["path", "file_path", "filepath", "file", "filename", "notebook_path", "directory", "dir", "target_path"]
+)
+
+
+def subject_kind_for(argument: str) -> SubjectKind:
+    """The kind a subject argument named `argument` is read as unless the operator says."""
+    name = argument.strip().lower()
+    if name in _COMMAND_ARGUMENTS:
+        return SubjectKind.COMMAND
+    if name in _PATH_ARGUMENTS:
+        return SubjectKind.PATH
+    return SubjectKind.TEXT

@@ -13,6 +13,7 @@ from aimon_admin.registry.choices import (
     IdempotencyBehavior,
     RelayFindingStatus,
     SideEffectLevel,
+    SubjectKind,
     ToolSource,
 )
 from aimon_admin.registry.models import McpServer, RelayFinding, Tool, ToolSubject
@@ -135,12 +136,20 @@ def tool_gate(*, runtime: AgentRuntime, name: str, server: str | None, attended:
 
 # Plain SQL for the same reason as `tool_axes`: it runs on every tool decision. One row at most
 # (the unique index on server, tool answers it); the table holds one row per named subject.
-_SUBJECT_SQL = f"SELECT argument FROM {ToolSubject._meta.db_table} WHERE server = %s AND tool = %s"  # noqa: S608 # nosec B608
+_SUBJECT_SQL = f"SELECT argument, kind FROM {ToolSubject._meta.db_table} WHERE server = %s AND tool = %s"  # noqa: S608 # nosec B608
 
 
-def subject_argument_for(server: str | None, tool: str) -> str:
-    """U1: the name of the argument whose value is a call's subject for this tool (a local
-    tool: `server` None or ""), or "" when the operator named none.
+@dataclass(frozen=True)
+class SubjectArgument:
+    """U1: which argument of a tool is its call's subject ("": none named) and how it is read."""
+
+    argument: str = ""
+    kind: SubjectKind = SubjectKind.TEXT
+
+
+def subject_argument_for(server: str | None, tool: str) -> SubjectArgument:
+    """U1: the argument whose value is a call's subject for this tool (a local tool: `server`
+    None or "") and its kind; no argument when the operator named none.
 
     Read on every tool decision, so one indexed lookup and no cache: a cache would need the
     same round trip to know it is fresh (a subject set on one node must count on the next
@@ -148,7 +157,16 @@ def subject_argument_for(server: str | None, tool: str) -> str:
     with connection.cursor() as cursor:
         cursor.execute(_SUBJECT_SQL, [server or "", tool])
         row = cursor.fetchone()
-    return row[0] if row else ""
+    return subject_argument_of(row)
+
+
+def subject_argument_of(row: tuple[str, str] | None) -> SubjectArgument:
+    """A `tool_facts_query` subject row (or None: no row) as the subject argument. A kind this
+    code does not know is read as a command: the strictest reading (fail closed)."""
+    if row is None:
+        return SubjectArgument()
+    kind = row[1] if row[1] in SubjectKind.values else SubjectKind.COMMAND
+    return SubjectArgument(row[0], SubjectKind(kind))
 
 
 @dataclass(frozen=True)
@@ -157,7 +175,7 @@ class ToolFactsQuery:
     runs them inside a statement of its own (the tool decision, approvals' DESIGN part U: one
     round trip per call). Each SELECT gives at most one row: `axes_sql` the tool's
     (side_effect_level, destructive_behavior, idempotency_behavior), `subject_sql` its
-    (argument); each with its parameters."""
+    (argument, kind); each with its parameters."""
 
     axes_sql: str
     axes_params: tuple[object, ...]

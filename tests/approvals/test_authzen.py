@@ -189,7 +189,8 @@ SAME_CALLS = [
         "ASK",
     ),
     ("pre-approval", {"tool": "Bash", "arguments": {"command": "git fetch origin"}}, "ALLOW"),
-    ("subject absent", {"tool": "Bash", "session_id": "s-1", "arguments": {"cmd": "ls"}}, "ASK"),
+    # U1, fail closed: Bash has a deny pattern (rm:*) and this call names no command.
+    ("subject absent", {"tool": "Bash", "session_id": "s-1", "arguments": {"cmd": "ls"}}, "DENY"),
     (
         "session grant",
         {

@@ -84,8 +84,8 @@ def test_a_good_file_sets_subjects_and_adds_rules(tmp_path: Path, nightly: Agent
         f"loaded {path}: 1 MCP server",
     ]
     # U1: the subjects, by tool.
-    assert subject_argument_for("", "Bash") == "command"
-    assert subject_argument_for("git", "git_push") == "remote"
+    assert subject_argument_for("", "Bash").argument == "command"
+    assert subject_argument_for("git", "git_push").argument == "remote"
     # U1, U5: the rules, a pre-approval among them.
     assert set(
         ToolRule.objects.values_list("runtime__name", "server", "tool", "pattern", "action", "unattended")

@@ -371,7 +371,10 @@ def test_an_absent_subject_is_said(api: APIClient) -> None:  # U1
     body = decide(api, arguments={"cmd": "ls"}).json()
 
     assert body["decision"] == "ASK"
-    assert body["note"] == "The subject argument 'command' is absent, so only rules for the whole tool apply."
+    assert body["note"] == (
+        "The subject argument 'command' is absent, so only rules for the whole tool apply "
+        "(and a deny pattern of the tool denies the call)."
+    )
 
 
 def test_a_pre_approval_answers_an_unattended_call(api: APIClient, runtime: AgentRuntime) -> None:  # U5

@@ -30,6 +30,7 @@ from aimon_admin.approvals.tool_policy import (
     HeldToolGrant,
     RuleText,
     RuleTextError,
+    Subject,
     ToolLayers,
     ToolRuleIndex,
     ToolRuleMatch,
@@ -53,6 +54,7 @@ from aimon_admin.registry.choices import (
     GateReason,
     IdempotencyBehavior,
     SideEffectLevel,
+    SubjectKind,
     ToolDecision,
 )
 from aimon_admin.registry.policy import UNREGISTERED, GateResult, ToolAxes
@@ -442,8 +444,9 @@ def _ids(found: ToolRuleMatch) -> tuple[int | None, ...]:
             True,
             (None, None, None, None),
         ),  # never wholesale when destructive
-        (RUNTIME, "", None, WRITES, False, (None, None, None, None)),  # no subject: patterns match nothing
-        (OTHER, "", None, WRITES, False, (None, 6, None, None)),
+        # U1, fail closed: no subject, so the first deny pattern that applies denies.
+        (RUNTIME, "", None, WRITES, False, (4, None, None, None)),
+        (OTHER, "", None, WRITES, False, (1, 6, None, None)),
         (RUNTIME, "git", "origin main", WRITES, False, (None, None, None, None)),  # another tool: Bash on git
     ],
 )
@@ -598,6 +601,7 @@ def brute_force_match(
     subject: str | None,
     axes: ToolAxes,
     unattended: bool,
+    kind: SubjectKind = SubjectKind.TEXT,
 ) -> ToolRuleMatch:
     """Every rule of the tool, in precedence order, each read in full: what the index must find."""
     ordered = sorted(
@@ -605,21 +609,25 @@ def brute_force_match(
         key=lambda r: (0 if r.pattern else 1, -len(r.pattern), 0 if r.runtime_id is not None else 1, r.id),
     )
     found: dict[str, ToolRuleSpec] = {}
+    if not Subject(subject, kind=kind).readable:  # U1: fail closed
+        denies = [rule for rule in ordered if rule.action == RuleAction.DENY and rule.pattern]
+        if denies:
+            found["deny"] = denies[0]
     for rule in ordered:
         if rule.action == RuleAction.DENY:
-            kind, for_allow = "deny", False
+            which, for_allow = "deny", False
         elif rule.action == RuleAction.ASK:
-            kind, for_allow = "ask", False
+            which, for_allow = "ask", False
         elif pattern_is_wholesale(rule.pattern) and not whole_tool_allowed(axes):
             continue
         elif rule.unattended:
             if not unattended:
                 continue
-            kind, for_allow = "pre_approval", True
+            which, for_allow = "pre_approval", True
         else:
-            kind, for_allow = "allow", True
-        if kind not in found and subject_matches(rule.pattern, subject, for_allow=for_allow):
-            found[kind] = rule
+            which, for_allow = "allow", True
+        if which not in found and subject_matches(rule.pattern, subject, for_allow=for_allow, kind=kind):
+            found[which] = rule
     return ToolRuleMatch(**found)
 
 
@@ -641,12 +649,13 @@ subjects = st.lists(
 
 
 @budget(300)
-@given(raw_rules, subjects, st.sampled_from([WRITES, DESTROYS]), st.booleans())
-def test_the_index_finds_what_reading_every_rule_finds(
+@given(raw_rules, subjects, st.sampled_from([WRITES, DESTROYS]), st.booleans(), st.sampled_from(SubjectKind))
+def test_the_index_finds_what_reading_every_rule_finds(  # U1
     raw: list[tuple[str, RuleAction, int | None, bool, str]],
     subjects: list[str | None],
     axes: ToolAxes,
     unattended: bool,
+    kind: SubjectKind,
 ) -> None:
     rules = []
     for number, (pattern, action, runtime, pre, tool) in enumerate(raw, start=1):
@@ -660,11 +669,14 @@ def test_the_index_finds_what_reading_every_rule_finds(
             call: dict[str, Any] = {
                 "runtime_id": runtime_id,
                 "tool": "Bash",
-                "subject": subject,
                 "axes": axes,
                 "unattended": unattended,
             }
-            assert index.match(server="", **call) == brute_force_match(rules, **call), (subject, runtime_id)
+            found = index.match(server="", subject=Subject(subject, kind=kind), **call)
+            assert found == brute_force_match(rules, subject=subject, kind=kind, **call), (
+                subject,
+                runtime_id,
+            )
 
 
 def test_the_index_looks_at_the_rules_a_subject_could_match_only() -> None:
@@ -674,5 +686,5 @@ def test_the_index_looks_at_the_rules_a_subject_could_match_only() -> None:
         ToolRuleSpec(n, None, "", "Bash", f"cmd{n} {'xy'[n % 2]}:*", RuleAction.DENY) for n in range(1000)
     ]
     bucket = ToolRuleIndex(rules)._by_tool["", "Bash"]
-    assert len(bucket.candidates("cmd17 x now")) + len(bucket.candidates("cmd17 y now")) == 1
-    assert bucket.candidates("nothing like it") == []
+    assert len(bucket.candidates(["cmd17 x now"])) + len(bucket.candidates(["cmd17 y now"])) == 1
+    assert bucket.candidates(["nothing like it"]) == []

@@ -1150,7 +1150,7 @@ CASES: dict[str, list[Case]] = {
         ),
         Case(  # U3, U7: a tool grant, with its pattern
             prepare=_pending_tool_request,
-            run=lambda w: _answer(w, w.prepared, w.approver, Answer.ALLOW_SESSION, "make:*"),
+            run=lambda w: _answer(w, w.prepared, w.approver, Answer.ALLOW_SESSION, "make deploy"),
             expect=(AuditAction.TOOL_GRANTED,),
             actor=lambda w: Actor.for_user(w.approver),
         ),

@@ -98,7 +98,9 @@ def test_runtime_asks_to_run_bash_approver_allows_a_prefix_for_the_session(
     main_page(page, shot, "inbox-tool-request")
 
     # The approver picks the prefix and reads what the button reaches before the click (S5).
-    prefix = card.get_by_role("radio", name="Starting with “git push” Bash(git push:*)")
+    prefix = card.get_by_role(
+        "radio", name="Starting with “git push”, with any arguments after it Bash(git push:*)"
+    )
     prefix.check()
     expect(card.locator("#reach-" + created["id"] + "-ALLOW_SESSION")).to_contain_text(
         "Calls of Bash matching the pattern picked above, in session s-tools"

@@ -25,19 +25,19 @@ pytestmark = pytest.mark.django_db
 
 def test_no_subject_named_reads_as_empty() -> None:
     # U1: none by default.
-    assert subject_argument_for("", "Bash") == ""
-    assert subject_argument_for(None, "Bash") == ""
+    assert subject_argument_for("", "Bash").argument == ""
+    assert subject_argument_for(None, "Bash").argument == ""
 
 
 def test_subject_is_read_per_tool_and_server() -> None:
     ToolSubject.objects.create(server="", tool="Bash", argument="command")
     ToolSubject.objects.create(server="git", tool="git_push", argument="remote")
-    assert subject_argument_for("", "Bash") == "command"
-    assert subject_argument_for(None, "Bash") == "command"  # a local tool: no server
-    assert subject_argument_for(server="git", tool="git_push") == "remote"
+    assert subject_argument_for("", "Bash").argument == "command"
+    assert subject_argument_for(None, "Bash").argument == "command"  # a local tool: no server
+    assert subject_argument_for(server="git", tool="git_push").argument == "remote"
     # A local tool and an MCP tool of the same name are two tools.
-    assert subject_argument_for("git", "Bash") == ""
-    assert subject_argument_for("", "git_push") == ""
+    assert subject_argument_for("git", "Bash").argument == ""
+    assert subject_argument_for("", "git_push").argument == ""
 
 
 # --- The service (U1, U7) -----------------------------------------------------------------------
@@ -48,16 +48,23 @@ def test_setting_a_subject_writes_it_and_its_event() -> None:
     assert (row.server, row.tool, row.argument) == ("", "Bash", "command")
     event = AuditEvent.objects.get(action=AuditAction.TOOL_SUBJECT_SET)
     assert event.subject == "Bash"
-    assert event.details == {"server": "", "tool": "Bash", "before": None, "after": "command"}
-    assert subject_argument_for("", "Bash") == "command"
+    assert event.details == {
+        "server": "",
+        "tool": "Bash",
+        "before": None,
+        "after": "command",
+        "kind_before": None,
+        "kind_after": "COMMAND",  # U1: a shell tool's usual argument reads as a command
+    }
+    assert subject_argument_for("", "Bash").argument == "command"
 
 
 def test_changing_and_clearing_a_subject_are_audited_with_before_and_after() -> None:
     tool_subject_set(server="git", tool="git_push", argument="remote", actor=TEST_ACTOR)
     tool_subject_set(server="git", tool="git_push", argument="branch", actor=TEST_ACTOR)
-    assert subject_argument_for("git", "git_push") == "branch"
+    assert subject_argument_for("git", "git_push").argument == "branch"
     assert tool_subject_set(server="git", tool="git_push", argument="", actor=TEST_ACTOR) is None
-    assert subject_argument_for("git", "git_push") == ""
+    assert subject_argument_for("git", "git_push").argument == ""
     details = [
         e.details for e in AuditEvent.objects.filter(action=AuditAction.TOOL_SUBJECT_SET).order_by("id")
     ]
@@ -137,7 +144,8 @@ def test_the_tool_page_names_the_subject_and_offers_the_schemas_arguments(
     assert "Save subject argument" in page
     tool_subject_set(server="", tool="Bash", argument="command", actor=TEST_ACTOR)
     page = _client(operator).get(f"/registry/tools/{tool.pk}/").content.decode()
-    assert "match the text of the argument <code>command</code>" in page
+    assert "match the argument <code>command</code>, read as: Shell command" in page
+    assert "such a command asks" in page
     assert 'value="command"' in page
 
 
@@ -149,11 +157,14 @@ def test_an_operator_sets_and_clears_the_subject_on_the_tool_page(
     response = client.post(f"/registry/tools/{tool.pk}/subject/", {"argument": "command"})
     assert response.status_code == 302
     assert response["Location"] == f"/registry/tools/{tool.pk}/#tool-subject"
-    assert subject_argument_for("", "Bash") == "command"
+    assert subject_argument_for("", "Bash").argument == "command"
+    assert subject_argument_for("", "Bash").kind == "COMMAND"
     event = AuditEvent.objects.get(action=AuditAction.TOOL_SUBJECT_SET)
     assert event.actor == operator
+    client.post(f"/registry/tools/{tool.pk}/subject/", {"argument": "command", "kind": "PATH"})
+    assert subject_argument_for("", "Bash").kind == "PATH"  # U1: the operator says how it is read
     client.post(f"/registry/tools/{tool.pk}/subject/", {"argument": ""})
-    assert subject_argument_for("", "Bash") == ""
+    assert subject_argument_for("", "Bash").argument == ""
 
 
 def test_a_bad_subject_argument_is_shown_again_with_its_problem(

@@ -82,10 +82,10 @@ class ToolCallDecision:
 @dataclass(frozen=True)
 class _Facts:
     """What one call's decision reads: the tool's axes (None: unregistered), its subject
-    argument, the rule set's version and the grants in force, by layer."""
+    argument and kind, the rule set's version and the grants in force, by layer."""
 
     axes: registry_policy.ToolAxes | None
-    argument: str
+    argument: registry_selectors.SubjectArgument
     version: int | None
     held: dict[str, list[tool_policy.HeldToolGrant]]
 
@@ -298,8 +298,9 @@ def _evaluate(
         axes, ceiling=runtime.ceiling, exempt_at_or_below=runtime.exempt_at_or_below, attended=True
     )
     arguments = arguments or {}
-    argument = facts.argument
-    subject = tool_policy.subject_of(arguments, argument)
+    argument = facts.argument.argument
+    kind = facts.argument.kind
+    subject = tool_policy.subject_of(arguments, argument, kind)
     # The canonical form costs more than the rest of a decision's arithmetic: only when used.
     digest = tool_policy.arguments_digest(arguments) if approval is not None or digest_needed else ""
     notes: list[str] = [subject.note] if argument and subject.note else []
@@ -307,7 +308,7 @@ def _evaluate(
         runtime_id=runtime.pk,
         server=server,
         tool=tool,
-        subject=subject.value,
+        subject=subject,
         axes=axes,
         unattended=not attended,
     )
@@ -320,10 +321,7 @@ def _evaluate(
         gate=gate,
         rules=rules,
         call_approved=call_approved,
-        **{
-            layer: tool_policy.layer_decision(grants, subject.value, axes)
-            for layer, grants in facts.held.items()
-        },
+        **{layer: tool_policy.layer_decision(grants, subject, axes) for layer, grants in facts.held.items()},
     )
     verdict = tool_policy.tool_chain_decide(layers, attended=attended)
     return ToolCallDecision(
@@ -372,7 +370,7 @@ def _read_sql(n_ids: int, axes_sql: str, subject_sql: str, *, fused: bool) -> st
     parts += [
         f"SELECT 'A', {pad}{_INT}, {_INT}, a.side_effect_level, a.destructive_behavior, "  # noqa: S608 - no input in the text # nosec B608
         f"a.idempotency_behavior, {_TEXT} FROM ({axes_sql}) a",
-        f"SELECT 'U', {pad}{_INT}, {_INT}, u.argument, {_TEXT}, {_TEXT}, {_TEXT} FROM ({subject_sql}) u",  # noqa: S608 - no input in the text # nosec B608
+        f"SELECT 'U', {pad}{_INT}, {_INT}, u.argument, u.kind, {_TEXT}, {_TEXT} FROM ({subject_sql}) u",  # noqa: S608 - no input in the text # nosec B608
     ]
     holders = ""
     if n_ids:
@@ -430,7 +428,7 @@ def _read(
     end = 1 + (TOKEN_COLUMNS if fused else 0)
     token_row = None
     axes = None
-    argument = ""
+    argument = registry_selectors.SubjectArgument()
     version = 0
     seen: dict[str, _SessionSeen] = {}
     grants: list[_GrantRow] = []
@@ -440,7 +438,7 @@ def _read(
         if tag == "A":
             axes = registry_selectors.tool_axes_of((t1, t2, t3))  # type: ignore[arg-type]
         elif tag == "U":
-            argument = t1  # type: ignore[assignment]
+            argument = registry_selectors.subject_argument_of((t1, t2))  # type: ignore[arg-type]
         elif tag == "S":
             seen[t1] = _SessionSeen(pk=n1, session_id=t1, principal=t2, fresh=bool(n2))  # type: ignore[arg-type,index]
         elif tag == "G":

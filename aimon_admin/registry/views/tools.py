@@ -178,9 +178,12 @@ def _subject_context(request: HttpRequest, tool: Tool, form: ToolSubjectForm | N
     if form is None:
         form = form_from_draft(request, SUBJECT_DRAFT, lambda data: ToolSubjectForm(data, choices=choices))
         if not form.is_bound:
-            form = ToolSubjectForm(initial={"argument": current}, choices=choices)
+            initial = {"argument": current.argument, "kind": current.kind if current.argument else ""}
+            form = ToolSubjectForm(initial=initial, choices=choices)
     return {
-        "subject_argument": current,
+        "subject_argument": current.argument,
+        "subject_kind": current.kind.label if current.argument else "",
+        "subject_kind_value": current.kind.value if current.argument else "",
         "subject_form": form,
         "can_set_subject": request.user.has_perm("registry.change_tool"),
         "replay_words": REPLAY_REASKS
@@ -326,6 +329,7 @@ def tool_subject_view(request: HttpRequest, pk: int) -> HttpResponse:
                 server=tool.server.name if tool.server_id is not None else "",
                 tool=tool.name,
                 argument=argument,
+                kind=form.cleaned_data["kind"] or None,
                 actor=actor_of(request),
             )
         except ValidationError as exc:
