@@ -110,8 +110,9 @@ def escalation_words(facts: RequestFacts) -> str:
     if facts.escalated_at is None:
         return ""
     return (
-        f"Nobody answered in {duration_words(facts.waited_seconds)}: sent to the operators and the "
-        f"runtime's owner at {facts.escalated_at.astimezone(dt.UTC).strftime('%H:%M UTC')}."
+        f"Nobody answered in {duration_words(facts.waited_seconds)}: sent on to the operators (and "
+        f"the runtime's owner, where it is theirs to answer) at "
+        f"{facts.escalated_at.astimezone(dt.UTC).strftime('%H:%M UTC')}."
     )
 
 

@@ -14,6 +14,7 @@ from aimon_admin.accounts.models import User
 from aimon_admin.accounts.roles import Role
 from aimon_admin.approvals.choices import RequestKind
 from aimon_admin.approvals.models import ApprovalRequest
+from aimon_admin.approvals.selectors import request_list_visible_to
 from aimon_admin.notifications.choices import ChannelKind
 from aimon_admin.notifications.models import Channel, Delivery, Preference
 from aimon_admin.notifications.policy import RequestFacts
@@ -41,13 +42,20 @@ def recipients_for(*, request: ApprovalRequest) -> list[User]:
 
 
 def escalation_recipients_for(*, request: ApprovalRequest) -> list[User]:
-    """The operators and the runtime's owner (when they may answer): told when nobody answered
-    `request` in its runtime's time (P2), and when it has nobody else to answer it."""
+    """The operators and the runtime's owner: told when nobody answered `request` in its
+    runtime's time (P2), and when it has nobody else to answer it. Only those who may open it
+    (P5, S13: `approvals.selectors.request_list_visible_to` decides): the owner is not told of
+    a request whose principal is a person here, which only that person and operators see."""
     people = list(
         User.objects.filter(is_active=True, groups__name=Role.OPERATOR).prefetch_related("groups").distinct()
     )
     owner = request.runtime.owner
-    if owner is not None and owner.pk not in {p.pk for p in people} and _may_answer(owner):
+    if (
+        owner is not None
+        and owner.pk not in {p.pk for p in people}
+        and _may_answer(owner)
+        and request_list_visible_to(user=owner).filter(pk=request.pk).exists()
+    ):
         people.append(owner)
     return people
 

@@ -83,15 +83,16 @@ def escalation_events() -> list[AuditEvent]:
 # --- Once, to the operators and the owner ---------------------------------------------------------
 
 
-def test_an_unanswered_request_goes_to_the_operators_the_owner_and_the_webhooks_once(
+def test_an_unanswered_request_goes_to_those_who_may_open_it_and_the_webhooks_once(
     escalating: AgentRuntime,
     open_request: Callable[..., ApprovalRequest],
     approver: User,
     other_approver: User,
     operator: User,
 ) -> None:
-    # P2: Alice's request waits; after ten minutes the operator (olivia) and the owner (bob)
-    # are told, and the webhook gets approval.escalated. Alice is not told again.
+    # P2: Alice's request waits; after ten minutes the operator (olivia) is told, and the
+    # webhook gets approval.escalated. Alice is not told again. P5: bob owns the runtime but
+    # may not open a request whose principal is a person here, so he is not told of it.
     with http_receiver() as receiver:
         for user in (approver, other_approver, operator):
             chat(user, receiver)
@@ -100,15 +101,15 @@ def test_an_unanswered_request_goes_to_the_operators_the_owner_and_the_webhooks_
         receiver.wait(2)  # alice's message and the webhook's approval.requested
         waited(request, TEN_MINUTES + 5)
         assert tasks.sweep.apply().get()["escalated"] == 1
-        got = receiver.wait(5)
+        got = receiver.wait(4)
         # A second sweep, a retried task, a read of the request: nothing more.
         assert tasks.sweep.apply().get()["escalated"] == 0
         assert tasks.request_escalated.apply(args=[str(request.pk)]).get() == 0
         request.refresh_from_db()
         assert request_escalate_if_due(request) is False
-    assert len(receiver.got) == 5
+    assert len(receiver.got) == 4
     escalated = got[2:]
-    assert sorted(g.path for g in escalated) == ["/bob", "/hook", "/olivia"]
+    assert sorted(g.path for g in escalated) == ["/hook", "/olivia"]
     hook_message = next(g for g in escalated if g.path == "/hook")
     payload = Webhook(secret).verify(hook_message.body, hook_message.headers)
     assert payload["type"] == "approval.escalated"
@@ -117,7 +118,7 @@ def test_an_unanswered_request_goes_to_the_operators_the_owner_and_the_webhooks_
     assert payload["data"]["request"]["escalated_at"] == request.escalated_at.astimezone(dt.UTC).isoformat()
     olivia = json.loads(next(g for g in escalated if g.path == "/olivia").body)
     assert olivia["title"] == "agent-one is still waiting: deploy"
-    assert "Nobody answered in 10 minutes: sent to the operators and the runtime's owner" in olivia["message"]
+    assert "Nobody answered in 10 minutes: sent on to the operators" in olivia["message"]
     assert f"{BASE_URL}/approvals/requests/{request.pk}/" in olivia["message"]
     # Marked once, audited once, by the system, with how long it waited.
     assert request.escalated_at is not None
@@ -131,6 +132,32 @@ def test_an_unanswered_request_goes_to_the_operators_the_owner_and_the_webhooks_
         )
     )
     assert statuses == {DeliveryStatus.SENT}
+
+
+def test_only_those_who_may_open_a_request_are_told_of_its_escalation(
+    escalating: AgentRuntime,
+    open_request: Callable[..., ApprovalRequest],
+    approver: User,
+    other_approver: User,
+    operator: User,
+) -> None:  # P5
+    assert approver.username == "alice"
+    from aimon_admin.approvals.selectors import request_visible_to
+    from aimon_admin.notifications.selectors import escalation_recipients_for
+
+    alices = open_request(session_id="s-1", principal="alice")  # a person here: hers and operators'
+    unknown = open_request(session_id="s-2", principal="someone-not-here")  # the owner answers it
+    told = {
+        request.pk: {person.username for person in escalation_recipients_for(request=request)}
+        for request in (alices, unknown)
+    }
+    assert told == {
+        alices.pk: {operator.username},
+        unknown.pk: {operator.username, other_approver.username},
+    }
+    for request in (alices, unknown):
+        for person in escalation_recipients_for(request=request):
+            assert request_visible_to(user=person, pk=request.pk) is not None
 
 
 def test_nothing_is_escalated_before_its_time_or_without_one(
