@@ -206,6 +206,8 @@ def tool_rule_create_view(request: HttpRequest) -> HttpResponse:
         else:
             text = rule_text(server=rule.server, tool=rule.tool, pattern=rule.pattern)
             messages.success(request, TOOL_RULE_SAVED_MESSAGE.format(text=text))
+            for warning in tool_rules.tool_rule_warnings(rule):
+                messages.warning(request, warning)
             return redirect(reverse("approvals:rules") + "#tool-rules")
     return redirect_invalid(
         request, form, name=TOOL_RULE_DRAFT, to=reverse("approvals:rules"), anchor="new-tool-rule"

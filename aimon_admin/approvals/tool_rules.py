@@ -134,6 +134,18 @@ WHOLE_TOOL_UNREGISTERED = (
     "No runtime or enabled MCP server has registered {tool}, so it counts as destructive: an allow "
     "for it must name a subject pattern, e.g. {tool}(git status:*), never the whole tool."
 )
+PATTERN_WITHOUT_SUBJECT = (
+    "{tool} has no subject argument, so a pattern can never match its calls and this rule "
+    "would decide nothing. Name its subject first (the argument rules match, such as command "
+    "or path: on the tool's page, or under toolSubjects in a configuration file), or write "
+    "the rule for the whole tool: {tool}."
+)
+# A rule is kept for a tool nobody has registered yet (it may be registered later), but the
+# person saving it is told: until then it decides only calls of an unregistered tool.
+TOOL_NOT_REGISTERED_WARNING = (
+    "No runtime or enabled MCP server has registered {tool} yet: the rule is kept and applies "
+    "once one does. Check the spelling if you expected it to act now."
+)
 STORED_TOOL_RULE_INVALID = (
     "This rule's stored text is not valid: {problems} Delete the rule and write it again."
 )
@@ -171,8 +183,21 @@ def _check(
     whole = _whole_tool_problem(server=server, tool=tool, pattern=pattern, action=action, runtime=runtime)
     if whole:
         problems["text"] = [whole]
+    elif pattern and not registry_selectors.subject_argument_for(server, tool).argument:
+        # U1: a pattern is matched against the subject; with none named it matches nothing,
+        # and a rule that looks saved would block nothing.
+        problems["text"] = [PATTERN_WITHOUT_SUBJECT.format(tool=tool_label(server=server, tool=tool))]
     if problems:
         raise ValidationError(problems)
+
+
+def tool_rule_warnings(rule: ToolRule) -> list[str]:
+    """What the person who saved `rule` should know although it was saved: its tool is not
+    registered by anyone yet (a typo, or a tool still to come)."""
+    registered = registry_selectors.tools_named(server=rule.server, name=rule.tool, runtime=rule.runtime)
+    if registered.exists():
+        return []
+    return [TOOL_NOT_REGISTERED_WARNING.format(tool=tool_label(server=rule.server, tool=rule.tool))]
 
 
 def _snapshot(rule: ToolRule) -> dict[str, object]:

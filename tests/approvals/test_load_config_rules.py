@@ -20,6 +20,7 @@ from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.registry.models import McpServer, ToolSubject
 from aimon_admin.registry.selectors import subject_argument_for
+from aimon_admin.registry.services import tool_subject_set
 from aimon_admin.runtimes.models import AgentRuntime
 from aimon_admin.runtimes.services import runtime_create
 from tests.conftest import TEST_ACTOR
@@ -132,6 +133,7 @@ def test_a_rule_that_exists_with_another_action_is_refused_and_nothing_applied(
     tmp_path: Path, nightly: AgentRuntime
 ) -> None:
     # Never a silent change: a DENY is not turned into an ALLOW by a file.
+    tool_subject_set(server=None, tool="Bash", argument="command", actor=TEST_ACTOR)
     tool_rules.tool_rule_create(text="Bash(rm:*)", action=RuleAction.DENY, actor=TEST_ACTOR)
     before = state()
     path = write(
@@ -171,6 +173,7 @@ def test_a_skill_rule_with_another_scope_is_refused(tmp_path: Path) -> None:
 def test_approvers_are_loaded_with_the_rule_and_audited(tmp_path: Path) -> None:  # P3
     path = write(
         tmp_path,
+        "toolSubjects: {Bash: command}\n"
         "toolRules:\n  - {pattern: Bash(git push:*), action: ASK, approvers: 2}\n"
         "skillRules:\n  - {pattern: deploy-*, action: ASK, approvers: 3}\n  - {pattern: lint, action: ASK}\n",
     )

@@ -7,6 +7,7 @@ import datetime as dt
 import html
 
 import pytest
+from django.core.exceptions import ValidationError
 from django.test import Client
 from django.utils import timezone
 
@@ -24,6 +25,16 @@ from tests.conftest import TEST_ACTOR
 from tests.core.prg_support import assert_invalid_post_redirects_and_reloads
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def named_subjects() -> None:
+    """The tools these rules name have subject arguments (U1: a pattern rule on a tool with
+    none is refused, as it could never match)."""
+    tool_subject_set(server=None, tool="Bash", argument="command", actor=TEST_ACTOR)
+    tool_subject_set(server="git", tool="git_push", argument="remote", actor=TEST_ACTOR)
+
+
 HTMX = {"HX-Request": "true"}
 RULES = "/approvals/rules/"
 NEW = "/approvals/rules/tools/new/"
@@ -83,12 +94,37 @@ def test_the_rules_page_lists_tool_rules_with_their_text_and_pre_approvals(
 
 
 def test_a_pattern_for_a_tool_without_a_subject_argument_is_flagged(operator: User) -> None:
-    # U1: a subject pattern needs the tool's subject argument named, else it matches nothing.
+    # U1: a subject pattern needs the tool's subject argument named, else it matches nothing:
+    # a rule saved while it was named is flagged once it is cleared.
     tool_rules.tool_rule_create(text="Bash(rm:*)", action=RuleAction.DENY, actor=TEST_ACTOR)
     flag = NO_SUBJECT_FLAG.format(tool="Bash")
-    assert flag in text_of(logged_in(operator).get(RULES))
-    tool_subject_set(server="", tool="Bash", argument="command", actor=TEST_ACTOR)
     assert flag not in text_of(logged_in(operator).get(RULES))
+    tool_subject_set(server="", tool="Bash", argument="", actor=TEST_ACTOR)
+    assert flag in text_of(logged_in(operator).get(RULES))
+
+
+def test_a_pattern_rule_for_a_tool_without_a_subject_is_refused_not_saved(operator: User) -> None:  # U1
+    # A rule that could never match would look saved and block nothing.
+    response = logged_in(operator).post(
+        NEW, {"tool-text": "nosuchtool(x:*)", "tool-action": "DENY"}, follow=True
+    )
+    page = text_of(response)
+    assert tool_rules.PATTERN_WITHOUT_SUBJECT.format(tool="nosuchtool") in page
+    assert "saved" not in page.split("Tool rules")[0]
+    assert not ToolRule.objects.exists()
+    with pytest.raises(ValidationError) as raised:
+        tool_rules.tool_rule_create(text="git/git_reset(--hard:*)", action=RuleAction.DENY, actor=TEST_ACTOR)
+    assert raised.value.message_dict == {
+        "text": [tool_rules.PATTERN_WITHOUT_SUBJECT.format(tool="git/git_reset")]
+    }
+
+
+def test_a_rule_for_a_tool_nobody_registered_is_saved_with_a_plain_warning(operator: User) -> None:  # U1
+    response = logged_in(operator).post(NEW, {"tool-text": "Bash(rm:*)", "tool-action": "DENY"}, follow=True)
+    page = text_of(response)
+    assert "Tool rule Bash(rm:*) saved." in page
+    assert tool_rules.TOOL_NOT_REGISTERED_WARNING.format(tool="Bash") in page
+    assert ToolRule.objects.get().pattern == "rm:*"
 
 
 def test_an_operator_saves_a_tool_rule(runtime: AgentRuntime, operator: User) -> None:
@@ -209,7 +245,7 @@ def test_the_preview_of_one_runtime_counts_its_calls_only(
     )
     assert "Of the 1 subject asked about recently by agent-two, it would ask about 1." in fragment
     assert "is not registered by agent-two or an enabled MCP server yet" in fragment
-    assert "Bash has no subject argument named" in fragment
+    assert "Bash has no subject argument named" not in fragment  # named by named_subjects
 
 
 @pytest.mark.parametrize(

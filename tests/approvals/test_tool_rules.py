@@ -16,11 +16,20 @@ from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.registry.choices import DestructiveBehavior, IdempotencyBehavior, SideEffectLevel
 from aimon_admin.registry.policy import ToolAxes
-from aimon_admin.registry.services import local_tools_replace
+from aimon_admin.registry.services import local_tools_replace, tool_subject_set
 from aimon_admin.runtimes.models import AgentRuntime
 from tests.conftest import TEST_ACTOR
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def named_subjects() -> None:
+    """The tools these rules name have subject arguments (U1: a pattern rule on a tool with
+    none is refused, as it could never match)."""
+    tool_subject_set(server=None, tool="Bash", argument="command", actor=TEST_ACTOR)
+    tool_subject_set(server="git", tool="git_push", argument="remote", actor=TEST_ACTOR)
+
 
 WRITES = ToolAxes(
     SideEffectLevel.MUTATING, DestructiveBehavior.NON_DESTRUCTIVE, IdempotencyBehavior.IDEMPOTENT

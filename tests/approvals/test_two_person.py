@@ -33,12 +33,19 @@ from aimon_admin.approvals.services import (
 )
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
-from aimon_admin.registry.models import ToolSubject
-from aimon_admin.registry.services import local_tools_replace
+from aimon_admin.registry.services import local_tools_replace, tool_subject_set
 from aimon_admin.runtimes.models import AgentRuntime
 from tests.conftest import TEST_ACTOR
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def named_subjects() -> None:
+    """The tools these rules name have subject arguments (U1: a pattern rule on a tool with
+    none is refused, as it could never match)."""
+    tool_subject_set(server=None, tool="Bash", argument="command", actor=TEST_ACTOR)
+    tool_subject_set(server="git", tool="git_push", argument="remote", actor=TEST_ACTOR)
 
 
 @pytest.fixture
@@ -300,7 +307,6 @@ def test_the_database_refuses_a_count_outside_one_to_three(runtime: AgentRuntime
 @pytest.fixture
 def bash(runtime: AgentRuntime) -> None:
     local_tools_replace(runtime=runtime, tools=[{"name": "Bash"}], actor=TEST_ACTOR)
-    ToolSubject.objects.create(server="", tool="Bash", argument="command")
 
 
 def open_tool_request(runtime: AgentRuntime, command: str = "git push origin main") -> ApprovalRequest:

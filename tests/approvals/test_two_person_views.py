@@ -17,13 +17,22 @@ from aimon_admin.approvals.services import RequestInput, request_create
 from aimon_admin.approvals.views import ALLOW_RECORDED_MESSAGE
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
-from aimon_admin.registry.models import ToolSubject
-from aimon_admin.registry.services import local_tools_replace
+from aimon_admin.registry.services import local_tools_replace, tool_subject_set
 from aimon_admin.runtimes.models import AgentRuntime
 from tests.conftest import TEST_ACTOR
 from tests.core.prg_support import assert_invalid_post_redirects_and_reloads
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def named_subjects() -> None:
+    """The tools these rules name have subject arguments (U1: a pattern rule on a tool with
+    none is refused, as it could never match)."""
+    tool_subject_set(server=None, tool="Bash", argument="command", actor=TEST_ACTOR)
+    tool_subject_set(server="git", tool="git_push", argument="remote", actor=TEST_ACTOR)
+
+
 HTMX = {"HX-Request": "true"}
 
 
@@ -191,7 +200,6 @@ def test_a_tool_request_card_shows_the_count_and_the_first_allow(
     runtime: AgentRuntime, people: dict[str, User]
 ) -> None:  # P3 on a tool request: Allow this call by two people
     local_tools_replace(runtime=runtime, tools=[{"name": "Bash"}], actor=TEST_ACTOR)
-    ToolSubject.objects.create(server="", tool="Bash", argument="command")
     tool_rules.tool_rule_create(text="Bash(git push:*)", action=RuleAction.ASK, approvers=2, actor=TEST_ACTOR)
     request = request_create(
         RequestInput(

@@ -333,6 +333,7 @@ def _serve_catalog(w: World) -> str:
 
 
 def _tool_rule(w: World) -> None:
+    registry.tool_subject_set(server=None, tool="Bash", argument="command", actor=w.op)
     w.prepared = tool_rules.tool_rule_create(text="Bash(make:*)", action=RuleAction.ASK, actor=w.op)
 
 
@@ -1304,6 +1305,13 @@ CASES: dict[str, list[Case]] = {
             reads="what a rule would match, before it is saved",
         )
     ],
+    "aimon_admin.approvals.tool_rules.tool_rule_warnings": [
+        Case(
+            prepare=_tool_rule,
+            run=lambda w: tool_rules.tool_rule_warnings(w.prepared),
+            reads="what the person who saved a rule should know: its tool is registered by nobody yet",
+        )
+    ],
     "aimon_admin.approvals.tool_rules.unattended_allow_rules": [
         Case(
             run=lambda w: tool_rules.unattended_allow_rules(w.runtime),
@@ -1343,6 +1351,9 @@ CASES: dict[str, list[Case]] = {
     ],
     "aimon_admin.approvals.tool_rules.tool_rule_create": [
         Case(
+            prepare=lambda w: registry.tool_subject_set(
+                server=None, tool="Bash", argument="command", actor=w.op
+            ),
             run=lambda w: tool_rules.tool_rule_create(
                 text="Bash(make test)",
                 action=RuleAction.ALLOW,

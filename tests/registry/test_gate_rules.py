@@ -15,7 +15,7 @@ from aimon_admin.approvals.models import ToolRule
 from aimon_admin.core.plurals import counted
 from aimon_admin.registry import home as registry_home
 from aimon_admin.registry.extensions import AllowRule, unattended_rules, unattended_rules_many
-from aimon_admin.registry.services import local_tools_replace
+from aimon_admin.registry.services import local_tools_replace, tool_subject_set
 from aimon_admin.registry.views.gate import FORECAST, RULES_ANSWER_EVERY_CALL, RULES_ANSWER_SOME_CALLS
 from aimon_admin.runtimes.models import AgentRuntime
 from tests.conftest import TEST_ACTOR
@@ -44,6 +44,8 @@ def tools(runtime: AgentRuntime, other_runtime: AgentRuntime) -> None:
     local_tools_replace(
         runtime=other_runtime, tools=[{"name": "deploy", "description": "ship", **WRITES}], actor=TEST_ACTOR
     )
+    tool_subject_set(server=None, tool="Bash", argument="command", actor=TEST_ACTOR)
+    tool_subject_set(server=None, tool="deploy", argument="target", actor=TEST_ACTOR)
     tool_rules.tool_rule_create(
         text="Bash(make nightly)", action=RuleAction.ALLOW, runtime=runtime, unattended=True, actor=TEST_ACTOR
     )

@@ -46,6 +46,7 @@ from aimon_admin.registry.services import (
     mcp_server_create,
     mcp_sync_request,
     mcp_tools_relay,
+    tool_subject_set,
 )
 from aimon_admin.runtimes.models import AgentRuntime, RuntimeToken
 from aimon_admin.runtimes.services import runtime_create, token_issue, token_revoke
@@ -466,6 +467,7 @@ def world(db: None) -> Iterator[World]:
         )
     )
     rule = rules.rule_create(pattern="read-*", action=RuleAction.ALLOW, actor=TEST_ACTOR)
+    tool_subject_set(server=None, tool="Bash", argument="command", actor=TEST_ACTOR)
     tool_rule = tool_rules.tool_rule_create(text="Bash(rm:*)", action=RuleAction.DENY, actor=TEST_ACTOR)
     server = mcp_server_create(
         name="files", transport=McpTransport.STDIO, command="/bin/false", actor=TEST_ACTOR
