@@ -111,9 +111,12 @@ SUBJECT_NOT_TEXT = (
 SUBJECT_UNREADABLE = {
     SubjectKind.COMMAND: (
         "The command in {name!r} cannot be read for what it runs (unbalanced quotes, a "
-        "substitution, or a program that runs another): a deny pattern of the tool denies it."
+        "substitution, or a program that runs another): no prefix allow covers it, and where "
+        "the tool has a deny pattern, it is denied."
     ),
-    SubjectKind.PATH: "The path in {name!r} names nothing: a deny pattern of the tool denies it.",
+    SubjectKind.PATH: (
+        "The path in {name!r} names nothing: where the tool has a deny pattern, it is denied."
+    ),
 }
 
 

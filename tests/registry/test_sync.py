@@ -743,6 +743,22 @@ def _lock_connection() -> psycopg.Connection:
     )
 
 
+def _wait_until_released(namespace: int, key: int) -> None:
+    """Until no session holds the advisory lock (namespace, key): a test's bound, 10 s."""
+    deadline = time.monotonic() + 10
+    with connection.cursor() as cursor:
+        while True:
+            cursor.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s "
+                "AND objid = %s AND objsubid = 2",
+                [namespace, key],
+            )
+            if cursor.fetchone()[0] == 0:
+                return
+            assert time.monotonic() < deadline, "the closed session's lock was never released"
+            time.sleep(0.02)
+
+
 @pytest.mark.postgres
 def test_a_duplicate_delivery_while_another_worker_holds_the_run_does_nothing(
     connect: Callable[..., McpServer], operator_actor: Actor
@@ -760,7 +776,10 @@ def test_a_duplicate_delivery_while_another_worker_holds_the_run_does_nothing(
         assert (run.status, run.attempts) == (SyncStatus.RUNNING, 1)
         assert not Tool.objects.filter(server=server).exists()
 
-    # Its session gone (the worker died), the next delivery finishes the run.
+    # Its session gone (the worker died), the next delivery finishes the run. Closing a
+    # connection does not wait for PostgreSQL to end its session: the lock is free only once
+    # the server has (without this wait, the next delivery could still find it held).
+    _wait_until_released(RUN_LOCK_NAMESPACE, run.pk)
     assert sync_mcp_server.apply(args=[run.pk]).get() == SyncStatus.SUCCEEDED
     run.refresh_from_db()
     assert (run.status, run.attempts) == (SyncStatus.SUCCEEDED, 2)
