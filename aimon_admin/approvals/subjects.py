@@ -19,8 +19,12 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
+from typing import Any
+
+from aimon_admin.registry.choices import SubjectKind
 
 # Programs whose work is to run another program they are handed: what they run is a word
 # like any other, so a command starting with one of them cannot be read as its program.
@@ -140,7 +144,9 @@ class Command:
     def words(self) -> tuple[str, ...]:
         return self.segments[0] if len(self.segments) == 1 else ()
 
-    @property
+    # Derived once per reading: `read_command` keeps recent readings, and a decision asks
+    # each of them for every rule and grant it matches.
+    @cached_property
     def programs_known(self) -> bool:
         """Whether every program the command runs can be told from its text (fail closed)."""
         if not self.readable or self.substituted:
@@ -151,7 +157,7 @@ class Command:
                 return False
         return True
 
-    @property
+    @cached_property
     def plain(self) -> bool:
         """One simple command that runs nothing but its own program with the words shown."""
         if not self.readable or len(self.segments) != 1:
@@ -163,7 +169,8 @@ class Command:
             return False
         return not runs_another(words)
 
-    def simple_commands(self) -> list[str]:
+    @cached_property
+    def simple_commands(self) -> tuple[str, ...]:
         """Each simple command's words joined by one space, with any leading `NAME=value`
         removed and the program named without its directory (`/bin/rm -rf x` is `rm -rf x`):
         what a deny pattern is matched against besides the whole text."""
@@ -175,7 +182,7 @@ class Command:
             if rest:
                 found.append(" ".join([posixpath.basename(rest[0]), *rest[1:]]))
                 found.append(" ".join(words))
-        return found
+        return tuple(found)
 
 
 def _program(words: tuple[str, ...]) -> str | None:
@@ -297,6 +304,85 @@ def read_command(text: str) -> Command:
             in_word, i = True, i + 1
     end_segment()
     return Command(readable=True, segments=tuple(segments), **flags)
+
+
+# --- The subject of a call ------------------------------------------------------------------------
+
+SUBJECT_NOT_NAMED = "This tool has no subject argument, so only rules for the whole tool apply."
+SUBJECT_ABSENT = (
+    "The subject argument {name!r} is absent, so only rules for the whole tool apply "
+    "(and a deny pattern of the tool denies the call)."
+)
+SUBJECT_NOT_TEXT = (
+    "The subject argument {name!r} is not a string, so only rules for the whole tool apply "
+    "(and a deny pattern of the tool denies the call)."
+)
+SUBJECT_UNREADABLE = {
+    SubjectKind.COMMAND: (
+        "The command in {name!r} cannot be read for what it runs (unbalanced quotes, a "
+        "substitution, or a program that runs another): no prefix allow covers it, and where "
+        "the tool has a deny pattern, it is denied."
+    ),
+    SubjectKind.PATH: (
+        "The path in {name!r} names nothing: where the tool has a deny pattern, it is denied."
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Subject:
+    """A call's subject: the string value of the tool's subject argument, read as its kind
+    (U1), or None with a note saying why there is none (given in the decision's answer).
+
+    `readable` is False where there is no value, or the value cannot be read as its kind
+    (a command whose programs cannot be told, a path that names nothing): then every deny
+    pattern of the tool matches it (fail closed)."""
+
+    value: str | None
+    note: str = ""
+    kind: SubjectKind = SubjectKind.TEXT
+
+    @property
+    def readable(self) -> bool:
+        if self.value is None:
+            return False
+        if self.kind == SubjectKind.COMMAND:
+            return read_command(self.value).programs_known
+        if self.kind == SubjectKind.PATH:
+            return normalise_path(self.value) is not None
+        return True
+
+
+def subject_of(
+    arguments: Mapping[str, Any] | None, argument: str, kind: SubjectKind = SubjectKind.TEXT
+) -> Subject:
+    if not argument:
+        return Subject(None, SUBJECT_NOT_NAMED, kind)
+    if not arguments or argument not in arguments:
+        return Subject(None, SUBJECT_ABSENT.format(name=argument), kind)
+    value = arguments[argument]
+    if not isinstance(value, str):
+        return Subject(None, SUBJECT_NOT_TEXT.format(name=argument), kind)
+    subject = Subject(value, kind=kind)
+    if not subject.readable:
+        return Subject(value, SUBJECT_UNREADABLE[kind].format(name=argument), kind)
+    return subject
+
+
+def as_subject(subject: Subject | str | None) -> Subject:
+    """A subject as given, or a text one for a bare value (the pure functions take either)."""
+    return subject if isinstance(subject, Subject) else Subject(subject)
+
+
+def read_as(subject: Subject) -> tuple[str | None, ...]:
+    """The texts a subject's patterns are matched against: its value, and what it reads as."""
+    if subject.value is None:
+        return ()
+    if subject.kind == SubjectKind.PATH:
+        return (subject.value, normalise_path(subject.value))
+    if subject.kind == SubjectKind.COMMAND:
+        return (subject.value, *read_command(subject.value).simple_commands)
+    return (subject.value,)
 
 
 # --- Paths ---------------------------------------------------------------------------------------

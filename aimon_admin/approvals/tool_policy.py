@@ -22,7 +22,14 @@ import rfc8785
 
 from aimon_admin.approvals.choices import Answer, GrantDecision, GrantScope, RuleAction, ToolCallSource
 from aimon_admin.approvals.policy import RequestShape, answers_offered
-from aimon_admin.approvals.subjects import RUNS_ANOTHER, normalise_path, read_command
+from aimon_admin.approvals.subjects import (
+    RUNS_ANOTHER,
+    Subject,
+    as_subject,
+    normalise_path,
+    read_as,
+    read_command,
+)
 from aimon_admin.registry.choices import DestructiveBehavior, GateReason, SubjectKind, ToolDecision
 from aimon_admin.registry.policy import GateResult, ToolAxes
 
@@ -95,84 +102,6 @@ def arguments_digest(arguments: Mapping[str, Any]) -> str:
     changed value (whitespace inside a string included) gives another. Call only on
     arguments `arguments_problem` passed."""
     return "sha256:" + hashlib.sha256(rfc8785.dumps(dict(arguments))).hexdigest()
-
-
-# --- The subject (U1) ---------------------------------------------------------------------------
-
-SUBJECT_NOT_NAMED = "This tool has no subject argument, so only rules for the whole tool apply."
-SUBJECT_ABSENT = (
-    "The subject argument {name!r} is absent, so only rules for the whole tool apply "
-    "(and a deny pattern of the tool denies the call)."
-)
-SUBJECT_NOT_TEXT = (
-    "The subject argument {name!r} is not a string, so only rules for the whole tool apply "
-    "(and a deny pattern of the tool denies the call)."
-)
-SUBJECT_UNREADABLE = {
-    SubjectKind.COMMAND: (
-        "The command in {name!r} cannot be read for what it runs (unbalanced quotes, a "
-        "substitution, or a program that runs another): no prefix allow covers it, and where "
-        "the tool has a deny pattern, it is denied."
-    ),
-    SubjectKind.PATH: (
-        "The path in {name!r} names nothing: where the tool has a deny pattern, it is denied."
-    ),
-}
-
-
-@dataclass(frozen=True)
-class Subject:
-    """A call's subject: the string value of the tool's subject argument, read as its kind
-    (U1), or None with a note saying why there is none (given in the decision's answer).
-
-    `readable` is False where there is no value, or the value cannot be read as its kind
-    (a command whose programs cannot be told, a path that names nothing): then every deny
-    pattern of the tool matches it (fail closed)."""
-
-    value: str | None
-    note: str = ""
-    kind: SubjectKind = SubjectKind.TEXT
-
-    @property
-    def readable(self) -> bool:
-        if self.value is None:
-            return False
-        if self.kind == SubjectKind.COMMAND:
-            return read_command(self.value).programs_known
-        if self.kind == SubjectKind.PATH:
-            return normalise_path(self.value) is not None
-        return True
-
-
-def subject_of(
-    arguments: Mapping[str, Any] | None, argument: str, kind: SubjectKind = SubjectKind.TEXT
-) -> Subject:
-    if not argument:
-        return Subject(None, SUBJECT_NOT_NAMED, kind)
-    if not arguments or argument not in arguments:
-        return Subject(None, SUBJECT_ABSENT.format(name=argument), kind)
-    value = arguments[argument]
-    if not isinstance(value, str):
-        return Subject(None, SUBJECT_NOT_TEXT.format(name=argument), kind)
-    subject = Subject(value, kind=kind)
-    if not subject.readable:
-        return Subject(value, SUBJECT_UNREADABLE[kind].format(name=argument), kind)
-    return subject
-
-
-def _as_subject(subject: Subject | str | None) -> Subject:
-    return subject if isinstance(subject, Subject) else Subject(subject)
-
-
-def _read_as(subject: Subject) -> tuple[str | None, ...]:
-    """The texts a subject's patterns are matched against: its value, and what it reads as."""
-    if subject.value is None:
-        return ()
-    if subject.kind == SubjectKind.PATH:
-        return (subject.value, normalise_path(subject.value))
-    if subject.kind == SubjectKind.COMMAND:
-        return (subject.value, *read_command(subject.value).simple_commands())
-    return (subject.value,)
 
 
 # --- Subject patterns (U1, U3) ------------------------------------------------------------------
@@ -348,7 +277,7 @@ class SubjectPattern:
         * text is matched as written."""
         if self._allow is None or self._deny is None:
             return True
-        subject = _as_subject(subject)
+        subject = as_subject(subject)
         value = subject.value
         if value is None:
             return False
@@ -361,7 +290,7 @@ class SubjectPattern:
             value = normal
         elif subject.kind == SubjectKind.COMMAND:
             if not for_allow:
-                texts = (value, *read_command(value).simple_commands())
+                texts = (value, *read_command(value).simple_commands)
                 return any(self._deny.fullmatch(text) for text in texts)
             if "*" in self.text:
                 command = read_command(value)
@@ -558,7 +487,7 @@ class ToolRuleIndex:
         bucket = self._by_tool.get((server, tool))
         if bucket is None:
             return ToolRuleMatch()
-        subject = _as_subject(subject)
+        subject = as_subject(subject)
         deny = allow = ask = pre = None
         whole_ok = whole_tool_allowed(axes)
         if not subject.readable:
@@ -569,7 +498,7 @@ class ToolRuleIndex:
                 if rule.runtime_id is None or rule.runtime_id == runtime_id:
                     deny = rule
                     break
-        for rule, compiled in bucket.candidates(_read_as(subject)):
+        for rule, compiled in bucket.candidates(read_as(subject)):
             if rule.runtime_id is not None and rule.runtime_id != runtime_id:
                 continue
             if rule.action == RuleAction.DENY:
@@ -607,7 +536,7 @@ def layer_decision(
     matching DENY beats a matching ALLOW in the same layer (a DENY with a pattern matches a
     subject that cannot be read: U1, fail closed), and an ALLOW of the whole of a
     destructive tool applies to nothing (U3: never granted wholesale)."""
-    subject = _as_subject(subject)
+    subject = as_subject(subject)
     allowed: HeldToolGrant | None = None
     whole_ok = whole_tool_allowed(axes)
     for grant in grants:

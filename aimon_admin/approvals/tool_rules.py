@@ -20,10 +20,10 @@ from aimon_admin.approvals.choices import RequestKind, RuleAction
 from aimon_admin.approvals.models import ApprovalRequest, ToolRule
 from aimon_admin.approvals.policy import rule_action_for
 from aimon_admin.approvals.rules import _bump_version, _current_version
+from aimon_admin.approvals.subjects import Subject
 from aimon_admin.approvals.tool_policy import (
     PATTERN_WHOLE_DESTRUCTIVE,
     RuleTextError,
-    Subject,
     SubjectPattern,
     ToolRuleIndex,
     ToolRuleSpec,

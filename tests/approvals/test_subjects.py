@@ -17,16 +17,14 @@ from aimon_admin.accounts.models import User
 from aimon_admin.approvals import rules, services
 from aimon_admin.approvals.choices import Answer, GrantDecision, RuleAction
 from aimon_admin.approvals.models import ApprovalRequest, ToolRule
-from aimon_admin.approvals.subjects import normalise_path, read_command
+from aimon_admin.approvals.subjects import Subject, normalise_path, read_command, subject_of
 from aimon_admin.approvals.tool_policy import (
     HeldToolGrant,
-    Subject,
     ToolRuleIndex,
     ToolRuleSpec,
     allow_patterns,
     layer_decision,
     subject_matches,
-    subject_of,
 )
 from aimon_admin.registry.choices import DestructiveBehavior, SideEffectLevel, SubjectKind
 from aimon_admin.registry.models import ToolSubject

@@ -15,6 +15,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aimon_admin.approvals.choices import GrantDecision, RuleAction, ToolCallSource
+from aimon_admin.approvals.subjects import (
+    SUBJECT_ABSENT,
+    SUBJECT_NOT_NAMED,
+    SUBJECT_NOT_TEXT,
+    Subject,
+    subject_of,
+)
 from aimon_admin.approvals.tool_policy import (
     ARGUMENTS_BIG_INTEGER,
     ARGUMENTS_MAX_BYTES,
@@ -22,15 +29,11 @@ from aimon_admin.approvals.tool_policy import (
     ARGUMENTS_NOT_OBJECT,
     ARGUMENTS_TOO_DEEP,
     RULE_TEXT_UNCLOSED,
-    SUBJECT_ABSENT,
-    SUBJECT_NOT_NAMED,
-    SUBJECT_NOT_TEXT,
     TOOL_NAME_EMPTY,
     TOOL_NAME_PARENS,
     HeldToolGrant,
     RuleText,
     RuleTextError,
-    Subject,
     ToolLayers,
     ToolRuleIndex,
     ToolRuleMatch,
@@ -45,7 +48,6 @@ from aimon_admin.approvals.tool_policy import (
     pattern_is_wholesale,
     rule_text,
     subject_matches,
-    subject_of,
     tool_chain_decide,
     whole_tool_allowed,
 )

@@ -21,7 +21,7 @@ from django.db.models import Exists, OuterRef, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from aimon_admin.approvals import tool_policy
+from aimon_admin.approvals import subjects, tool_policy
 from aimon_admin.approvals.choices import (
     GrantDecision,
     GrantKind,
@@ -68,7 +68,7 @@ class ToolCallDecision:
     verdict: tool_policy.ToolVerdict
     axes: registry_policy.ToolAxes
     registered: bool
-    subject: tool_policy.Subject
+    subject: subjects.Subject
     subject_argument: str
     # The arguments' digest where it was needed (a request opened, an approval presented), else "".
     digest: str
@@ -300,7 +300,7 @@ def _evaluate(
     arguments = arguments or {}
     argument = facts.argument.argument
     kind = facts.argument.kind
-    subject = tool_policy.subject_of(arguments, argument, kind)
+    subject = subjects.subject_of(arguments, argument, kind)
     # The canonical form costs more than the rest of a decision's arithmetic: only when used.
     digest = tool_policy.arguments_digest(arguments) if approval is not None or digest_needed else ""
     notes: list[str] = [subject.note] if argument and subject.note else []
