@@ -111,6 +111,9 @@ class Grant(models.Model):
     request = models.ForeignKey(
         "approvals.ApprovalRequest", on_delete=models.PROTECT, null=True, blank=True, related_name="grants"
     )
+    # P3: how many distinct people's answer wrote it (an item's approvers); an ALLOW answers a
+    # call or skill only where no rule covering it needs more.
+    approvers = models.PositiveSmallIntegerField(default=1, db_default=1)
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
@@ -133,6 +136,7 @@ class Grant(models.Model):
             ),
             _in("decision", GrantDecision, "grant_decision_valid", "grant decision"),
             _in("origin", GrantOrigin, "grant_origin_valid", "grant origin"),
+            _approvers_valid("approvers", "grant_approvers_valid"),
             models.CheckConstraint(
                 condition=Q(revoke_reason="") | Q(revoke_reason__in=RevokeReason.values),
                 name="grant_revoke_reason_valid",

@@ -15,6 +15,7 @@ from aimon_admin.accounts.roles import Role
 from aimon_admin.approvals import tool_policy
 from aimon_admin.approvals.choices import GrantKind, GrantScope, RequestKind, RequestStatus
 from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, Session
+from aimon_admin.approvals.tool_rules import tool_rule_index
 from aimon_admin.registry import policy as registry_policy
 from aimon_admin.registry import selectors as registry_selectors
 from aimon_admin.registry.choices import SubjectKind
@@ -164,7 +165,8 @@ def known_skills(*, runtime: AgentRuntime | None = None) -> list[str]:
 class ToolCallPatterns:
     """A tool request's tool as it stands now (its axes, read when the request is shown or
     answered, so a tool found destructive since is never granted wholesale), and the subject
-    patterns its answers may carry (U3)."""
+    patterns its answers may carry (U3): an allow's never reach what a rule needs more
+    people for than this request's answer has (P3)."""
 
     axes: registry_policy.ToolAxes
     registered: bool
@@ -179,10 +181,14 @@ def tool_call_patterns(*, request: ApprovalRequest) -> ToolCallPatterns:
     )
     axes = found or registry_policy.UNREGISTERED  # T9
     kind = registry_selectors.subject_argument_for(request.server, request.tool).kind
+    people = max((item.approvers for item in request.items.all()), default=1)
+    beyond = tool_rule_index().floor_patterns(
+        runtime_id=request.runtime_id, server=request.server, tool=request.tool, above=people
+    )
     return ToolCallPatterns(
         axes=axes,
         registered=found is not None,
-        allow=tool_policy.allow_patterns(request.subject, axes, kind),
+        allow=tool_policy.allow_patterns(request.subject, axes, kind, beyond=beyond),
         deny=tool_policy.deny_patterns(request.subject, axes, kind),
         kind=kind,
     )

@@ -324,6 +324,27 @@ def literal_prefix(pattern: str) -> str:
     return body if star == -1 else body[:star]
 
 
+def may_reach_into(choice: str, floor: str, kind: SubjectKind = SubjectKind.TEXT) -> bool:
+    """P3: whether an allow of `choice` may reach a call that the rule pattern `floor`
+    covers (matched as an ASK is: the whole text, and for a command each simple command in
+    it). Errs toward yes: two patterns with a wildcard may share a call unless neither's
+    literal prefix begins the other's; a command's prefix is compared with its program's
+    directory left out too (`/usr/bin/git:*` reaches `git push:*`)."""
+    if not choice or not floor:
+        return True
+    if "*" not in choice:
+        return SubjectPattern.compile(floor).matches(Subject(choice, kind=kind), for_allow=False)
+    mine = literal_prefix(choice)
+    theirs = literal_prefix(floor)
+    forms = {mine}
+    if kind == SubjectKind.COMMAND and "/" in mine.split(" ", 1)[0]:
+        program, _, rest = mine.partition(" ")
+        forms.add(" ".join(filter(None, (program.rsplit("/", 1)[1], rest))))
+    if kind == SubjectKind.PATH:
+        forms.add(normalise_path(mine) or mine)
+    return any(form.startswith(theirs) or theirs.startswith(form) for form in forms)
+
+
 def subject_matches(
     pattern: str, subject: str | None, *, for_allow: bool, kind: SubjectKind = SubjectKind.TEXT
 ) -> bool:
@@ -337,7 +358,12 @@ def whole_tool_allowed(axes: ToolAxes) -> bool:
 
 
 def pattern_choices(
-    subject: str | None, axes: ToolAxes, *, for_allow: bool = True, kind: SubjectKind = SubjectKind.TEXT
+    subject: str | None,
+    axes: ToolAxes,
+    *,
+    for_allow: bool = True,
+    kind: SubjectKind = SubjectKind.TEXT,
+    beyond: Sequence[str] = (),
 ) -> list[str]:
     """The patterns an approver may pick for a session or agent answer (U3), narrowest
     first: the exact value (a path normalised), then its word prefixes as `prefix:*`, then
@@ -347,7 +373,9 @@ def pattern_choices(
     `git push x && rm -rf /`), so what the approver picks always answers the call they were
     asked about. A command's prefixes are its first words as a shell splits them, never a
     program that runs another (`env:*`, `sudo:*`), and on a destructive tool never one word
-    alone (`git:*` would allow every git command: `git push:*` is offered, not `git:*`)."""
+    alone (`git:*` would allow every git command: `git push:*` is offered, not `git:*`).
+    `beyond`: the patterns of rules that need more people than this answer has (P3); an
+    allow is never offered that may reach what they cover."""
     choices: list[str] = []
     exact = normalise_path(subject) if subject is not None and kind == SubjectKind.PATH else subject
     if exact and not subject_pattern_problems(exact) and "*" not in exact:
@@ -359,6 +387,8 @@ def pattern_choices(
                 choices.append(pattern)
     if whole_tool_allowed(axes):
         choices.append("")
+    if for_allow and beyond:
+        choices = [c for c in choices if not any(may_reach_into(c, floor, kind) for floor in beyond)]
     return choices
 
 
@@ -403,8 +433,13 @@ class ToolRuleMatch:
 
     deny: ToolRuleSpec | None = None
     allow: ToolRuleSpec | None = None
-    ask: ToolRuleSpec | None = None
+    ask: ToolRuleSpec | None = None  # of those that ask, the one needing the most people
     pre_approval: ToolRuleSpec | None = None
+
+    @property
+    def floor(self) -> int:
+        """P3: how many people's answer it takes to allow this call (1: any grant may)."""
+        return self.ask.approvers if self.ask is not None else 1
 
 
 def _precedence(rule: ToolRuleSpec) -> tuple[int, int, int]:
@@ -428,12 +463,15 @@ class _ToolRules:
         self.by_prefix: dict[str, list[int]] = {}
         self.lengths: list[int] = []
         self.deny_patterns: list[int] = []  # U1: they deny a call whose subject is unreadable
+        self.floors: list[int] = []  # P3: asks needing several people, which cover it too
 
     def add(self, rule: ToolRuleSpec) -> None:
         position = len(self.rules)
         self.rules.append((rule, SubjectPattern.compile(rule.pattern)))
         if rule.action == RuleAction.DENY and rule.pattern:
             self.deny_patterns.append(position)
+        if rule.action == RuleAction.ASK and rule.approvers > 1:
+            self.floors.append(position)
         prefix = literal_prefix(rule.pattern)
         if not prefix:
             self.always.append(position)
@@ -483,7 +521,9 @@ class ToolRuleIndex:
         """Which rule of each kind applies to this call. An ALLOW rule (or pre-approval) for
         the whole of a destructive tool (or only wildcards) applies to nothing (U5: fail
         closed if it was saved before the tool turned out destructive); a pre-approval only
-        to unattended calls of its own runtime."""
+        to unattended calls of its own runtime. Of the rules that ask, the one needing the
+        most people (the most specific of those): it is the floor (P3), and where it needs
+        several no operator ALLOW rule or pre-approval answers the call."""
         bucket = self._by_tool.get((server, tool))
         if bucket is None:
             return ToolRuleMatch()
@@ -492,12 +532,16 @@ class ToolRuleIndex:
         whole_ok = whole_tool_allowed(axes)
         if not subject.readable:
             # U1, fail closed: a deny pattern denies a call whose subject is missing, not a
-            # string, or cannot be read as its kind (no pattern can be matched against it).
-            for position in bucket.deny_patterns:
+            # string, or cannot be read as its kind (no pattern can be matched against it);
+            # a rule needing several people covers it too (P3).
+            for position in (*bucket.deny_patterns, *bucket.floors):
                 rule = bucket.rules[position][0]
-                if rule.runtime_id is None or rule.runtime_id == runtime_id:
-                    deny = rule
-                    break
+                if rule.runtime_id is not None and rule.runtime_id != runtime_id:
+                    continue
+                if rule.action == RuleAction.DENY:
+                    deny = deny or rule
+                elif ask is None or rule.approvers > ask.approvers:
+                    ask = rule
         for rule, compiled in bucket.candidates(read_as(subject)):
             if rule.runtime_id is not None and rule.runtime_id != runtime_id:
                 continue
@@ -505,7 +549,9 @@ class ToolRuleIndex:
                 if deny is None and compiled.matches(subject, for_allow=False):
                     deny = rule
             elif rule.action == RuleAction.ASK:
-                if ask is None and compiled.matches(subject, for_allow=False):
+                if (ask is None or rule.approvers > ask.approvers) and compiled.matches(
+                    subject, for_allow=False
+                ):
                     ask = rule
             elif compiled.wholesale and not whole_ok:
                 continue
@@ -514,7 +560,22 @@ class ToolRuleIndex:
                     pre = rule
             elif allow is None and compiled.matches(subject, for_allow=True):
                 allow = rule
+        if ask is not None and ask.approvers > 1:
+            allow = pre = None  # P3: only people answer under the floor
         return ToolRuleMatch(deny=deny, allow=allow, ask=ask, pre_approval=pre)
+
+    def floor_patterns(self, *, runtime_id: int, server: str, tool: str, above: int) -> list[str]:
+        """P3: the patterns of this tool's rules (for this runtime) that need more than
+        `above` people: what an answer by `above` people may not reach into."""
+        bucket = self._by_tool.get((server, tool))
+        if bucket is None:
+            return []
+        found = []
+        for position in bucket.floors:
+            rule = bucket.rules[position][0]
+            if rule.approvers > above and rule.runtime_id in (None, runtime_id):
+                found.append(rule.pattern)
+        return found
 
 
 # --- Grants held for a tool (U3) ----------------------------------------------------------------
@@ -527,15 +588,17 @@ class HeldToolGrant:
     id: int
     decision: GrantDecision
     pattern: str
+    approvers: int = 1  # P3: how many people's answer wrote it
 
 
 def layer_decision(
-    grants: Iterable[HeldToolGrant], subject: Subject | str | None, axes: ToolAxes
+    grants: Iterable[HeldToolGrant], subject: Subject | str | None, axes: ToolAxes, *, floor: int = 1
 ) -> HeldToolGrant | None:
     """What one layer (turn, session, invoking session, agent) holds for this call: a
     matching DENY beats a matching ALLOW in the same layer (a DENY with a pattern matches a
-    subject that cannot be read: U1, fail closed), and an ALLOW of the whole of a
-    destructive tool applies to nothing (U3: never granted wholesale)."""
+    subject that cannot be read: U1, fail closed), an ALLOW of the whole of a destructive
+    tool applies to nothing (U3: never granted wholesale), nor does an ALLOW fewer people
+    gave than the call's `floor` needs (P3)."""
     subject = as_subject(subject)
     allowed: HeldToolGrant | None = None
     whole_ok = whole_tool_allowed(axes)
@@ -546,6 +609,7 @@ def layer_decision(
                 return grant
         elif (
             allowed is None
+            and grant.approvers >= floor
             and (whole_ok or not compiled.wholesale)
             and compiled.matches(subject, for_allow=True)
         ):
@@ -631,10 +695,13 @@ PATTERN_NOT_OFFERED = (
 )
 
 
-def allow_patterns(subject: str | None, axes: ToolAxes, kind: SubjectKind = SubjectKind.TEXT) -> list[str]:
+def allow_patterns(
+    subject: str | None, axes: ToolAxes, kind: SubjectKind = SubjectKind.TEXT, *, beyond: Sequence[str] = ()
+) -> list[str]:
     """The patterns an *Allow for this session* or *Always allow for this agent* may carry
-    (U3): `pattern_choices`, narrowest first; never the whole of a destructive tool."""
-    return pattern_choices(subject, axes, kind=kind)
+    (U3): `pattern_choices`, narrowest first; never the whole of a destructive tool, nor
+    one reaching what a rule in `beyond` needs more people for (P3)."""
+    return pattern_choices(subject, axes, kind=kind, beyond=beyond)
 
 
 def deny_patterns(subject: str | None, axes: ToolAxes, kind: SubjectKind = SubjectKind.TEXT) -> list[str]:

@@ -174,6 +174,7 @@ CASES: list[tuple[str, type[models.Model], Builder, Builder]] = [
     ("grant_scope_valid", Grant, lambda w: w.grant(scope="FOREVER"), lambda w: w.grant()),
     ("grant_decision_valid", Grant, lambda w: w.grant(decision="ASK"), lambda w: w.grant(decision="DENY")),
     ("grant_origin_valid", Grant, lambda w: w.grant(origin="HOOK"), lambda w: w.grant(origin="ESCALATION")),
+    ("grant_approvers_valid", Grant, lambda w: w.grant(approvers=4), lambda w: w.grant(approvers=3)),  # P3
     (
         "grant_revoke_reason_valid",
         Grant,

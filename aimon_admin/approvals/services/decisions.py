@@ -16,6 +16,7 @@ from aimon_admin.approvals.choices import (
     GrantDecision,
     GrantKind,
     GrantScope,
+    RuleAction,
     SkillDecision,
 )
 from aimon_admin.approvals.models import Grant, RuleSetVersion, Session
@@ -50,7 +51,7 @@ class _SessionSeen:
     fresh: bool  # seen within SEEN_RESOLUTION: nothing to write
 
 
-_GrantRow = tuple[str, int | None, str, str, str]
+_GrantRow = tuple[str, int | None, str, str, str, int]
 _DecisionRead = tuple[dict[str, _SessionSeen], list[_GrantRow], int]
 # The token's runtime, in the fused statement, wherever the plain read has a parameter.
 _TOKEN_RUNTIME = f"(SELECT c{rawsql.all_columns(RuntimeToken).index('runtime_id')} FROM tok)"  # noqa: S608 - no input in the text # nosec B608
@@ -99,7 +100,7 @@ def _decision_sql(vendor: str, n_ids: int, n_skills: int, *, fused: bool) -> str
             else ""
         )
         parts.append(
-            f"SELECT 'G', {pad}session_id, scope, turn_id, skill, decision, 0 FROM {grant_table} "  # noqa: S608 - no input in the text # nosec B608
+            f"SELECT 'G', {pad}session_id, scope, turn_id, skill, decision, approvers FROM {grant_table} "  # noqa: S608 - no input in the text # nosec B608
             f"WHERE runtime_id = {runtime} AND revoked_at IS NULL AND kind = '{GrantKind.SKILL.value}' "
             f"AND skill IN ({marks}) "
             "AND (expires_at IS NULL OR expires_at > %s) "
@@ -140,7 +141,7 @@ def _decision_rows(
         if kind == "S":
             sessions[b] = _SessionSeen(pk=a, session_id=b, principal=c, fresh=bool(f))  # type: ignore[arg-type,index]
         elif kind == "G":
-            grants.append((b, a, c, d, e))  # type: ignore[arg-type]
+            grants.append((b, a, c, d, e, f))  # type: ignore[arg-type]
         elif kind == "V":
             version = a  # type: ignore[assignment]
         else:
@@ -356,23 +357,20 @@ def _verdicts(
     turn_id: str | None,
 ) -> list[SkillVerdict]:
     _, grants, version = read
-    held: dict[str, dict[str, str]] = {skill: {} for skill in skills}
-    for scope, grant_session_pk, grant_turn, skill, decision in grants:
+    held: dict[str, dict[str, tuple[str, int]]] = {skill: {} for skill in skills}
+    for scope, grant_session_pk, grant_turn, skill, decision, approvers in grants:
         layer = _layer(scope, grant_session_pk, grant_turn, session_pk, invoking_pk, turn_id)
         if layer is not None:
-            held[skill][layer] = decision
+            held[skill][layer] = (decision, approvers)
     index = rules.rule_index(version)
     verdicts = []
     for skill in skills:
         rule = index.lookup(runtime_pk, skill)
+        # P3: under a rule that asks several people, an ALLOW fewer people gave answers nothing.
+        floor = rule.approvers if rule is not None and rule.action == RuleAction.ASK else 1
+        layers = {layer: _grant(held[skill].get(layer), floor) for layer in LAYERS}
         decision, source = policy.chain_decide(
-            policy.Layers(
-                turn=_grant(held[skill].get("turn")),
-                session=_grant(held[skill].get("session")),
-                invoking_session=_grant(held[skill].get("invoking_session")),
-                agent=_grant(held[skill].get("agent")),
-                rule=rule.action if rule else None,
-            )
+            policy.Layers(**layers, rule=rule.action if rule else None)  # type: ignore[arg-type]
         )
         widest = rule.widest_scope if rule else GrantScope.AGENT
         verdicts.append(
@@ -381,8 +379,17 @@ def _verdicts(
     return verdicts
 
 
-def _grant(value: str | None) -> GrantDecision | None:
-    return GrantDecision(value) if value else None
+# The grant layers of the chain, narrowest first (S2, U).
+LAYERS = ("turn", "session", "invoking_session", "agent")
+
+
+def _grant(held: tuple[str, int] | None, floor: int) -> GrantDecision | None:
+    if held is None:
+        return None
+    decision, approvers = held
+    if decision == GrantDecision.ALLOW and approvers < floor:
+        return None
+    return GrantDecision(decision)
 
 
 def _layer(

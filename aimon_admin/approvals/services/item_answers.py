@@ -68,7 +68,14 @@ def _answer_item(
     # would turn into an "id IN (subquery)" whose condition PostgreSQL does not re-check
     # after a lock wait).
     written = _write_grant(
-        request=request, skill=item.skill, target=target, origin=origin, user=user, now=now, pattern=pattern
+        request=request,
+        skill=item.skill,
+        target=target,
+        origin=origin,
+        user=user,
+        now=now,
+        pattern=pattern,
+        approvers=item.approvers,
     )
     grant = written.grant
     decision = grant.decision
@@ -248,6 +255,8 @@ def _audit_grant(
     }
     if superseded:
         details["superseded_grant_ids"] = superseded
+    if grant.approvers > 1:
+        details["approvers"] = grant.approvers  # P3: given by this many people
     tool = request.kind == RequestKind.TOOL
     if tool:
         # U7: the subject pattern the grant carries, and the call it was answered on.

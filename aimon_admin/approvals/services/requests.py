@@ -304,6 +304,7 @@ def _write_grant(
     now: dt.datetime,
     settle: bool = True,
     pattern: str = "",
+    approvers: int = 1,
 ) -> GrantWrite:
     """Write one grant where the target says.
 
@@ -316,6 +317,8 @@ def _write_grant(
     nothing. Two answers racing for the same key (each seeing it free, one insert refused by
     the one-active-grant constraint) are settled the same way: the loser reads the key again.
     A tool request's grant is a TOOL grant for its tool, server and `pattern` (U3).
+    `approvers`: how many people's answer this is (P3); an ALLOW in force that fewer people
+    gave does not settle it, it is replaced (it answers nothing a rule needs more people for).
     """
     kind = _grant_kind(request)
     session = _holder_session(request, target.holder)
@@ -332,6 +335,7 @@ def _write_grant(
         origin=origin,
         granted_by=user,
         request=request,
+        approvers=approvers,
     )
     superseded: list[int] = []
     replaced = None
@@ -349,9 +353,12 @@ def _write_grant(
         in_force = [g for g in held if g.expires_at is None or g.expires_at > now]
         if settle and in_force:
             current = in_force[0]
-            if current.decision == target.decision or current.decision == GrantDecision.DENY:
+            same = current.decision == target.decision
+            if current.decision == GrantDecision.DENY or (same and current.approvers >= approvers):
                 return GrantWrite(grant=current, superseded=superseded, settled_by=current)
-            replaced = current  # our DENY, made now, beats their ALLOW (S2)
+            if not same:
+                replaced = current  # our DENY, made now, beats their ALLOW (S2)
+            # else an ALLOW fewer people gave: ours, given by more, supersedes it (P3)
         if held:
             Grant.objects.filter(pk__in=[g.pk for g in held], revoked_at__isnull=True).update(
                 revoked_at=now, revoked_by=user, revoke_reason=RevokeReason.SUPERSEDED

@@ -33,6 +33,7 @@ from aimon_admin.approvals.choices import (
 from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, RuleSetVersion, Session
 from aimon_admin.approvals.services.decisions import (
     _TOKEN_RUNTIME,
+    LAYERS,
     _layer,
     _session_first_seen,
     _SessionSeen,
@@ -314,14 +315,19 @@ def _evaluate(
     )
     call_approved = False
     if approval is not None and gate.reason != GateReason.ABOVE_CEILING and rules.deny is None:
-        call_approved, note = approval.use(tool=tool, server=server, digest=digest, axes=axes)
+        call_approved, note = approval.use(
+            tool=tool, server=server, digest=digest, axes=axes, floor=rules.floor
+        )
         if note:
             notes.append(note)
     layers = tool_policy.ToolLayers(
         gate=gate,
         rules=rules,
         call_approved=call_approved,
-        **{layer: tool_policy.layer_decision(grants, subject, axes) for layer, grants in facts.held.items()},
+        **{
+            layer: tool_policy.layer_decision(grants, subject, axes, floor=rules.floor)
+            for layer, grants in facts.held.items()
+        },
     )
     verdict = tool_policy.tool_chain_decide(layers, attended=attended)
     return ToolCallDecision(
@@ -339,7 +345,7 @@ def _evaluate(
 
 _INT = "CAST(NULL AS BIGINT)"
 _TEXT = "CAST(NULL AS TEXT)"
-_GrantRow = tuple[int, int | None, str, str, str, str]
+_GrantRow = tuple[int, int | None, int, str, str, str, str]
 
 
 @functools.cache
@@ -347,12 +353,12 @@ def _read_sql(n_ids: int, axes_sql: str, subject_sql: str, *, fused: bool) -> st
     """One statement for one call: rows tagged A (the tool's axes), U (its subject argument),
     S (the named sessions), G (the tool's grants in force: agent-wide, and those of the named
     sessions not idle past their TTL) and V (the rule set's version). Every row has the same
-    columns: the tag, two numbers and four texts (typed NULLs where a row has none, so
+    columns: the tag, three numbers and four texts (typed NULLs where a row has none, so
     PostgreSQL can match the branches). Only the shape is in the text; values are parameters.
     Plain SQL, prepared on PostgreSQL, as the skill decision's read is (decisions.py): it runs
     on every tool call. Fused, the token lookup leads it (a CTE, and a row tagged T with the
     token's and its runtime's columns), the runtime is the token's, and every row carries the
-    token's columns (NULL but on T) between its tag and its own six.
+    token's columns (NULL but on T) between its tag and its own seven.
     """
     session_table = Session._meta.db_table
     runtime = _TOKEN_RUNTIME if fused else "%s"
@@ -366,30 +372,33 @@ def _read_sql(n_ids: int, axes_sql: str, subject_sql: str, *, fused: bool) -> st
         columns, source = token_select()
         names = ", ".join(f"c{n}" for n in range(TOKEN_COLUMNS))
         prefix = f"WITH tok({names}) AS (SELECT {columns} {source}) "
-        parts.append(f"SELECT 'T', {names}, {_INT}, {_INT}, {_TEXT}, {_TEXT}, {_TEXT}, {_TEXT} FROM tok")  # noqa: S608 - no input in the text # nosec B608
+        no_own = f"{_INT}, {_INT}, {_INT}, {_TEXT}, {_TEXT}, {_TEXT}, {_TEXT}"
+        parts.append(f"SELECT 'T', {names}, {no_own} FROM tok")  # noqa: S608 - no input in the text # nosec B608
     parts += [
-        f"SELECT 'A', {pad}{_INT}, {_INT}, a.side_effect_level, a.destructive_behavior, "  # noqa: S608 - no input in the text # nosec B608
+        f"SELECT 'A', {pad}{_INT}, {_INT}, {_INT}, a.side_effect_level, a.destructive_behavior, "  # noqa: S608 - no input in the text # nosec B608
         f"a.idempotency_behavior, {_TEXT} FROM ({axes_sql}) a",
-        f"SELECT 'U', {pad}{_INT}, {_INT}, u.argument, u.kind, {_TEXT}, {_TEXT} FROM ({subject_sql}) u",  # noqa: S608 - no input in the text # nosec B608
+        f"SELECT 'U', {pad}{_INT}, {_INT}, {_INT}, u.argument, u.kind, "  # noqa: S608 - no input in the text # nosec B608
+        f"{_TEXT}, {_TEXT} FROM ({subject_sql}) u",
     ]
     holders = ""
     if n_ids:
         parts.append(
-            f"SELECT 'S', {pad}id, CASE WHEN last_seen_at >= %s THEN 1 ELSE 0 END, session_id, principal, "  # noqa: S608 - no input in the text # nosec B608
-            f"{_TEXT}, {_TEXT} FROM {session_table} WHERE runtime_id = {runtime} AND session_id IN ({ids})"
+            f"SELECT 'S', {pad}id, CASE WHEN last_seen_at >= %s THEN 1 ELSE 0 END, {_INT}, "  # noqa: S608 - no input in the text # nosec B608
+            f"session_id, principal, {_TEXT}, {_TEXT} FROM {session_table} "
+            f"WHERE runtime_id = {runtime} AND session_id IN ({ids})"
         )
         holders = (
             f" OR session_id IN (SELECT id FROM {session_table} WHERE runtime_id = {runtime} "  # noqa: S608 - no input in the text # nosec B608
             f"AND session_id IN ({ids}) AND last_seen_at >= %s)"
         )
     parts.append(
-        f"SELECT 'G', {pad}id, session_id, scope, turn_id, decision, pattern FROM {grant_table} "  # noqa: S608 - no input in the text # nosec B608
+        f"SELECT 'G', {pad}id, session_id, approvers, scope, turn_id, decision, pattern FROM {grant_table} "  # noqa: S608 - no input in the text # nosec B608
         f"WHERE runtime_id = {runtime} AND revoked_at IS NULL AND kind = '{GrantKind.TOOL.value}' "
         "AND server = %s AND skill = %s AND (expires_at IS NULL OR expires_at > %s) "
         f"AND (scope = '{GrantScope.AGENT.value}'{holders})"
     )
     parts.append(
-        f"SELECT 'V', {pad}version, {_INT}, {_TEXT}, {_TEXT}, {_TEXT}, {_TEXT} "  # noqa: S608 - no input in the text # nosec B608
+        f"SELECT 'V', {pad}version, {_INT}, {_INT}, {_TEXT}, {_TEXT}, {_TEXT}, {_TEXT} "  # noqa: S608 - no input in the text # nosec B608
         f"FROM {version_table} WHERE id = 1"
     )
     return prefix + " UNION ALL ".join(parts)
@@ -434,7 +443,7 @@ def _read(
     grants: list[_GrantRow] = []
     for row in rows:
         tag = row[0]
-        n1, n2, t1, t2, t3, t4 = row[end:]
+        n1, n2, n3, t1, t2, t3, t4 = row[end:]
         if tag == "A":
             axes = registry_selectors.tool_axes_of((t1, t2, t3))  # type: ignore[arg-type]
         elif tag == "U":
@@ -442,7 +451,7 @@ def _read(
         elif tag == "S":
             seen[t1] = _SessionSeen(pk=n1, session_id=t1, principal=t2, fresh=bool(n2))  # type: ignore[arg-type,index]
         elif tag == "G":
-            grants.append((n1, n2, t1, t2, t3, t4))  # type: ignore[arg-type]
+            grants.append((n1, n2, n3, t1, t2, t3, t4))  # type: ignore[arg-type]
         elif tag == "V":
             version = n1  # type: ignore[assignment]
         else:
@@ -454,15 +463,12 @@ def _layered(
     rows: list[_GrantRow], session_pk: int | None, invoking_pk: int | None, turn_id: str | None
 ) -> dict[str, list[tool_policy.HeldToolGrant]]:
     """The grants read, by the layer each answers for this call (none: another turn's)."""
-    held: dict[str, list[tool_policy.HeldToolGrant]] = {layer: [] for layer in _LAYERS}
-    for pk, grant_session_pk, scope, grant_turn, decision, pattern in rows:
+    held: dict[str, list[tool_policy.HeldToolGrant]] = {layer: [] for layer in LAYERS}
+    for pk, grant_session_pk, approvers, scope, grant_turn, decision, pattern in rows:
         layer = _layer(scope, grant_session_pk, grant_turn, session_pk, invoking_pk, turn_id)
         if layer is not None:
-            held[layer].append(tool_policy.HeldToolGrant(pk, GrantDecision(decision), pattern))
+            held[layer].append(tool_policy.HeldToolGrant(pk, GrantDecision(decision), pattern, approvers))
     return held
-
-
-_LAYERS = ("turn", "session", "invoking_session", "agent")
 
 
 def _held(
@@ -492,7 +498,7 @@ def _held(
             revoked_at__isnull=True,
         )
         .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
-        .values_list("pk", "session_id", "scope", "turn_id", "decision", "pattern")
+        .values_list("pk", "session_id", "approvers", "scope", "turn_id", "decision", "pattern")
     )
     return _layered(list(rows), session_pk, invoking_pk, turn_id)
 
@@ -507,7 +513,9 @@ class _CallApproval:
     invoking_pk: int | None
     replay: bool
 
-    def use(self, *, tool: str, server: str, digest: str, axes: registry_policy.ToolAxes) -> tuple[bool, str]:
+    def use(
+        self, *, tool: str, server: str, digest: str, axes: registry_policy.ToolAxes, floor: int = 1
+    ) -> tuple[bool, str]:
         """Use the approval for this call if it approves exactly this call: whether it did,
         and a note saying why not when it did not."""
         reuse = self.replay and axes.idempotency == IdempotencyBehavior.IDEMPOTENT
@@ -522,6 +530,7 @@ class _CallApproval:
             session_pk=self.session_pk,
             invoking_pk=self.invoking_pk,
             reuse=reuse,
+            floor=floor,
         )
         return used, "" if used else APPROVAL_NOT_USED_NOTE
 
@@ -537,13 +546,15 @@ def call_approval_use(
     session_pk: int | None,
     invoking_pk: int | None,
     reuse: bool = False,
+    floor: int = 1,
 ) -> bool:
     """U4: use an *Allow this call*: a TOOL request of this runtime, answered ALLOW at scope
     CALL, for this tool and server, arguments of this digest, in this session (a fork's
     request: no session, and the call names none), not used before. One conditional UPDATE
     on the request's own row: of two concurrent uses exactly one finds `call_used_at` empty.
     `reuse` (U6: a replay of an IDEMPOTENT tool) accepts an approval already used once.
-    Audited with the digest (U7)."""
+    `floor` (P3): the approval counts only if at least that many people gave it. Audited
+    with the digest (U7)."""
     if session_pk is not None:
         holder = Q(session_id=session_pk)
     elif invoking_pk is not None:
@@ -553,7 +564,10 @@ def call_approval_use(
     now = timezone.now()
     approved_call = Exists(
         ApprovalItem.objects.filter(
-            request_id=OuterRef("pk"), decision=GrantDecision.ALLOW, scope=ItemScope.CALL
+            request_id=OuterRef("pk"),
+            decision=GrantDecision.ALLOW,
+            scope=ItemScope.CALL,
+            approvers__gte=floor,
         )
     )
     same = ApprovalRequest.objects.filter(
