@@ -15,6 +15,7 @@ from rest_framework.test import APIClient, APIRequestFactory, force_authenticate
 
 from aimon_admin.core.api import (
     CONTROL_CHARS_MESSAGE,
+    DUPLICATE_KEY_MESSAGE,
     INVALID_CHOICE_MESSAGE,
     NESTED_TOO_DEEP_MESSAGE,
     NOT_A_STRING_MESSAGE,
@@ -144,6 +145,24 @@ def test_malformed_json_is_400_json(caller: RuntimeCaller) -> None:
     assert response.status_code == 400
     assert response.data["error"] == "invalid"
     assert response.data["detail"].startswith("JSON parse error")
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ('{"skill": "a", "skill": "b"}', "skill"),
+        ('{"skill": "a", "session_id": {"x": 1, "x": 1}}', "x"),
+        ('{"skill": "a", "session_id": [{"": 1, "": 2}]}', '""'),
+    ],
+)
+def test_a_member_given_twice_is_400_naming_it(caller: RuntimeCaller, text: str, named: str) -> None:
+    # A gateway reading the first of two members and the server the last would disagree.
+    request = APIRequestFactory().post("/api/v1/example", text, content_type="application/json")
+    force_authenticate(request, user=caller, token=caller.token)
+    response = example_view(request)
+    assert response.status_code == 400
+    assert response.data["fields"] == {named: [DUPLICATE_KEY_MESSAGE]}
+    assert response.data["detail"] == f"Invalid input: {named}."
 
 
 def test_a_body_that_is_not_json_is_415(caller: RuntimeCaller) -> None:

@@ -5,10 +5,11 @@ body and answer).
 The test walks every operation of the served schema (/api/schema/) and asks the running
 view, not a list kept beside it:
 
-* **request**: for each object of the body, the view's strict serializer names the fields it
-  accepts when sent one it does not know (`Unknown field. Allowed fields: …`; the empty key
-  named `""`, quoted, in `fields` and in the detail) and the fields
-  it requires when sent none; both must be exactly the documented properties and `required`.
+* **request**: for each object of the body, a member given twice is refused by name; the
+  view's strict serializer names the fields it accepts when sent one it does not know
+  (`Unknown field. Allowed fields: …`; the empty key named `""`, quoted, in `fields` and in
+  the detail) and the fields it requires when sent none; both must be exactly the documented
+  properties and `required`.
   An object whose serializer ignores unknown fields (an MCP server's own `tools/list` item)
   must accept every documented property. An operation documented without a body must refuse
   any field. A call that sets every documented property must validate against the documented
@@ -37,7 +38,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from aimon_admin.approvals import rules
-from aimon_admin.core.api import REQUIRED_MESSAGE, UNKNOWN_FIELD_MESSAGE
+from aimon_admin.core.api import DUPLICATE_KEY_MESSAGE, REQUIRED_MESSAGE, UNKNOWN_FIELD_MESSAGE, member_name
 from aimon_admin.registry.services import mcp_server_create
 from aimon_admin.runtimes.models import AgentRuntime
 from tests.conftest import TEST_ACTOR
@@ -302,6 +303,13 @@ def _replaced(body: Any, path: tuple[Any, ...], make: Callable[[dict], dict]) ->
     return body
 
 
+def _doubled(body: Any, path: tuple[Any, ...], key: str) -> str:
+    """`body` as JSON text whose object at `path` names `key` a second time, same value."""
+    mark = "zz_doubled_mark"
+    text = json.dumps(_replaced(body, path, lambda o: {**o, mark: 0}))
+    return text.replace(f'"{mark}": 0', f"{json.dumps(key)}: {json.dumps(_at(body, path)[key])}")
+
+
 def _messages(answer: Any) -> list[tuple[str, str]]:
     fields = answer.get("fields", {}) if isinstance(answer, dict) else {}
     return [(key, message) for key, messages in fields.items() for message in messages]
@@ -355,6 +363,21 @@ def operation_problems(schema: dict[str, Any], method: str, path: str, api: APIC
                 named = [key for key, m in _messages(blank.json()) if _ALLOWED.fullmatch(m)]
                 if not (named and named[0].endswith('""') and blank.json()["detail"].endswith('"".')):
                     problems.append(f"request{list(where)}: the empty key was not named: {blank.content!r}")
+            first = next(iter(_at(call.body, where)), None)
+            if first is not None:
+                # Duplicate keys are refused by name, wherever they stand: a reader keeping the
+                # first and one keeping the last would disagree.
+                doubled = api.generic(
+                    method.upper(),
+                    call.url,
+                    _doubled(call.body, where, first),
+                    content_type="application/json",
+                )
+                if (member_name(first), DUPLICATE_KEY_MESSAGE) not in _messages(doubled.json()):
+                    problems.append(
+                        f"request{list(where)}: {first!r} given twice was not refused by name: "
+                        f"{doubled.status_code} {doubled.content!r}"
+                    )
             emptied = _send(api, method, call.url, _replaced(call.body, where, lambda o: {}))
             needed = {key.rsplit(".", 1)[-1] for key, m in _messages(emptied.json()) if m == REQUIRED_MESSAGE}
             if needed != required:
