@@ -69,6 +69,23 @@ MAX_BODY_BYTES = 1024 * 1024
 # Routed to the ASGI server (`wait`): what may take long without using CPU. The long-poll
 # (API.md: GET /api/v1/approval-requests/{id}[/]?wait=N; its POST siblings have other paths),
 # and the audit exports, which stream an async generator (served whole under WSGI).
+# What nginx itself may refuse, before the servers behind it see the request: nginx's code,
+# the status sent (494, nginx's own code for a header too large, is sent as 400), the API's
+# error code, a page's title, and the words (docs/api.md: the API's errors are JSON).
+NGINX_REFUSALS = (
+    (400, 400, "invalid", "Bad request", "This request could not be read: a malformed line, path or header."),
+    (
+        494,
+        400,
+        "invalid",
+        "Bad request",
+        "A request header, or all of them together, is too large (at most 8 KiB each).",
+    ),
+    (414, 414, "uri_too_long", "Address too long", "The address is too long (at most 8 KiB)."),
+    (408, 408, "timeout", "Request timeout", "The request was not sent in time."),
+    (404, 404, "not_found", "Not found", "There is nothing at this address."),
+    (500, 500, "error", "Server error", "The proxy in front of AIMON Admin failed; try again."),
+)
 WAIT_LOCATIONS = (
     r"^/api/v1/approval-requests/[^/]+/?$",
     r"^/audit/events/export\.(csv|jsonl)$",
@@ -360,6 +377,24 @@ def nginx_conf(config: Config) -> str:
     proto = "$http_x_forwarded_proto" if config.behind_tls_proxy else "$scheme"
     too_large = _nginx_json({"error": "payload_too_large", "detail": body_too_large})
     unavailable = _nginx_json({"error": "unavailable", "detail": unavailable_message})
+    refusals = "".join(
+        f"""
+        location = /_aimon_refusal/api_{code} {{
+            internal;
+            default_type application/json;
+            return {sent} {_nginx_json({"error": error, "detail": detail})};
+        }}
+        location = /_aimon_refusal/page_{code} {{
+            internal;
+            default_type text/html;
+            return {sent} '<!doctype html><title>{title}</title><h1>{title}</h1><p>{detail}</p>';
+        }}
+"""
+        for code, sent, error, title, detail in NGINX_REFUSALS
+    )
+    refusal_pages = "".join(
+        f"        error_page {code} = ${{aimon_refusal}}{code};\n" for code, *_ in NGINX_REFUSALS
+    )
     run = config.run_dir
     wait_locations = "".join(
         f"""
@@ -395,6 +430,16 @@ http {{
     keepalive_timeout 75s;
     keepalive_requests 100000;
 
+    # Where nginx itself refuses a request (before any server behind it sees it), the API's
+    # paths get the API's JSON error body and the pages a page; a request nginx could not
+    # even read a path from is answered as the API would be. (Internal addresses, not named
+    # locations: nginx cannot redirect a request it could not read a path from to those.)
+    map $request_uri $aimon_refusal {{
+        "" /_aimon_refusal/api_;
+        ~^/(api|access|[.]well-known)(/|$) /_aimon_refusal/api_;
+        default /_aimon_refusal/page_;
+    }}
+
     upstream aimon_web {{
         server unix:{config.web_socket};
         keepalive 32;
@@ -417,7 +462,7 @@ http {{
         proxy_intercept_errors off;
         error_page 413 = @too_large;
         error_page 502 504 = @unavailable;
-
+{refusal_pages}
         location / {{
             proxy_pass http://aimon_web;
         }}
@@ -432,7 +477,7 @@ http {{
             default_type application/json;
             return 503 {unavailable};
         }}
-    }}
+{refusals}    }}
 }}
 """
 

@@ -353,7 +353,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["aimon_admin.core.api.StrictJSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["aimon_admin.core.parsers.StrictJSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "aimon_admin.core.api.exception_handler",
     "UNAUTHENTICATED_USER": None,

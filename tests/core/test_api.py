@@ -15,7 +15,6 @@ from rest_framework.test import APIClient, APIRequestFactory, force_authenticate
 
 from aimon_admin.core.api import (
     CONTROL_CHARS_MESSAGE,
-    DUPLICATE_KEY_MESSAGE,
     INVALID_CHOICE_MESSAGE,
     NESTED_TOO_DEEP_MESSAGE,
     NOT_A_STRING_MESSAGE,
@@ -27,9 +26,9 @@ from aimon_admin.core.api import (
     NameField,
     OptionalIdField,
     StrictSerializer,
-    member_name,
     validate_flat,
 )
+from aimon_admin.core.parsers import DUPLICATE_KEY_MESSAGE, member_name
 from aimon_admin.registry.choices import SideEffectLevel
 from aimon_admin.runtimes.authentication import RuntimeCaller
 

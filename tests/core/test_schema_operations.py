@@ -38,7 +38,8 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from aimon_admin.approvals import rules
-from aimon_admin.core.api import DUPLICATE_KEY_MESSAGE, REQUIRED_MESSAGE, UNKNOWN_FIELD_MESSAGE, member_name
+from aimon_admin.core.api import REQUIRED_MESSAGE, UNKNOWN_FIELD_MESSAGE
+from aimon_admin.core.parsers import DUPLICATE_KEY_MESSAGE, member_name
 from aimon_admin.registry.services import mcp_server_create
 from aimon_admin.runtimes.models import AgentRuntime
 from tests.conftest import TEST_ACTOR

@@ -228,11 +228,11 @@ def test_nginx_routes_waiting_paths_to_uvicorn_and_everything_else_to_granian(tm
     ]:
         assert any(p.search(path) for p in wait_patterns) is waits, path
     # nginx's own answers are the API's JSON bodies, with the product's wording.
-    bodies = {int(code): json.loads(body) for code, body in re.findall(r"return (\d+) '([^']*)';", conf)}
-    assert bodies == {
-        413: {"error": "payload_too_large", "detail": BODY_TOO_LARGE_MESSAGE},
-        503: {"error": "unavailable", "detail": UNAVAILABLE_MESSAGE},
-    }
+    answers = re.findall(r"default_type application/json;\s+return (\d+) '([^']*)';", conf)
+    bodies = [(int(code), json.loads(body)) for code, body in answers]
+    assert (413, {"error": "payload_too_large", "detail": BODY_TOO_LARGE_MESSAGE}) in bodies
+    assert (503, {"error": "unavailable", "detail": UNAVAILABLE_MESSAGE}) in bodies
+    assert len(bodies) == 2 + len(prod.NGINX_REFUSALS)  # and each of nginx's own refusals
     # Sign-in lockouts count by the client nginx names, never by what the client claims.
     assert "proxy_set_header X-Forwarded-For $remote_addr;" in conf
     assert config.env["AIMON_BEHIND_PROXY"] == "1"
