@@ -32,10 +32,13 @@ that it spends under uvicorn, while only an ASGI server holds a waiting request 
 thread.
 
 Ctrl-C or SIGTERM stops them all (SIGTERM to each, SIGKILL to whatever is left after
-`AIMON_STOP_TIMEOUT` seconds, default 20) and exits 0. If one of them dies on its own the
-others are stopped and this exits 1: a supervisor above it (systemd, a container
-runtime) then restarts the whole set. Celery's late acks mean a task whose worker is
-killed is delivered again, and every task is safe to run twice.
+`AIMON_STOP_TIMEOUT` seconds, default 20) and exits 0. If one of them dies on its own,
+whatever is left of its process group is killed and it alone is started again (after
+`RESTART_FIRST_SECONDS`, doubling to `RESTART_MAX_SECONDS` while it keeps dying), the others
+serving on untouched. Only when one has died `AIMON_RESTART_LIMIT` times (default 5) within
+`RESTART_WINDOW_SECONDS` are the others stopped and this exits 1: a supervisor above it
+(systemd, a container runtime) then restarts the whole set. Celery's late acks mean a task
+whose worker is killed is delivered again, and every task is safe to run twice.
 """
 
 from __future__ import annotations
@@ -57,6 +60,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 POLL_SECONDS = 0.2
+# A child that dies on its own is started again after this long, doubling while it keeps
+# dying, up to the max; one that has died AIMON_RESTART_LIMIT times within the window takes
+# the whole set down instead (for the supervisor above to restart).
+RESTART_FIRST_SECONDS = 0.5
+RESTART_MAX_SECONDS = 8.0
+RESTART_WINDOW_SECONDS = 120.0
 # uvicorn's own grace for requests in flight (a long-poll may wait up to 60 s): past it, the
 # runtime's poll is cut and it polls again, on another node or after the restart.
 WEB_GRACE_SECONDS = 10
@@ -122,6 +131,7 @@ class Config:
     celery_concurrency: int
     beat_schedule: Path
     stop_timeout: float
+    restart_limit: int
     run_dir: Path
     nginx: str
     behind_tls_proxy: bool
@@ -211,6 +221,7 @@ def config_from(env: dict[str, str]) -> Config:
         "AIMON_CELERY_CONCURRENCY": cpus,
         "AIMON_WEB_PORT": 8000,
         "AIMON_STOP_TIMEOUT": 20,
+        "AIMON_RESTART_LIMIT": 5,
     }
     for name, default in numbers.items():
         try:
@@ -250,6 +261,7 @@ def config_from(env: dict[str, str]) -> Config:
         if schedule
         else Path(tempfile.gettempdir()) / "aimon-admin" / "celerybeat-schedule",
         stop_timeout=float(numbers["AIMON_STOP_TIMEOUT"]),
+        restart_limit=numbers["AIMON_RESTART_LIMIT"],
         run_dir=run_path,
         nginx=str(nginx),
         behind_tls_proxy=env.get("DJANGO_BEHIND_TLS_PROXY", "").strip().lower() in TRUE,
@@ -550,11 +562,14 @@ def _signal_group(pgid: int, signum: int) -> None:
 
 
 class Supervisor:
-    """Starts the processes, notices the first to die, and stops them all."""
+    """Starts the processes, starts again one that dies (with a back-off), and stops them all:
+    on a stop signal, or once one keeps dying."""
 
     def __init__(self, config: Config) -> None:
         self.config = config
+        self.argv = commands(config)
         self.children: dict[str, subprocess.Popen[bytes]] = {}
+        self.deaths: dict[str, list[float]] = {}  # when each child died on its own, lately
         self.stop_requested: int | None = None
 
     def start(self) -> None:
@@ -565,15 +580,18 @@ class Supervisor:
             raise
 
     def _start_each(self) -> None:
-        for name, argv in commands(self.config).items():
+        for name in self.argv:
             if name == "proxy":
                 self._wait_for_sockets()
-            # A process group of its own: a terminal's Ctrl-C reaches only this supervisor,
-            # which stops the children in order, and a child's own children (uvicorn's
-            # workers, Celery's pool) can be found and stopped with it.
-            child = subprocess.Popen(argv, cwd=ROOT, env=self.config.env, process_group=0)
-            self.children[name] = child
-            log(f"started {name} (pid {child.pid}): {' '.join(argv[1:])}")
+            self._start(name)
+
+    def _start(self, name: str) -> None:
+        # A process group of its own: a terminal's Ctrl-C reaches only this supervisor,
+        # which stops the children in order, and a child's own children (uvicorn's
+        # workers, Celery's pool) can be found and stopped with it.
+        child = subprocess.Popen(self.argv[name], cwd=ROOT, env=self.config.env, process_group=0)
+        self.children[name] = child
+        log(f"started {name} (pid {child.pid}): {' '.join(self.argv[name][1:])}")
 
     def _wait_for_sockets(self) -> None:
         """Until both servers behind nginx listen, so its first requests find them."""
@@ -593,18 +611,51 @@ class Supervisor:
         self.stop_requested = signum
 
     def watch(self) -> int:
-        """Wait for a stop signal or a death; stop everything; return the exit status."""
+        """Until a stop signal: start again each child that dies; stop everything and return
+        1 once one keeps dying, 0 on the signal."""
+        due: dict[str, float] = {}  # children to start again, and when
         while self.stop_requested is None:
+            now = time.monotonic()
             for name, child in self.children.items():
+                if name in due:
+                    continue
                 status = child.poll()
-                if status is not None:
-                    log(f"{name} (pid {child.pid}) exited with status {status}; stopping the others")
+                if status is None:
+                    continue
+                # Whatever is left of its group (a pool's or a server's workers) goes with it.
+                _signal_group(child.pid, signal.SIGKILL)
+                deaths = [t for t in self.deaths.get(name, []) if now - t < RESTART_WINDOW_SECONDS] + [now]
+                self.deaths[name] = deaths
+                if len(deaths) >= self.config.restart_limit:
+                    log(
+                        f"{name} (pid {child.pid}) exited with status {status}: {len(deaths)} deaths "
+                        f"within {RESTART_WINDOW_SECONDS:.0f} s; stopping the others"
+                    )
                     self.stop()
                     return 1
+                delay = min(RESTART_FIRST_SECONDS * 2 ** (len(deaths) - 1), RESTART_MAX_SECONDS)
+                log(f"{name} (pid {child.pid}) exited with status {status}; starting it again in {delay:g} s")
+                due[name] = now + delay
+            for name, when in list(due.items()):
+                if when <= now:
+                    del due[name]
+                    self._restart(name)
             time.sleep(POLL_SECONDS)
         log(f"received {signal.Signals(self.stop_requested).name}; stopping")
         self.stop()
         return 0
+
+    def _restart(self, name: str) -> None:
+        old = self.children[name]
+        old.wait()  # reaped: its group was killed when it died
+        socket_file = {"web": self.config.web_socket, "wait": self.config.wait_socket}.get(name)
+        if socket_file is not None:
+            socket_file.unlink(missing_ok=True)  # a server that died left its socket file
+        try:
+            self._start(name)
+        except OSError as exc:  # counted as one more death on the next look
+            log(f"could not start {name} again: {exc}")
+            self.children[name] = old
 
     def stop(self) -> None:
         # The leaders first (uvicorn and Celery stop their own workers gracefully: requests

@@ -356,12 +356,49 @@ def test_prod_serves_decides_runs_tasks_and_stops_every_process_on_sigterm(
     deadline.check("stopping")
 
 
+def _members(prod: subprocess.Popen[bytes]) -> dict[str, int]:
+    """The script's children by name: the leader of each group it started (pid)."""
+    found = {}
+    for pid, command in session_members(prod.pid):
+        if os.getpgid(pid) != pid:
+            continue  # a worker of a child, not a child
+        for name, marks in CHILD_MARKS.items():
+            if all(mark in command for mark in marks):
+                found[name] = pid
+    return found
+
+
+CHILD_MARKS = {
+    "proxy": ("nginx: master process",),
+    "web": ("granian", "--interface wsgi"),
+    "wait": ("uvicorn", "aimon_admin.asgi:application"),
+    "worker": ("celery", " worker "),
+    "beat": ("celery", " beat "),
+}
+
+
+def _run_task(redis_url: str, deadline: Deadline, prod: subprocess.Popen[bytes], log: Path) -> None:
+    """A task sent through Redis, run by the worker against PostgreSQL."""
+    client = Celery("aimon-launch-test", broker=redis_url, set_as_current=False)
+    try:
+        task_id = client.send_task(VERIFY_TASK_NAME).id
+    finally:
+        client.close()
+    while not AuditEvent.objects.filter(
+        action=AuditAction.AUDIT_CHAIN_VERIFIED, request_id=f"task-{task_id}"
+    ):
+        deadline.check("waiting for the Celery worker to run the verification task")
+        assert prod.poll() is None, tail(log)
+        time.sleep(0.2)
+
+
 @pytest.mark.usefixtures("nginx")
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-def test_prod_stops_everything_and_fails_when_one_process_dies(redis_url: str, tmp_path: Path) -> None:
-    # A supervisor above the script (systemd, a container runtime) must see the failure:
-    # beat killed, the script stops the web server and the worker and exits 1.
+def test_a_dead_child_is_started_again_alone_and_the_others_serve_on(
+    redis_url: str, runtime: AgentRuntime, runtime_token: str, tmp_path: Path
+) -> None:
+    # A killed worker group or web group comes back by itself; nothing else is interrupted.
     deadline = Deadline(BUDGET_SECONDS)
     port = free_port()
     log = tmp_path / "prod.log"
@@ -369,9 +406,72 @@ def test_prod_stops_everything_and_fails_when_one_process_dies(redis_url: str, t
     prod = start_prod(env, log)
     try:
         wait_for_health(port, deadline, prod, log)
-        (beat,) = [
-            pid for pid, command in session_members(prod.pid) if "celery" in command and " beat " in command
-        ]
+        before = _members(prod)
+        assert set(before) == set(CHILD_MARKS), before
+
+        os.killpg(before["worker"], signal.SIGKILL)  # the worker and its pool, at once
+        _run_task(redis_url, deadline, prod, log)  # a new worker runs it
+        after = _members(prod)
+        assert after["worker"] != before["worker"]
+        assert {k: v for k, v in after.items() if k != "worker"} == {
+            k: v for k, v in before.items() if k != "worker"
+        }, "another child was interrupted"
+
+        os.killpg(before["web"], signal.SIGKILL)  # granian and its workers
+        while True:
+            deadline.check("waiting for the web server to serve again")
+            status, body = request_json(
+                port, "POST", "/api/v1/skill-decisions", {"skills": ["x"]}, token=runtime_token
+            )
+            if status == 200:
+                break
+            # Meanwhile nginx answers for it, in the API's words, never a decision.
+            assert (status, body["error"]) == (503, "unavailable"), (status, body)
+            time.sleep(0.1)
+        again = _members(prod)
+        assert again["web"] != before["web"]
+        assert {k: v for k, v in again.items() if k != "web"} == {
+            k: v for k, v in after.items() if k != "web"
+        }, "another child was interrupted"
+        output = log.read_text()
+        assert re.search(
+            r"prod: worker \(pid [0-9]+\) exited with status -9; starting it again in 0.5 s", output
+        )
+        assert re.search(
+            r"prod: web \(pid [0-9]+\) exited with status -9; starting it again in 0.5 s", output
+        )
+        assert prod.poll() is None
+    finally:
+        if prod.poll() is None:
+            os.killpg(prod.pid, signal.SIGTERM)
+        try:
+            prod.wait(max(deadline.left(), 20))
+        except subprocess.TimeoutExpired:
+            os.killpg(prod.pid, signal.SIGKILL)
+            prod.wait(10)
+    assert session_members(prod.pid) == [], f"processes outlived the script:\n{tail(log)}"
+
+
+@pytest.mark.usefixtures("nginx")
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_prod_stops_everything_and_fails_when_a_child_keeps_dying(redis_url: str, tmp_path: Path) -> None:
+    # A supervisor above the script (systemd, a container runtime) must see the failure:
+    # beat killed as often as the limit allows, the script stops the rest and exits 1.
+    deadline = Deadline(BUDGET_SECONDS)
+    port = free_port()
+    log = tmp_path / "prod.log"
+    env = dict(
+        production_env(database_for_new_process(tmp_path), redis_url, port, tmp_path), AIMON_RESTART_LIMIT="2"
+    )
+    prod = start_prod(env, log)
+    try:
+        wait_for_health(port, deadline, prod, log)
+        first = _members(prod)["beat"]
+        os.kill(first, signal.SIGKILL)
+        while (beat := _members(prod).get("beat")) in (None, first):
+            deadline.check("waiting for beat to be started again")
+            time.sleep(0.1)
         os.kill(beat, signal.SIGKILL)
         status = prod.wait(max(deadline.left(), 1))
     finally:
@@ -379,7 +479,11 @@ def test_prod_stops_everything_and_fails_when_one_process_dies(redis_url: str, t
             os.killpg(prod.pid, signal.SIGKILL)
             prod.wait(10)
     assert status == 1, tail(log)
-    assert re.search(r"prod: beat \(pid [0-9]+\) exited with status -9; stopping the others", log.read_text())
+    output = log.read_text()
+    assert re.search(r"prod: beat \(pid [0-9]+\) exited with status -9; starting it again in 0.5 s", output)
+    assert re.search(
+        r"prod: beat \(pid [0-9]+\) exited with status -9: 2 deaths within 120 s; stopping", output
+    )
     assert session_members(prod.pid) == [], f"processes outlived the script:\n{tail(log)}"
 
 
