@@ -1,4 +1,4 @@
-"""Pure rules of notifications (DESIGN P1, P2, P4): what a message says, which addresses a
+"""Pure rules of notifications (DESIGN P1, P2, P4, P6): what a message says, which addresses a
 channel may point at, when a held message is due, how long to wait before trying again.
 
 No models, no querysets: tables of cases test them without a database.
@@ -182,39 +182,118 @@ def webhook_payload(facts: RequestFacts | None, event: str, timestamp: dt.dateti
     return body
 
 
-# --- Where a channel may point (server-side request forgery) --------------------------------------
+# --- Where a channel may point (server-side request forgery, P6) -----------------------------------
 
 PRIVATE_ADDRESS_MESSAGE = (
     "{host} is a private, loopback or link-local address ({address}); this server does not send there."
 )
 METADATA_ADDRESS_MESSAGE = "{host} is a link-local address ({address}); nothing is ever sent there."
 SELF_ADDRESS_MESSAGE = "{host} is AIMON Admin itself; a channel cannot point back at it."
+CARRIED_ADDRESS = "{address}, which carries {inner}"
 _CARRIER_GRADE_NAT = ipaddress.ip_network("100.64.0.0/10")
+_IPV4_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")
+_NAT64_WELL_KNOWN = ipaddress.ip_network("64:ff9b::/96")
+_NAT64_LOCAL_USE = ipaddress.ip_network("64:ff9b:1::/48")
+# Where an IPv4 address sits in an IPv6 address made from a NAT64 prefix of each length that
+# fits the local-use block (RFC 6052, 2.2): its pieces, high to low, as (shift from the lowest
+# bit, bits); the octet after the first 64 bits is never one of them.
+_NAT64_LAYOUTS = (
+    ((64, 16), (40, 16)),  # a /48 prefix
+    ((64, 8), (32, 24)),  # /56
+    ((24, 32),),  # /64
+    ((0, 32),),  # /96
+)
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
-def address_problem(host: str, address: str, *, allow_private: bool) -> str | None:
-    """Why `address` (what `host` resolved to) may not be sent to, or None.
+def _nat64_carried(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses a NAT64 address may stand for: the last 32 bits under the well-known
+    prefix; under the local-use block, wherever a prefix of any length inside it puts them
+    (a layout whose bits are all zero carries nothing; an address with none but those carries
+    0.0.0.0)."""
+    if ip in _NAT64_WELL_KNOWN:
+        return [ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)]
+    if ip not in _NAT64_LOCAL_USE:
+        return []
+    carried = []
+    for layout in _NAT64_LAYOUTS:
+        value = 0
+        for shift, bits in layout:
+            value = (value << bits) | ((int(ip) >> shift) & ((1 << bits) - 1))
+        if value:
+            carried.append(ipaddress.IPv4Address(value))
+    return carried or [ipaddress.IPv4Address(0)]
 
-    Link-local (cloud metadata services live there) and unspecified addresses never; private,
-    loopback, shared and reserved addresses only when the operator allows them."""
-    try:
-        ip = ipaddress.ip_address(address.split("%", 1)[0])
-    except ValueError:
-        return PRIVATE_ADDRESS_MESSAGE.format(host=host, address=address)
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    if ip.is_link_local or ip.is_unspecified or ip.is_multicast:
-        return METADATA_ADDRESS_MESSAGE.format(host=host, address=address)
-    if allow_private:
-        return None
-    if (
+
+def embedded_addresses(ip: Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address carries and a connection to it may reach (P6):
+    IPv4-mapped (::ffff:a.b.c.d) and -translated (::ffff:0:a.b.c.d), IPv4-compatible
+    (::a.b.c.d), 6to4 (2002::/16), Teredo (2001::/32: its server, and its client, the last
+    32 bits inverted) and NAT64 (64:ff9b::/96, 64:ff9b:1::/48)."""
+    if not isinstance(ip, ipaddress.IPv6Address):
+        return []
+    carried: list[ipaddress.IPv4Address] = []
+    if ip.ipv4_mapped is not None:
+        carried.append(ip.ipv4_mapped)
+    if ip in _IPV4_TRANSLATED or (int(ip) >> 32 == 0 and int(ip) > 1):
+        carried.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+    if ip.sixtofour is not None:
+        carried.append(ip.sixtofour)
+    if ip.teredo is not None:
+        carried.extend(ip.teredo)
+    carried.extend(_nat64_carried(ip))
+    return carried
+
+
+def _stands_for_ipv4(ip: Address) -> bool:
+    """Whether `ip` only stands for the IPv4 address in it (IPv4-mapped or -translated, NAT64's
+    well-known prefix): judged as that address alone, its block's own "reserved" aside."""
+    return isinstance(ip, ipaddress.IPv6Address) and (
+        ip.ipv4_mapped is not None or ip in _IPV4_TRANSLATED or ip in _NAT64_WELL_KNOWN
+    )
+
+
+def _never(ip: Address) -> bool:
+    """Link-local (cloud metadata services live there), unspecified and multicast: never."""
+    return ip.is_link_local or ip.is_unspecified or ip.is_multicast
+
+
+def _private(ip: Address) -> bool:
+    """Private, loopback, shared, site-local, reserved or otherwise not global."""
+    return (
         ip.is_private
         or ip.is_loopback
         or ip.is_reserved
         or (isinstance(ip, ipaddress.IPv4Address) and ip in _CARRIER_GRADE_NAT)
+        or (isinstance(ip, ipaddress.IPv6Address) and ip.is_site_local)
         or not ip.is_global
-    ):
+    )
+
+
+def address_problem(host: str, address: str, *, allow_private: bool) -> str | None:
+    """Why `address` (what `host` resolved to) may not be sent to, or None (P6).
+
+    Link-local (cloud metadata services live there) and unspecified addresses never; private,
+    loopback, shared and reserved addresses only when the operator allows them. An address
+    that carries another inside it is judged as each of them, refused if any is; one that only
+    stands for an IPv4 address is judged as that address."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
         return PRIVATE_ADDRESS_MESSAGE.format(host=host, address=address)
+    judged: list[tuple[Address, str]] = [] if _stands_for_ipv4(ip) else [(ip, address)]
+    judged += [
+        (inner, CARRIED_ADDRESS.format(address=address, inner=inner)) for inner in embedded_addresses(ip)
+    ]
+    for candidate, shown in judged:
+        if _never(candidate):
+            return METADATA_ADDRESS_MESSAGE.format(host=host, address=shown)
+    if allow_private:
+        return None
+    for candidate, shown in judged:
+        if _private(candidate):
+            return PRIVATE_ADDRESS_MESSAGE.format(host=host, address=shown)
     return None
 
 

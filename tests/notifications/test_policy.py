@@ -1,14 +1,19 @@
-"""notifications.policy, pure (P1, P2, P4): what a message says and never says, the webhook
-body, which addresses a channel may point at, quiet hours and digests, back-off."""
+"""notifications.policy, pure (P1, P2, P4, P6): what a message says and never says, the webhook
+body, which addresses a channel may point at (and what an address carries inside it), quiet
+hours and digests, back-off."""
 
 from __future__ import annotations
 
 import datetime as dt
+import ipaddress
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from aimon_admin.notifications import policy
 from aimon_admin.notifications.choices import NotificationEvent
+from tests.fuzzing import budget
 
 EXPIRES = dt.datetime(2026, 12, 2, 1, 30, tzinfo=dt.UTC)
 
@@ -149,6 +154,71 @@ def test_which_addresses_a_channel_may_point_at(address: str, allow_private: boo
     if refused:
         assert "host.example" in problem
         assert address in problem
+
+
+@pytest.mark.parametrize(
+    ("address", "allow_private", "carried"),
+    [
+        ("2002:7f00:1::", False, "127.0.0.1"),  # 6to4
+        ("2002:a9fe:a9fe::1", True, "169.254.169.254"),
+        ("2001:0:4136:e378:8000:0:5601:5601", True, "169.254.169.254"),  # Teredo: the client, inverted
+        ("2001:0:a9fe:a9fe:8000:0:f7f7:f7f7", True, "169.254.169.254"),  # Teredo: its server
+        ("64:ff9b::7f00:1", False, "127.0.0.1"),  # NAT64, well-known prefix
+        ("64:ff9b::a9fe:a9fe", True, "169.254.169.254"),
+        ("64:ff9b:1::a9fe:a9fe", True, "169.254.169.254"),  # NAT64, local-use, a /96 in it
+        ("64:ff9b:1:a9fe:a9:fe00::", True, "169.254.169.254"),  # ... a /48
+        ("::a9fe:a9fe", True, "169.254.169.254"),  # IPv4-compatible
+        ("::ffff:169.254.169.254", True, "169.254.169.254"),  # IPv4-mapped
+        ("::ffff:0:a9fe:a9fe", True, "169.254.169.254"),  # IPv4-translated
+    ],
+)
+def test_an_address_carrying_another_is_judged_by_what_it_carries(
+    address: str, allow_private: bool, carried: str
+) -> None:
+    # P6: refused when the address inside would be, the message naming both.
+    problem = policy.address_problem("host.example", address, allow_private=allow_private)
+    assert problem is not None
+    assert f"({address}, which carries {carried})" in problem
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["64:ff9b::5db8:d822", "::ffff:93.184.216.34", "2002:5db8:d822::1", "fec0::1", "fd12:3456::1"],
+)
+def test_a_translation_of_a_public_address_is_public_and_site_local_private(address: str) -> None:
+    # P6: NAT64 and IPv4-mapped forms of a public address are that address; 6to4 of one is
+    # global; site-local (fec0::/10) and unique-local (fc00::/7) are private.
+    problem = policy.address_problem("host.example", address, allow_private=False)
+    assert (problem is None) == (address.startswith(("64:", "::ffff:", "2002:")))
+
+
+IPV4 = st.integers(min_value=0, max_value=2**32 - 1).map(ipaddress.IPv4Address)
+
+
+def wrappings(inner: ipaddress.IPv4Address) -> list[str]:
+    """Each IPv6 form that carries `inner`."""
+    value = int(inner)
+    inverted = value ^ 0xFFFFFFFF
+    return [
+        str(ipaddress.IPv6Address((0xFFFF << 32) | value)),  # mapped
+        str(ipaddress.IPv6Address((0xFFFF << 32 << 16) | value)),  # translated
+        str(ipaddress.IPv6Address(value)) if value > 1 else "::ffff:" + str(inner),  # compatible
+        str(ipaddress.IPv6Address((0x2002 << 112) | (value << 80) | 1)),  # 6to4
+        str(ipaddress.IPv6Address((0x20010000 << 96) | (0x4136E378 << 64) | inverted)),  # Teredo client
+        str(ipaddress.IPv6Address((0x20010000 << 96) | (value << 64) | 0x4136E378 ^ 0xFFFFFFFF)),  # server
+        str(ipaddress.IPv6Address((0x64FF9B << 96) | value)),  # NAT64
+        str(ipaddress.IPv6Address((0x64FF9B0001 << 80) | value)),  # NAT64, local-use
+    ]
+
+
+@budget(300)
+@given(IPV4, st.booleans())
+def test_no_wrapping_lets_a_refused_ipv4_address_through(inner: ipaddress.IPv4Address, allow: bool) -> None:
+    # P6: whatever carries a refused IPv4 address is refused too.
+    if policy.address_problem("h", str(inner), allow_private=allow) is None:
+        return
+    for address in wrappings(inner):
+        assert policy.address_problem("h", address, allow_private=allow) is not None, address
 
 
 def test_the_product_itself_is_recognised_by_host_and_port() -> None:
