@@ -1,7 +1,8 @@
 """Sending one message: email (Django's email framework), chat and phone channels (Apprise
 URLs), signed webhooks (Standard Webhooks), each time-limited, never following a redirect,
-and never to an address the operator forbids (server-side request forgery: checked when a
-channel is saved and again here, at every send).
+and never to an address the operator forbids (server-side request forgery, P6: every host a
+channel connects to, its options' included, checked when it is saved and again here, at every
+send, and the connection made to the address checked).
 
 A send either returns (the channel accepted it) or raises SendError with plain words for the
 delivery log; nothing here writes to the database.
@@ -15,10 +16,13 @@ import re
 import socket
 import time
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import apprise
 import urllib3
+from apprise.apprise import N_MGR
+from apprise.plugins import url_to_dict
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.mail import EmailMultiAlternatives, get_connection
@@ -26,7 +30,7 @@ from django.core.validators import validate_email
 from django.template.loader import render_to_string
 from standardwebhooks.webhooks import Webhook
 
-from aimon_admin.notifications import policy
+from aimon_admin.notifications import apprise_hosts, pinning, policy
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +50,10 @@ STATUS_MESSAGE = "The receiver answered {status}{excerpt}."
 TIMEOUT_MESSAGE = "The receiver did not answer within {seconds} seconds."
 CONNECT_MESSAGE = "Could not connect to {host}: {problem}"
 APPRISE_FAILED_MESSAGE = "The channel refused the message: {problem}"
+APPRISE_UNCHECKED_MESSAGE = (
+    "The service tried to connect to {host}, which was not checked for this channel; this "
+    "server did not connect there."
+)
 APPRISE_LOCAL_MESSAGE = (
     "This URL notifies the server AIMON Admin runs on (its desktop or system log), not you. "
     "Use a chat, phone or email service's URL."
@@ -110,18 +118,20 @@ def _is_ip(text: str) -> bool:
     return True
 
 
-def resolve(host: str, port: int) -> list[str]:
-    """Every address `host` resolves to, each checked (SendError names the first refused)."""
+def resolve(host: str, port: int, *, shown: str = "") -> list[str]:
+    """Every address `host` resolves to, each checked (SendError names the first refused, and
+    the host as `shown`: "127.0.0.1 (the mail server, smtp=)")."""
+    shown = shown or host
     if policy.is_self(host, port, own_addresses()):
-        raise SendError(policy.SELF_ADDRESS_MESSAGE.format(host=host), refused=True)
+        raise SendError(policy.SELF_ADDRESS_MESSAGE.format(host=shown), refused=True)
     try:
         infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as exc:
-        raise SendError(HOST_NOT_FOUND_MESSAGE.format(host=host)) from exc
+        raise SendError(HOST_NOT_FOUND_MESSAGE.format(host=shown)) from exc
     addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
     for address in addresses:
         problem = policy.address_problem(
-            host, address, allow_private=settings.AIMON_NOTIFY_ALLOW_PRIVATE_ADDRESSES
+            shown, address, allow_private=settings.AIMON_NOTIFY_ALLOW_PRIVATE_ADDRESSES
         )
         if problem:
             raise SendError(problem, refused=True)
@@ -151,24 +161,44 @@ def email_check(address: str) -> str:
     return address
 
 
-def apprise_plugin(url: str):  # type: ignore[no-untyped-def]
-    """The library's sender for `url`, its host checked where the URL names one; time-limited
-    and never following a redirect, whatever the URL's own options say."""
-    asset = apprise.AppriseAsset(http_redirects=False)
-    plugin = apprise.Apprise.instantiate(url, asset=asset, suppress_exceptions=True)
-    if plugin is None:
+def apprise_prepared(url: str, *, sending: bool) -> tuple[Any, list[pinning.Checked]]:
+    """The library's sender for `url`, time-limited and never following a redirect whatever
+    the URL's own options say, and the checked addresses of every host it connects to (P6).
+
+    Only an accepted service (apprise_hosts), judged by its scheme before the library makes
+    anything of the URL. The hosts the URL names (its host, a mail server's smtp=) are checked
+    at save and at send; a service's fixed public address when sending (its name is the
+    library's, not the URL's)."""
+    parsed = url_to_dict(url, secure_logging=True)
+    service = N_MGR[parsed["schema"]] if parsed and parsed.get("schema") in N_MGR else None
+    if parsed is None or service is None:
         raise SendError(APPRISE_UNKNOWN_MESSAGE)
-    if type(plugin).__name__ in APPRISE_LOCAL_ONLY:
+    if service.__name__ in APPRISE_LOCAL_ONLY:
         raise SendError(APPRISE_LOCAL_MESSAGE, refused=True)
+    try:
+        apprise_hosts.check_service(str(parsed["schema"]), service)
+        asset = apprise.AppriseAsset(http_redirects=False, storage_mode="memory")
+        plugin = apprise.Apprise.instantiate(dict(parsed), asset=asset, suppress_exceptions=True)
+        if plugin is None:
+            raise SendError(APPRISE_UNKNOWN_MESSAGE)
+        hosts = apprise_hosts.hosts(plugin, parsed)
+    except apprise_hosts.NotAccepted as exc:
+        raise SendError(exc.message, refused=True) from exc
     plugin.redirects = False
     plugin.retry = 0  # ours are the retries (with back-off, each logged), not the library's
     plugin.socket_connect_timeout = min(float(plugin.socket_connect_timeout), _timeout())
     plugin.socket_read_timeout = min(float(plugin.socket_read_timeout), _timeout())
-    host = getattr(plugin, "host", None)
-    names_a_host = "host" in getattr(plugin, "template_tokens", {}) and getattr(plugin, "mode", "") != "cloud"
-    if host and names_a_host:
-        port = getattr(plugin, "port", None) or (443 if getattr(plugin, "secure", False) else 80)
-        resolve(str(host), int(port))
+    checked = [
+        pinning.Checked(host.name, host.port, tuple(resolve(host.name, host.port, shown=host.shown)))
+        for host in hosts
+        if sending or not host.fixed
+    ]
+    return plugin, checked
+
+
+def apprise_plugin(url: str) -> Any:
+    """The library's sender for `url`, checked as a channel is when saved (apprise_prepared)."""
+    plugin, _checked = apprise_prepared(url, sending=False)
     return plugin
 
 
@@ -244,9 +274,13 @@ def with_open_link(url: str, link: str) -> str:
 
 
 def send_apprise(url: str, message: Outgoing) -> str:
-    plugin = apprise_plugin(with_open_link(url, message.url))
-    with apprise.LogCapture(level=logging.WARNING) as captured:
+    """Send with the library, every host checked again and connected to only at the addresses
+    just checked (P6: no second lookup; a host not checked is not connected to, and says so)."""
+    plugin, checked = apprise_prepared(with_open_link(url, message.url), sending=True)
+    with pinning.only_to(checked) as pin, apprise.LogCapture(level=logging.WARNING) as captured:
         ok = plugin.notify(body=message.text, title=message.title, body_format=apprise.NotifyFormat.TEXT)
+    if pin.refused:
+        raise SendError(APPRISE_UNCHECKED_MESSAGE.format(host=pin.refused[0]), refused=True)
     if not ok:
         lines = [line.strip() for line in captured.getvalue().splitlines() if line.strip()]
         problem = _scrub(lines[-1] if lines else "no reason given", url)

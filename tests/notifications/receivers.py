@@ -30,6 +30,7 @@ class Received:
 class HttpReceiver:
     """What a local HTTP endpoint got, and how it answers the next request."""
 
+    host: str = "127.0.0.1"
     port: int = 0
     answer: int = 200
     location: str = ""
@@ -40,7 +41,7 @@ class HttpReceiver:
 
     @property
     def base(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def url(self, path: str = "/hook", scheme: str = "http") -> str:
         return f"{scheme}://{self.base}{path}"
@@ -88,8 +89,10 @@ def _handler(receiver: HttpReceiver) -> type[BaseHTTPRequestHandler]:
 
 @contextlib.contextmanager
 def http_receiver(**behaviour: Any) -> Iterator[HttpReceiver]:
+    """A receiver on 127.0.0.1 (or `host`, another loopback address) at a port the system
+    picks (or `port`)."""
     receiver = HttpReceiver(**behaviour)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(receiver))
+    server = ThreadingHTTPServer((receiver.host, receiver.port), _handler(receiver))
     server.daemon_threads = True
     receiver.port = server.server_address[1]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
