@@ -192,8 +192,9 @@ class Tool(models.Model):
         max_length=8, choices=AnnotationTrust.choices, blank=True, default=""
     )
 
-    # T15: the definition an operator (or first sight) accepted, and whether a change that
-    # claims less risk is waiting for review (resolved as IGNORE meanwhile).
+    # T15: the definition the server's own sync first listed or an operator accepted (none
+    # yet: a tool only relayed, served to no runtime), and whether a change that claims less
+    # risk is waiting for review (resolved as IGNORE meanwhile).
     accepted_claims = models.JSONField(null=True, blank=True)
     accepted_fingerprint = models.CharField(max_length=64, blank=True, default="")
     awaiting_review = models.BooleanField(default=False)
@@ -304,6 +305,13 @@ class Tool(models.Model):
     @property
     def read_only(self) -> bool:
         return self.side_effect_level == SideEffectLevel.READ_ONLY
+
+    @property
+    def relayed_only(self) -> bool:
+        """T15: an MCP tool heard of only from runtimes' relays. Neither the server's own
+        sync nor an operator has given it a definition yet, so it is served to no runtime;
+        what runtimes relayed of it is kept in its relay findings."""
+        return self.server_id is not None and not self.accepted_fingerprint
 
 
 class RelayFinding(models.Model):

@@ -192,22 +192,34 @@ def _explain(hints: Hints, hint: str) -> str:
     return f"{hint} {str(sent).lower()}"
 
 
-def resolve(annotations: Any, trust: AnnotationTrust | str, *, held_for_review: bool = False) -> Resolution:
+# T15: why a tool heard of only from runtimes' relays has the worst axes (shown on its page).
+RELAYED_ONLY_WHY = "not listed by the server's own sync, only relayed by a runtime: served to no runtime"
+
+
+def resolve(
+    annotations: Any,
+    trust: AnnotationTrust | str,
+    *,
+    held_for_review: bool = False,
+    relayed_only: bool = False,
+) -> Resolution:
     """T11: the one place claims become traits.
 
     IGNORE (and a TRUST tool whose definition change lowered its claimed risk and waits
-    for review, T15) gives the worst case whatever was claimed. TRUST reads the hints,
-    then normalises: READ_ONLY implies NON_DESTRUCTIVE.
+    for review, or one heard of only from runtimes' relays, T15) gives the worst case
+    whatever was claimed. TRUST reads the hints, then normalises: READ_ONLY implies
+    NON_DESTRUCTIVE.
     """
     trust = AnnotationTrust(trust)
     hints = parse_hints(annotations)
     open_world = hints.value("openWorldHint")  # T14: stored and shown, read by no axis
-    if trust == AnnotationTrust.IGNORE or held_for_review:
-        why = (
-            "trust IGNORE: claims not used"
-            if trust == AnnotationTrust.IGNORE
-            else "definition changed to claim less risk: claims not used until an operator accepts it"
-        )
+    if trust == AnnotationTrust.IGNORE or held_for_review or relayed_only:
+        if relayed_only:
+            why = RELAYED_ONLY_WHY
+        elif trust == AnnotationTrust.IGNORE:
+            why = "trust IGNORE: claims not used"
+        else:
+            why = "definition changed to claim less risk: claims not used until an operator accepts it"
         return Resolution(
             axes=UNREGISTERED,
             open_world=open_world,

@@ -239,3 +239,13 @@ def relay_findings_for_tool(*, tool: Tool) -> QuerySet[RelayFinding]:
         .select_related("tool__server", "runtime", "closed_by")
         .order_by("-last_seen_at", "-id")
     )
+
+
+def relay_finding_lowers(finding: RelayFinding) -> list[str]:
+    """T15: the hints on which accepting `finding` would claim less risk than the tool's
+    accepted definition (then it is held); none for a tool only relayed until now, which has
+    no accepted definition: the operator's acceptance is its first."""
+    tool = finding.tool
+    if tool.relayed_only:
+        return []
+    return policy.claims_lowered_risk(tool.accepted_claims, finding.annotations)

@@ -772,8 +772,7 @@ CASES: dict[str, list[Case]] = {
             ),
             expect=(
                 AuditAction.MCP_TOOLS_RELAYED,
-                AuditAction.MCP_TOOLS_REGISTERED,
-                AuditAction.RELAY_FINDING_RECORDED,  # T15: a relay changes no known tool
+                AuditAction.RELAY_FINDING_RECORDED,  # T15: a relay changes no tool, adds none
             ),
             actor=_rt,
             channel=Channel.API,

@@ -43,6 +43,7 @@ from aimon_admin.registry.services import (
     tool_record_review,
     trust_change_preview,
 )
+from aimon_admin.registry.services.common import SERVED_BY_SYNC
 from aimon_admin.runtimes.models import AgentRuntime
 from aimon_admin.runtimes.services import runtime_create, runtime_update_settings
 from tests.conftest import TEST_ACTOR
@@ -642,6 +643,7 @@ def test_a_relayed_lowering_is_kept_as_a_finding_and_the_event_names_the_runtime
         "tool": "rm",
         "relayed_by": "agent-one",
         "fingerprint": finding.fingerprint,
+        "served": True,
         "served_fingerprint": before["fingerprint"],
         "differs": ["annotations"],
         "description": "",
@@ -655,9 +657,6 @@ def test_a_relayed_lowering_is_kept_as_a_finding_and_the_event_names_the_runtime
     assert (relayed.runtime, relayed.subject) == (runtime, "files")
     assert relayed.details == {
         "tools": 1,
-        "added": [],
-        "changed": [],
-        "held_for_review": [],
         "kept_as_findings": [{"tool": "rm", "finding_id": finding.pk}],
     }
 
@@ -964,33 +963,62 @@ def test_tools_for_model_serves_exactly_the_levels_permits_allows(
     assert served == ({"ro"} if ceiling == "READ_ONLY" else {"ro", "mu"})
 
 
-def test_a_tool_first_heard_of_from_a_runtime_is_held_until_the_servers_own_sync(
-    runtime: AgentRuntime,
+def test_a_tool_first_heard_of_from_a_runtime_is_served_to_none_until_the_servers_own_sync(
+    runtime: AgentRuntime, other_runtime: AgentRuntime
 ) -> None:  # T15
-    # A runtime cannot make a new tool trusted for every runtime by relaying its claims.
+    # A runtime cannot add a tool, nor make one trusted, for every runtime by relaying it.
     server = make_server(trust=AnnotationTrust.TRUST)
     result = mcp_tools_relay(server=server, runtime=runtime, listing=[item("peek", {"readOnlyHint": True})])
-    assert result.held_for_review == ["peek"]
+    assert (result.added, result.held_for_review) == ([], [])
+    [finding] = result.findings
     tool = mcp(server, "peek")
-    assert tool.awaiting_review
+    assert (tool.relayed_only, tool.present, tool.awaiting_review) == (True, False, False)
+    assert (tool.description, tool.input_schema, tool.claims, tool.fingerprint) == ("", {}, None, "")
     assert axes(tool) == WORST
-    assert tool_decide(runtime=runtime, name="peek", server="files", attended=False).result.decision == "DENY"
+    assert tool.explanations["side_effect_level"] == f"{policy.RELAYED_ONLY_WHY} → MUTATING"
+    assert (finding.runtime, finding.annotations) == (runtime, {"readOnlyHint": True})
+    assert not [t for t in tools_for_model(runtime=other_runtime) if t.name == "peek"]
+    assert tool_decide(runtime=runtime, name="peek", server="files", attended=False).tool is None
+    assert not events(AuditAction.MCP_TOOLS_REGISTERED)  # a relay registers nothing
     # The project's own sync lists the same tool: the server vouches for it now.
     record(server, item("peek", {"readOnlyHint": True}))
     tool = mcp(server, "peek")
-    assert not tool.awaiting_review
+    assert (tool.relayed_only, tool.present, tool.awaiting_review) == (False, True, False)
     assert axes(tool) == READ_ONLY
-    [confirmed] = events(AuditAction.TOOL_DEFINITION_ACCEPTED)
-    assert confirmed.details["why"].startswith("first listed by a runtime")
+    [registered] = events(AuditAction.MCP_TOOLS_REGISTERED)
+    assert [entry["tool"] for entry in registered.details["registered"]] == ["peek"]
+    # What the runtime relayed is what is served now: nothing is left to decide.
+    finding.refresh_from_db()
+    assert (finding.status, finding.closed_by) == (RelayFindingStatus.ACCEPTED, None)
+    [closed] = events(AuditAction.RELAY_FINDING_ACCEPTED)
+    assert (closed.runtime, closed.details["why"]) == (runtime, SERVED_BY_SYNC)
 
 
 def test_an_operator_can_accept_a_relayed_first_sighting(
-    runtime: AgentRuntime, operator: User
-) -> None:  # T15
+    runtime: AgentRuntime, other_runtime: AgentRuntime, operator: User
+) -> None:  # T15: accepting serves it, resolved as any definition first seen
     server = make_server(trust=AnnotationTrust.TRUST)
-    mcp_tools_relay(server=server, runtime=runtime, listing=[item("peek", {"readOnlyHint": True})])
-    tool_accept_definition(tool=mcp(server, "peek"), actor=Actor.for_user(operator))
-    assert axes(mcp(server, "peek")) == READ_ONLY
+    relayed = item("peek", {"readOnlyHint": True}, description="Peek at a file")
+    [finding] = mcp_tools_relay(server=server, runtime=runtime, listing=[relayed]).findings
+    [same] = mcp_tools_relay(server=server, runtime=other_runtime, listing=[relayed]).findings
+
+    relay_finding_accept(finding=finding, actor=Actor.for_user(operator))
+
+    tool = mcp(server, "peek")
+    assert (tool.present, tool.awaiting_review) == (True, False)
+    assert tool.accepted_fingerprint == finding.fingerprint
+    assert (axes(tool), tool.description) == (READ_ONLY, "Peek at a file")
+    assert [t.name for t in tools_for_model(runtime=other_runtime)] == ["peek"]
+    accepted, also = events(AuditAction.RELAY_FINDING_ACCEPTED)
+    assert (accepted.actor, accepted.details["was_served"], accepted.details["claims_less_risk"]) == (
+        operator,
+        False,
+        [],
+    )
+    # The other runtime relayed the same definition: served now, so closed with it.
+    same.refresh_from_db()
+    assert (same.status, same.closed_by) == (RelayFindingStatus.ACCEPTED, operator)
+    assert (also.details["finding_id"], also.runtime) == (same.pk, other_runtime)
 
 
 # --- mcp_server_set_trust and its preview (T13) -------------------------------------------------
@@ -1045,11 +1073,13 @@ def test_setting_trust_re_resolves_every_tool_from_its_claims() -> None:  # T13
     assert events(AuditAction.MCP_TRUST_CHANGED)[-1].level == AuditLevel.INFO
 
 
-def test_an_absent_tool_returns_resolved_under_the_current_trust() -> None:  # T12, T13
+def test_an_absent_tool_returns_resolved_under_the_current_trust(runtime: AgentRuntime) -> None:  # T12, T13
     server = make_server()
     _catalog(server)
     mcp_server_set_trust(server=server, trust=AnnotationTrust.TRUST, actor=TEST_ACTOR)
-    record(server, item("old", {"readOnlyHint": True}), complete=False)
+    mcp_tools_relay(server=server, runtime=runtime, listing=[item("old", {"readOnlyHint": True})])
+    assert not mcp(server, "old").present  # T15: only the server's own sync brings it back
+    record(server, item("old", {"readOnlyHint": True}))
     tool = mcp(server, "old")
     assert tool.present
     assert axes(tool) == READ_ONLY

@@ -262,9 +262,10 @@ class ResolvedToolOut(serializers.Serializer):
     )
     warnings = serializers.ListField(child=serializers.CharField())
     kept_as_finding = serializers.BooleanField(
-        help_text="The relayed definition differs from the one every runtime is served: it was kept "
-        "as a relay finding for operators, attributed to this runtime, and is not served. The axes "
-        "above are the served tool's."
+        help_text="The relayed definition differs from the one every runtime is served, or the tool "
+        "is served to no runtime (the server's own sync has not listed it, or no longer lists it): "
+        "it was kept as a relay finding for operators, attributed to this runtime, and is not "
+        "served. The axes above are the registered tool's (a tool only relayed has the worst)."
     )
     finding_id = serializers.IntegerField(
         allow_null=True, help_text="The relay finding that holds this relayed definition, or null."

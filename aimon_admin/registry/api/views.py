@@ -139,15 +139,15 @@ def mcp_servers(request: Request) -> Response:
 @extend_schema(
     summary="Relay an MCP server's tools/list result",
     description=(
-        "A runtime that listed a server's tools itself hands over the result verbatim. Each "
-        "tool's claims are stored as sent and resolved once under the server's trust"
-        "; the runtime is recorded as their source. A relay is this runtime's word "
-        "only: a tool nobody listed before is added but held as IGNORE until the server's "
-        "own sync or an operator confirms it; a known tool is never changed by a relay (not its "
-        "description, input schema, claims, axes or hold). A relayed definition that differs "
-        "from the served one is kept as a relay finding for operators (`kept_as_finding`, "
-        "`finding_id`) and is not served. Tools not in the listing are left as they are. "
-        "Unknown or disabled server: 404."
+        "A runtime that listed a server's tools itself hands over the result verbatim. A relay "
+        "is this runtime's word only: it never changes a tool's description, input schema, "
+        "claims, hold or presence, and lowers no axis (a claim of more risk takes effect at "
+        "once). Nor does it serve anything new: a tool the server's own sync has not listed, or "
+        "no longer lists, is served to no runtime, the relaying one included, until the sync "
+        "lists it or an operator accepts it. A relayed definition that differs from the served "
+        "one, and any relayed tool no runtime is served, is kept verbatim as a relay finding "
+        "attributed to this runtime (`kept_as_finding`, `finding_id`). Tools not in the "
+        "listing are left as they are. Unknown or disabled server: 404."
     ),
     request=McpListingIn,
     responses={

@@ -8,8 +8,12 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from aimon_admin.audit.choices import AuditAction
+from aimon_admin.audit.services import audit_record
+from aimon_admin.core.actors import Actor
 from aimon_admin.registry import policy
-from aimon_admin.registry.models import TOOL_DESCRIPTION_MAX, Tool
+from aimon_admin.registry.choices import RelayFindingStatus
+from aimon_admin.registry.models import TOOL_DESCRIPTION_MAX, RelayFinding, Tool
 
 DEFINITION_NOT_AWAITING_REVIEW = "This tool's definition is not waiting for review."
 FINDING_NOT_OPEN = "This relay finding is no longer open: it was already accepted or dismissed."
@@ -17,6 +21,9 @@ REVIEW_WRITES_ONLY = (
     "Only tools that write are reviewed for their destructive trait: a read-only tool destroys nothing."
 )
 RELAY_NEEDS_RUNTIME = "A relayed listing is recorded only with the runtime that relayed it."
+# Why an open relay finding was closed without an operator deciding it (its audit event says).
+SERVED_BY_SYNC = "the server's own sync lists the same definition"
+SERVED_BY_ACCEPTANCE = "an operator accepted the same definition, relayed by another runtime"
 
 
 class RegistryError(ValueError):
@@ -56,7 +63,10 @@ def _apply_resolution(tool: Tool, resolution: policy.Resolution, now: dt.datetim
 
 
 def _resolve_mcp(tool: Tool, trust: str, now: dt.datetime) -> None:
-    _apply_resolution(tool, policy.resolve(tool.claims, trust, held_for_review=tool.awaiting_review), now)
+    resolution = policy.resolve(
+        tool.claims, trust, held_for_review=tool.awaiting_review, relayed_only=tool.relayed_only
+    )
+    _apply_resolution(tool, resolution, now)
 
 
 def _stored_description(description: Any) -> str:
@@ -67,3 +77,39 @@ def _stored_description(description: Any) -> str:
     if len(description) <= TOOL_DESCRIPTION_MAX:
         return description
     return description[: TOOL_DESCRIPTION_MAX - 1] + "…"
+
+
+def _close_served_findings(served: list[Tool], now: dt.datetime, actor: Actor, *, why: str) -> None:
+    """T15: an open relay finding whose definition is now the one every runtime is served
+    (by the server's own sync, or an operator's acceptance) has nothing left to decide: it
+    is closed as accepted, with `why`, and audited."""
+    fingerprints = {tool.pk: tool.fingerprint for tool in served}
+    findings = [
+        finding
+        for finding in RelayFinding.objects.select_for_update(of=("self",))
+        .filter(tool_id__in=fingerprints, status=RelayFindingStatus.OPEN)
+        .select_related("tool__server", "runtime")
+        if fingerprints[finding.tool_id] == finding.fingerprint
+    ]
+    if not findings:
+        return
+    RelayFinding.objects.filter(
+        pk__in=[finding.pk for finding in findings], status=RelayFindingStatus.OPEN
+    ).update(status=RelayFindingStatus.ACCEPTED, closed_by=actor.user, closed_at=now)
+    for finding in findings:
+        tool = finding.tool
+        audit_record(
+            action=AuditAction.RELAY_FINDING_ACCEPTED,
+            actor=actor,
+            runtime=finding.runtime,
+            subject_type="tool",
+            subject=f"{tool.server.name}/{tool.name}",
+            details={
+                "finding_id": finding.pk,
+                "server": tool.server.name,
+                "tool": tool.name,
+                "relayed_by": finding.runtime.name,
+                "fingerprint": finding.fingerprint,
+                "why": why,
+            },
+        )

@@ -1,5 +1,6 @@
 """MCP tool listings: the project's own sync, or a runtime's relay, each definition resolved
-once (T10-T12), drift held for review and relays kept as findings (T15)."""
+once (T10-T12), drift held for review and relays kept as findings (T15). Only the sync
+marks a tool present or absent; a relay serves nothing new."""
 
 from __future__ import annotations
 
@@ -22,9 +23,11 @@ from aimon_admin.registry.choices import (
 from aimon_admin.registry.models import McpServer, RelayFinding, Tool
 from aimon_admin.registry.services.common import (
     RELAY_NEEDS_RUNTIME,
+    SERVED_BY_SYNC,
     RegistryError,
     _audit_claims,
     _axes_dict,
+    _close_served_findings,
     _resolve_mcp,
     _stored_description,
 )
@@ -40,7 +43,8 @@ class ListingResult:
     changed: list[str] = field(default_factory=list)
     absent: list[str] = field(default_factory=list)
     held_for_review: list[str] = field(default_factory=list)
-    # T15: relayed tools whose definition differs from the served one, kept as findings.
+    # T15: relayed tools whose definition differs from the served one, or that no runtime
+    # is served, kept as findings.
     findings: list[RelayFinding] = field(default_factory=list)
 
 
@@ -58,19 +62,20 @@ def mcp_tools_record(
 ) -> ListingResult:
     """Store a server's `tools/list` result and resolve each tool once (T10-T12, T15).
 
-    `complete` is true for the project's own sync, which saw every page: tools it did
-    not see are marked absent (never deleted). A changed definition from the sync is
-    audited with its old and new claims; one whose resolved axes are less risky than the
-    accepted definition's is held as IGNORE until an operator accepts it; one that claims
-    more takes effect at once (T15).
+    `complete` is true for the project's own sync, which saw every page: the server's own
+    word. Its tools are served; tools it did not see are marked absent (never deleted). A
+    changed definition is audited with its old and new claims; one whose resolved axes are
+    less risky than the accepted definition's is held as IGNORE until an operator accepts
+    it; one that claims more takes effect at once (T15).
 
-    `complete` is false for a runtime's relayed listing (`actor` names the runtime): it is
-    that runtime's word only. A tool nobody listed before is added, held as IGNORE; a
-    known tool is never changed by it (description, input schema, claims, axes, hold):
-    a definition that differs from the served one is kept as a relay finding for
-    operators, attributed to the runtime (T15).
+    `complete` is false for a runtime's relayed listing (`actor` names the runtime): that
+    runtime's word only (T15). It changes no tool but to raise an axis, and serves nothing
+    new: what it relays differently from the served definition, and whatever it relays of
+    a tool no runtime is served (never listed by the sync, or no longer), is kept as a
+    relay finding attributed to the runtime.
     """
-    if not complete and actor.runtime is None:
+    relayed_by = actor.runtime
+    if not complete and relayed_by is None:
         raise ValueError(RELAY_NEEDS_RUNTIME)
     names = [item["name"] for item in listing]
     if len(set(names)) != len(names):
@@ -79,81 +84,124 @@ def mcp_tools_record(
     now = timezone.now()
     # Read trust under the server's lock, as mcp_server_set_trust changes it: the caller's
     # server may be stale (a sync fetches for seconds first), and resolving under a trust
-    # that was changed meanwhile would undo that change for these tools (T13).
+    # that was changed meanwhile would undo that change for these tools (T13). Relays of
+    # the same server wait for each other here, so a tool is created once.
     server = McpServer.objects.select_for_update().get(pk=server.pk)
     trust = server.annotation_trust
     existing = {
         tool.name: tool
         for tool in Tool.objects.select_for_update().filter(server=server).select_related("server")
     }
+    if complete or relayed_by is None:
+        result = _record_listed(server, listing, existing, trust, now, actor)
+    else:
+        result = _record_relayed(server, listing, existing, trust, now, relayed_by, actor)
+    _audit_registrations(server, trust, complete, result, actor)
+    return result
+
+
+def _record_listed(
+    server: McpServer,
+    listing: Sequence[Mapping[str, Any]],
+    existing: dict[str, Tool],
+    trust: str,
+    now: dt.datetime,
+    actor: Actor,
+) -> ListingResult:
+    """The project's own sync: the only listing that marks tools present or absent."""
     result = ListingResult(tools=[])
     new_tools: list[Tool] = []
     seen_unchanged: list[int] = []
-
     for item in listing:
         name, description, schema, annotations = _listing_item(item)
         fingerprint = policy.definition_fingerprint(name, description, schema, annotations)
         tool = existing.get(name)
         if tool is None:
-            tool = Tool(
-                source=ToolSource.MCP,
-                server=server,
-                name=name,
-                description=_stored_description(description),
-                input_schema=schema if schema is not None else {},
-                claims=annotations,
-                fingerprint=fingerprint,
-                last_seen_at=now,
-            )
-            if complete:
-                tool.accepted_claims, tool.accepted_fingerprint = annotations, fingerprint
-            else:
-                # T15: a tool first heard of from a runtime is not the server's word; it
-                # resolves as IGNORE until the project's own sync or an operator confirms it.
-                tool.awaiting_review = True
-                result.held_for_review.append(name)
-            _resolve_mcp(tool, trust, now)
+            tool = Tool(source=ToolSource.MCP, server=server, name=name)
+            _first_listed(tool, description, schema, annotations, fingerprint, now, trust)
             new_tools.append(tool)
             result.added.append(name)
             continue
-        if complete and not tool.accepted_fingerprint:
-            # The project's own sync is the first to vouch for a tool a runtime relayed.
-            _confirm_relayed(tool, description, schema, annotations, fingerprint, now, trust, actor)
-            result.changed.append(name)
-            result.tools.append(tool)
-            continue
-        if not complete and tool.fingerprint != fingerprint:
-            result.findings.append(
-                _keep_relay_finding(tool, item, fingerprint, now, actor.runtime, trust, actor)
-            )
-            result.tools.append(tool)
-            continue
-        if tool.fingerprint == fingerprint:
+        result.tools.append(tool)
+        if tool.relayed_only:
+            # Only relayed until now: the server's own word makes it served, as a new tool.
+            _first_listed(tool, description, schema, annotations, fingerprint, now, trust)
+            tool.save()
+            result.added.append(name)
+        elif tool.fingerprint == fingerprint:
             if not tool.present:
                 tool.present, tool.absent_since, tool.last_seen_at = True, None, now
                 tool.save(update_fields=["present", "absent_since", "last_seen_at"])
                 result.added.append(name)
             else:
                 seen_unchanged.append(tool.pk)
-            result.tools.append(tool)
-            continue
-        _definition_changed(tool, description, schema, annotations, fingerprint, now, trust, actor)
-        result.changed.append(name)
-        if tool.awaiting_review:
-            result.held_for_review.append(name)
-        result.tools.append(tool)
+        else:
+            _definition_changed(tool, description, schema, annotations, fingerprint, now, trust, actor)
+            result.changed.append(name)
+            if tool.awaiting_review:
+                result.held_for_review.append(name)
 
     if new_tools:
         result.tools.extend(Tool.objects.bulk_create(new_tools))
     if seen_unchanged:
         Tool.objects.filter(pk__in=seen_unchanged).update(last_seen_at=now)
-    if complete:
-        seen = set(names)
-        gone = [tool for name, tool in existing.items() if name not in seen and tool.present]
-        if gone:
-            Tool.objects.filter(pk__in=[tool.pk for tool in gone]).update(present=False, absent_since=now)
-            result.absent = sorted(tool.name for tool in gone)
-    _audit_registrations(server, trust, complete, result, actor)
+    seen = {item["name"] for item in listing}
+    gone = [tool for name, tool in existing.items() if name not in seen and tool.present]
+    if gone:
+        Tool.objects.filter(pk__in=[tool.pk for tool in gone]).update(present=False, absent_since=now)
+        result.absent = sorted(tool.name for tool in gone)
+    _close_served_findings(result.tools, now, actor, why=SERVED_BY_SYNC)
+    return result
+
+
+def _first_listed(
+    tool: Tool,
+    description: Any,
+    schema: Any,
+    annotations: Any,
+    fingerprint: str,
+    now: dt.datetime,
+    trust: str,
+) -> None:
+    """A tool the server's own sync lists for the first time: its definition, accepted as
+    first seen, served."""
+    tool.description = _stored_description(description)
+    tool.input_schema = schema if schema is not None else {}
+    tool.claims, tool.fingerprint = annotations, fingerprint
+    tool.accepted_claims, tool.accepted_fingerprint = annotations, fingerprint
+    tool.awaiting_review = False
+    tool.present, tool.absent_since, tool.last_seen_at = True, None, now
+    _resolve_mcp(tool, trust, now)
+
+
+def _record_relayed(
+    server: McpServer,
+    listing: Sequence[Mapping[str, Any]],
+    existing: dict[str, Tool],
+    trust: str,
+    now: dt.datetime,
+    runtime: AgentRuntime,
+    actor: Actor,
+) -> ListingResult:
+    """A runtime's relay (T15). A tool nobody has listed gets a row with no definition,
+    served to no runtime, so the relay can be kept as a finding on it; a served tool whose
+    relayed definition is the served one is left as it is."""
+    unknown = [
+        Tool(source=ToolSource.MCP, server=server, name=item["name"], present=False, last_seen_at=now)
+        for item in listing
+        if item["name"] not in existing
+    ]
+    for tool in unknown:
+        _resolve_mcp(tool, trust, now)
+    existing.update((tool.name, tool) for tool in Tool.objects.bulk_create(unknown))
+    result = ListingResult(tools=[])
+    for item in listing:
+        name, description, schema, annotations = _listing_item(item)
+        fingerprint = policy.definition_fingerprint(name, description, schema, annotations)
+        tool = existing[name]
+        result.tools.append(tool)
+        if not tool.present or tool.fingerprint != fingerprint:
+            result.findings.append(_keep_relay_finding(tool, item, fingerprint, now, runtime, trust, actor))
     return result
 
 
@@ -187,42 +235,6 @@ def _audit_registrations(
             "complete_listing": complete,
             "registered": registered,
             "absent": result.absent,
-        },
-    )
-
-
-def _confirm_relayed(
-    tool: Tool,
-    description: Any,
-    schema: Any,
-    annotations: Any,
-    fingerprint: str,
-    now: dt.datetime,
-    trust: str,
-    actor: Actor,
-) -> None:
-    before_axes = _axes_dict(tool)
-    tool.description = _stored_description(description)
-    tool.input_schema = schema if schema is not None else {}
-    tool.claims = annotations
-    tool.fingerprint = fingerprint
-    tool.accepted_claims, tool.accepted_fingerprint = annotations, fingerprint
-    tool.awaiting_review = False
-    tool.present, tool.absent_since, tool.last_seen_at = True, None, now
-    _resolve_mcp(tool, trust, now)
-    tool.save()
-    audit_record(
-        action=AuditAction.TOOL_DEFINITION_ACCEPTED,
-        actor=actor,
-        subject_type="tool",
-        subject=f"{tool.server.name}/{tool.name}",
-        details={
-            "server": tool.server.name,
-            "tool": tool.name,
-            "why": "first listed by a runtime; now confirmed by the server's own tools/list",
-            "claims_accepted": _audit_claims(annotations),
-            "axes_before": before_axes,
-            "axes_after": _axes_dict(tool),
         },
     )
 
@@ -283,11 +295,12 @@ def _keep_relay_finding(
     trust: str,
     actor: Actor,
 ) -> RelayFinding:
-    """T15: a runtime relayed `tool` differently from the definition everyone is served.
-    Kept verbatim as that runtime's open finding (one per definition), audited when first
-    seen. The served description, input schema and claims stay as they are; only an axis
-    the relayed claims make riskier is raised at once (a claim of more risk takes effect
-    at once, whoever made it; nothing a relay says lowers one)."""
+    """T15: a runtime relayed `tool` differently from the definition everyone is served, or
+    relayed a tool no runtime is served. Kept verbatim as that runtime's open finding (one
+    per definition), audited when first seen. The tool's description, input schema, claims
+    and presence stay as they are; only an axis the relayed claims make riskier is raised
+    at once (a claim of more risk takes effect at once, whoever made it; nothing a relay
+    says lowers one)."""
     _, description, schema, annotations = _listing_item(item)
     _raise_for_relay(tool, annotations, trust, now, runtime, actor)
     finding = (
@@ -325,6 +338,7 @@ def _keep_relay_finding(
             "tool": tool.name,
             "relayed_by": runtime.name,
             "fingerprint": fingerprint,
+            "served": tool.present,
             "served_fingerprint": tool.fingerprint,
             "differs": policy.definition_differences(
                 (tool.description, tool.input_schema, tool.claims), (description, schema, annotations)
@@ -390,8 +404,9 @@ def mcp_tools_relay(
     *, server: McpServer, runtime: AgentRuntime, listing: Sequence[Mapping[str, Any]]
 ) -> ListingResult:
     """A runtime hands over a `tools/list` result it fetched itself (API.md). Its word
-    only: new tools are held as IGNORE, known ones never change; what differs from the
-    served definition is kept as a finding attributed to the runtime (T15)."""
+    only: it serves nothing new and changes no tool but to raise an axis; what differs
+    from the served definition, and any tool no runtime is served, is kept as a finding
+    attributed to the runtime (T15)."""
     actor = Actor.for_runtime(runtime)
     result = mcp_tools_record(server=server, listing=listing, actor=actor, complete=False)
     audit_record(
@@ -402,9 +417,6 @@ def mcp_tools_relay(
         subject=server.name,
         details={
             "tools": len(listing),
-            "added": sorted(result.added),
-            "changed": sorted(result.changed),
-            "held_for_review": sorted(result.held_for_review),
             "kept_as_findings": [
                 {"tool": finding.tool.name, "finding_id": finding.pk}
                 for finding in sorted(result.findings, key=lambda finding: finding.tool.name)

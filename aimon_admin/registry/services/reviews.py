@@ -9,7 +9,7 @@ from django.utils import timezone
 from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.services import audit_record
 from aimon_admin.core.actors import Actor
-from aimon_admin.registry import policy
+from aimon_admin.registry import policy, selectors
 from aimon_admin.registry.choices import (
     RelayFindingStatus,
     ReviewFinding,
@@ -20,9 +20,11 @@ from aimon_admin.registry.services.common import (
     DEFINITION_NOT_AWAITING_REVIEW,
     FINDING_NOT_OPEN,
     REVIEW_WRITES_ONLY,
+    SERVED_BY_ACCEPTANCE,
     RegistryError,
     _audit_claims,
     _axes_dict,
+    _close_served_findings,
     _resolve_mcp,
     _stored_description,
 )
@@ -107,11 +109,15 @@ def relay_finding_accept(*, finding: RelayFinding, actor: Actor) -> RelayFinding
 
     Resolved through the same `resolve()` under the server's current trust, with the
     usual drift rule: if its resolved axes are less risky than the accepted definition's,
-    it is held as IGNORE until an operator also accepts that (tool_accept_definition).
+    it is held as IGNORE until an operator also accepts that (tool_accept_definition). A
+    tool no runtime was served (only relayed, or no longer listed by the sync) is served
+    from now on, until the server's own sync no longer lists it.
     """
     finding = _close_finding(finding, RelayFindingStatus.ACCEPTED, actor)
     tool = Tool.objects.select_for_update(of=("self",)).select_related("server").get(pk=finding.tool_id)
+    finding.tool = tool
     server = McpServer.objects.get(pk=tool.server_id)
+    was_served = tool.present
     before = {
         "description": tool.description,
         "input_schema": _audit_claims(tool.input_schema),
@@ -123,11 +129,12 @@ def relay_finding_accept(*, finding: RelayFinding, actor: Actor) -> RelayFinding
         (tool.description, tool.input_schema, tool.claims),
         (finding.description, finding.input_schema, finding.annotations),
     )
-    lowered = policy.claims_lowered_risk(tool.accepted_claims, finding.annotations)
+    lowered = selectors.relay_finding_lowers(finding)
     tool.description = _stored_description(finding.description)
     tool.input_schema = finding.input_schema if finding.input_schema is not None else {}
     tool.claims = finding.annotations
     tool.fingerprint = finding.fingerprint
+    tool.present, tool.absent_since = True, None
     if lowered:
         tool.awaiting_review = True  # the accepted claims stay the baseline
     else:
@@ -157,11 +164,13 @@ def relay_finding_accept(*, finding: RelayFinding, actor: Actor) -> RelayFinding
             },
             "claims_less_risk": lowered,
             "held_for_review": tool.awaiting_review,
+            "was_served": was_served,
             "axes_before": before_axes,
             "axes_after": _axes_dict(tool),
             "trust": server.annotation_trust,
         },
     )
+    _close_served_findings([tool], timezone.now(), actor, why=SERVED_BY_ACCEPTANCE)
     return finding
 
 

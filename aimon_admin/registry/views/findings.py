@@ -1,5 +1,6 @@
-"""Relay findings (T15): what a runtime relayed differently from the served definition.
-Operators accept one (it becomes the definition every runtime is served) or dismiss it."""
+"""Relay findings (T15): what a runtime relayed differently from the served definition, or
+of a tool no runtime is served. Operators accept one (it becomes the definition every
+runtime is served) or dismiss it."""
 
 from __future__ import annotations
 
@@ -30,9 +31,14 @@ FINDING_DISMISSED = "Relay finding from {runtime} on {tool} dismissed; the serve
 RELAY_RULE = (
     "A runtime's relayed listing is that runtime's word only: it never lowers a tool's risk, never "
     "clears a hold and never changes the description or input schema other runtimes are served; "
-    "only a claim of more risk takes effect at once. What it relays differently is kept here as a "
-    "finding, attributed to the runtime, until an operator accepts or dismisses it."
+    "only a claim of more risk takes effect at once. Nor does it serve a tool to anyone: a tool the "
+    "server's own sync has not listed, or no longer lists, stays unserved. What it relays "
+    "differently, or of a tool no runtime is served, is kept here as a finding, attributed to the "
+    "runtime, until an operator accepts or dismisses it."
 )
+# T15: why a finding's tool is served to no runtime (only the server's own sync lists tools).
+NOT_SERVED_NEVER_LISTED = "Served to no runtime: the server's own sync has never listed this tool."
+NOT_SERVED_NO_LONGER_LISTED = "Served to no runtime: the server's own sync no longer lists this tool."
 FINDINGS_SHOWN = 20
 
 
@@ -63,6 +69,14 @@ class FindingView:
     @property
     def open(self) -> bool:
         return self.finding.status == RelayFindingStatus.OPEN
+
+    @property
+    def unserved(self) -> str:
+        """Why the finding's tool is served to no runtime; empty when it is served."""
+        tool = self.finding.tool
+        if tool.relayed_only:
+            return NOT_SERVED_NEVER_LISTED
+        return "" if tool.present else NOT_SERVED_NO_LONGER_LISTED
 
 
 def finding_views(findings: Any) -> list[FindingView]:
@@ -113,7 +127,7 @@ def finding_accept_view(request: HttpRequest, pk: int) -> HttpResponse:
             message = FINDING_ACCEPTED_HELD if tool.awaiting_review else FINDING_ACCEPTED
             messages.success(request, message.format(runtime=finding.runtime.name, tool=tool))
         return redirect_after_write(request, reverse("registry:tool-detail", args=[tool.pk]))
-    lowered = policy.claims_lowered_risk(tool.accepted_claims, finding.annotations)
+    lowered = selectors.relay_finding_lowers(finding)
     resolution = policy.resolve(
         finding.annotations, tool.server.annotation_trust, held_for_review=bool(lowered)
     )

@@ -76,7 +76,8 @@ def _server_list() -> list[McpServer]:
     servers = list(
         McpServer.objects.annotate(
             tools_present=Count("tools", filter=Q(tools__present=True)),
-            tools_absent=Count("tools", filter=Q(tools__present=False)),
+            tools_absent=Count("tools", filter=Q(tools__present=False) & ~Q(tools__accepted_fingerprint="")),
+            tools_relayed_only=Count("tools", filter=Q(tools__accepted_fingerprint="")),
             tools_awaiting=Count("tools", filter=Q(tools__present=True, tools__awaiting_review=True)),
             last_run_id=Subquery(latest.values("pk")[:1]),
         ).order_by("name")

@@ -66,6 +66,7 @@ _LIST_FIELDS = (
     "destructive_behavior",
     "idempotency_behavior",
     "awaiting_review",
+    "accepted_fingerprint",
     "present",
     "review_finding",
     "server__name",
