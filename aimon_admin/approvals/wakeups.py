@@ -29,7 +29,7 @@ from collections import defaultdict
 from django.conf import settings
 from django.db import transaction
 
-from aimon_admin.core import hooks
+from aimon_admin.core import hints, hooks
 
 logger = logging.getLogger(__name__)
 
@@ -114,8 +114,15 @@ def _redis():  # type: ignore[no-untyped-def]
     url = settings.REDIS_URL
     if _redis_client is None or _redis_client[0] != url:
         import redis
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
 
-        _redis_client = (url, redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1))
+        # One retry at once (a connection Redis closed while idle is opened again), not
+        # redis-py's ten with back-off: seconds spent on a Redis that is down.
+        client = redis.Redis.from_url(
+            url, socket_connect_timeout=1, socket_timeout=1, retry=Retry(NoBackoff(), 1)
+        )
+        _redis_client = (url, client)
     return _redis_client[1]
 
 
@@ -237,21 +244,16 @@ async def subscribe(request_id: uuid.UUID | str) -> LocalSubscription | RedisSub
     return LocalSubscription(key)
 
 
-def publish(request_id: uuid.UUID | str) -> None:
-    key = channel_for(request_id)
-    if settings.REDIS_URL:
-        try:
-            _redis().publish(key, b"1")
-        except Exception as exc:
-            # redis-py has retried already: Redis is down for the waiters' connections too,
-            # so they notice and poll the row (and a waiter at its deadline re-reads anyway).
-            logger.warning("could not publish a wake-up for %s: %s", request_id, exc)
-        return
-    _local_publish(key)
-
-
 def publish_after_commit(request_id: uuid.UUID | str) -> None:
     """Wake waiters once the change they should see is committed, and tell whoever listens
-    for changed requests (notifications: core.hooks, so approvals imports no listener)."""
-    transaction.on_commit(lambda: publish(request_id))
+    for changed requests (notifications: core.hooks, so approvals imports no listener).
+    Through Redis the wake-up is a hint (`core.hints`): published off the request's thread in
+    production, so a Redis that is down never holds the click that answered."""
+    key = channel_for(request_id)
+    if settings.REDIS_URL:
+        transaction.on_commit(
+            lambda: hints.send_soon(f"the wake-up for {request_id}", lambda: _redis().publish(key, b"1"))
+        )
+    else:
+        transaction.on_commit(lambda: _local_publish(key))
     hooks.announce_after_commit(hooks.REQUEST_CHANGED, request_id)

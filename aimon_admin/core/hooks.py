@@ -19,8 +19,11 @@ import logging
 import uuid
 from collections import defaultdict
 from collections.abc import Callable
+from functools import partial
 
 from django.db import transaction
+
+from aimon_admin.core import hints
 
 logger = logging.getLogger(__name__)
 
@@ -51,9 +54,16 @@ def announce(event: str, subject_id: str) -> None:
 
 
 def announce_after_commit(event: str, subject_id: uuid.UUID | str) -> None:
-    """Announce once the change is committed (at once outside a transaction); nothing when
-    nobody listens."""
-    if not _listeners.get(event):
+    """Announce once the change is committed (at once outside a transaction), each listener
+    a hint of its own (`core.hints`: off the request's thread in production, so a broker
+    that is down never holds the change that was announced); nothing when nobody listens."""
+    listeners = list(_listeners.get(event, ()))
+    if not listeners:
         return
     subject = str(subject_id)
-    transaction.on_commit(lambda: announce(event, subject))
+
+    def handed_over() -> None:
+        for listener in listeners:
+            hints.send_soon(f"{event} for {subject}", partial(listener, subject))
+
+    transaction.on_commit(handed_over)

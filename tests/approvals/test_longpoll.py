@@ -214,7 +214,7 @@ def test_a_lost_wake_up_costs_a_re_poll_never_a_wrong_answer(
 ) -> None:  # type: ignore[no-untyped-def]
     if lost == "publish disabled":
         settings.REDIS_URL = ""
-        monkeypatch.setattr(wakeups, "publish", lambda request_id: None)
+        monkeypatch.setattr(wakeups, "_local_publish", lambda key: None)
     else:
         settings.REDIS_URL = CLOSED_REDIS_PORT_URL  # subscribe and publish both fail
     request = open_request()
@@ -423,8 +423,7 @@ def test_a_redis_outage_during_the_wait_falls_back_to_re_reading_and_loses_no_an
         name = wakeups.client_name_for(request["id"])
         killed = [c["id"] for c in client.client_list(_type="pubsub") if c.get("name") == name]
         assert len(killed) == 1
-        monkeypatch.setattr(wakeups, "publish", lambda request_id: None)
-        settings.REDIS_URL = CLOSED_REDIS_PORT_URL
+        settings.REDIS_URL = CLOSED_REDIS_PORT_URL  # the answer's wake-up goes nowhere
         client.client_kill_filter(_id=killed[0])
         answered_at = answer(request["id"], approver)
         poll.join()

@@ -8,6 +8,7 @@ API's re-poll interval; once Redis is back, wake-ups carry answers at once again
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable
 
@@ -171,3 +172,42 @@ def test_redis_down_decisions_stay_exact_polls_fall_back_and_wake_ups_resume(
         revoked_sessions=["s-before"],
         runtime_id=who["runtime_id"],
     )
+
+
+def _open_and_click(runtime: Runtime, alice: Person, approver: str, label: str) -> tuple[float, float]:
+    """How long opening a request and clicking its answer take, each, seen from the client."""
+    started = time.monotonic()
+    opened = runtime.open_request([label], f"s-{label}", approver)
+    opened_in = time.monotonic() - started
+    started = time.monotonic()
+    alice.answer(opened["id"], "ALLOW_SESSION")
+    return opened_in, time.monotonic() - started
+
+
+def test_with_redis_down_opening_and_answering_take_no_longer(
+    product: Product, private_redis: PrivateRedis, start_node: Callable[..., Node]
+) -> None:
+    # A wake-up and a queued notification are hints, sent off the request's thread: with
+    # Redis gone, the request and the click return as fast as with it (they took ~6 s each,
+    # redis-py and kombu retrying a connection inside the request).
+    node: Node = start_node()
+    who = product.run("people", tag="redis-latency")
+    node.wait_ready()
+    seen = Recorder()
+    runtime = Runtime(node.url, who["token"], seen)
+    alice = Person(node.url, seen)
+    alice.sign_in(who["approver"], PASSWORD)
+    _open_and_click(runtime, alice, who["approver"], "warm")
+    up = [_open_and_click(runtime, alice, who["approver"], f"up-{n}") for n in range(8)]
+
+    private_redis.stop()
+    down = [_open_and_click(runtime, alice, who["approver"], f"down-{n}") for n in range(8)]
+
+    for which in (0, 1):  # the open, the click
+        normal = statistics.median(sample[which] for sample in up)
+        outage = statistics.median(sample[which] for sample in down)
+        slowest = max(sample[which] for sample in down)
+        # Generous bounds, so a loaded machine does not fail it; a stall of seconds does.
+        assert outage <= 2 * normal + 0.25, (which, up, down)
+        assert slowest <= 1.0, (which, down)
+    assert seen.server_errors() == []
