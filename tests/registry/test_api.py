@@ -1017,7 +1017,7 @@ def test_a_changed_definition_with_any_json_in_its_claims_is_kept_verbatim(
     assert AuditEvent.objects.filter(action=AuditAction.RELAY_FINDING_RECORDED).count() == 1
 
 
-def test_issue_13_a_relay_does_not_undo_a_hold_or_serve_a_riskier_tool_to_a_read_only_runtime(
+def test_a_relay_does_not_undo_a_hold_or_serve_a_riskier_tool_to_a_read_only_runtime(
     api: APIClient, other_runtime: AgentRuntime
 ) -> None:  # T15, T6: the issue's scenario through the public API
     server = make_server("git", trust=AnnotationTrust.TRUST)
@@ -1049,7 +1049,7 @@ def test_issue_13_a_relay_does_not_undo_a_hold_or_serve_a_riskier_tool_to_a_read
     assert (refused["decision"], refused["reason"]) == ("DENY", "ABOVE_CEILING")
 
 
-def test_issue_13_a_relay_never_clears_a_hold_made_by_the_servers_own_sync(api: APIClient) -> None:  # T15
+def test_a_relay_never_clears_a_hold_made_by_the_servers_own_sync(api: APIClient) -> None:  # T15
     server = make_server("git", trust=AnnotationTrust.TRUST)
     sync(server, [RESET])
     sync(server, [{"name": "git_reset", "annotations": {"readOnlyHint": True}}])  # held
@@ -1062,7 +1062,7 @@ def test_issue_13_a_relay_never_clears_a_hold_made_by_the_servers_own_sync(api: 
     assert Tool.objects.get(name="git_reset").awaiting_review
 
 
-def test_issue_13_a_poisoned_relay_is_never_served_to_other_runtimes(
+def test_a_poisoned_relay_is_never_served_to_other_runtimes(
     api: APIClient, runtime: AgentRuntime, other_runtime: AgentRuntime
 ) -> None:  # T15: tool poisoning across tenants
     sync(make_server("git", trust=AnnotationTrust.TRUST), [STATUS])
@@ -1103,7 +1103,7 @@ def served_names(client: APIClient) -> list[str]:
     return [row["name"] for row in client.get("/api/v1/tools").json() if row["server"] == "gitsrv"]
 
 
-def test_issue_22_a_tool_first_heard_of_from_a_relay_is_served_to_no_runtime(
+def test_a_tool_first_heard_of_from_a_relay_is_served_to_no_runtime(
     api: APIClient, runtime: AgentRuntime, other_runtime: AgentRuntime
 ) -> None:  # T15: a relay adds nothing other runtimes are served
     server = make_server("gitsrv", trust=AnnotationTrust.TRUST)
@@ -1137,7 +1137,7 @@ def test_issue_22_a_tool_first_heard_of_from_a_relay_is_served_to_no_runtime(
     assert (row["description"], row["side_effect_level"]) == ("Explain a git command", "READ_ONLY")
 
 
-def test_issue_22_a_relay_never_brings_back_a_tool_the_sync_no_longer_lists(
+def test_a_relay_never_brings_back_a_tool_the_sync_no_longer_lists(
     api: APIClient, runtime: AgentRuntime, other_runtime: AgentRuntime
 ) -> None:  # T15: only the project's own sync marks a tool present or absent
     server = make_server("gitsrv", trust=AnnotationTrust.TRUST)

@@ -700,7 +700,7 @@ def test_a_relay_claiming_less_risk_lowers_no_axis(runtime: AgentRuntime) -> Non
     assert not [e for e in events(AuditAction.TOOL_DEFINITION_CHANGED) if e.runtime == runtime]
 
 
-def test_issue_13_a_relay_of_the_old_read_only_listing_neither_clears_a_hold_nor_lowers_risk(
+def test_a_relay_of_the_old_read_only_listing_neither_clears_a_hold_nor_lowers_risk(
     runtime: AgentRuntime, other_runtime: AgentRuntime
 ) -> None:  # T15, T6: the issue's scenario, at the service layer
     server = make_server(trust=AnnotationTrust.TRUST)
