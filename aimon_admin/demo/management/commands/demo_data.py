@@ -139,6 +139,9 @@ class Command(CliCommand):
                 _, token = token_issue(runtime=runtime, actor=actor, label="demo")
                 saved["token"] = token
             local_tools_replace(runtime=runtime, tools=DEMO_TOOLS, actor=Actor.for_runtime(runtime))
+            # Their subjects named, so a rule such as Bash(git push:*) can be tried at once (U1).
+            tool_subject_set(server=None, tool="Bash", argument="command", actor=actor)
+            tool_subject_set(server=None, tool="Write", argument="path", actor=actor)
             if not SkillRule.objects.exists():
                 rule_create(
                     pattern="drop-*",
