@@ -8,6 +8,7 @@ on its own (no restart), and what was granted before the outage still holds.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -177,4 +178,76 @@ def test_postgres_down_pages_and_answers_are_a_styled_503_and_the_request_page_s
         ("restart", "ALLOW", "SESSION"),
     ]
     # Never a 500 for anyone: only the outage's 503s.
+    assert {s.status for s in seen.server_errors()} == {503}
+
+
+# Twenty runtimes at once, as many as the node's threads and more than its pool's connections.
+CONCURRENT = 20
+
+
+def _decide_at_once(node: Node, token: str, seen: Recorder) -> list[tuple[int, float]]:
+    """CONCURRENT skill decisions sent together, each on a client of its own: status and time."""
+    results: list[tuple[int, float]] = []
+    lock = threading.Lock()
+    go = threading.Barrier(CONCURRENT)
+
+    def one() -> None:
+        client = Runtime(node.url, token, seen)
+        try:
+            go.wait()
+            started = time.monotonic()
+            response = client.request(
+                "POST", "/api/v1/skill-decisions", json={"skills": ["deploy"], "session_id": "s-1"}
+            )
+            with lock:
+                results.append((response.status_code, time.monotonic() - started))
+        finally:
+            client.close()
+
+    threads = [threading.Thread(target=one) for _ in range(CONCURRENT)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return results
+
+
+def test_once_postgres_is_known_down_every_request_is_refused_at_once_and_served_again_soon(
+    product: Product, private_postgres: PrivatePostgres, start_node: Callable[..., Node]
+) -> None:
+    # Fail closed and fast: after the first failure, a 503 with Retry-After without waiting
+    # the pool's timeout again (before: each waited it, a web thread held meanwhile, and
+    # twenty clients saw 503s after 10-50 s); back within about a second of the database.
+    node: Node = start_node()
+    who = product.run("people", tag="pg-breaker")
+    node.wait_ready()
+    seen = Recorder()
+    runtime = Runtime(node.url, who["token"], seen)
+    assert runtime.skill_decisions(["deploy"], "s-1") == [("deploy", "ASK", "DEFAULT")]
+
+    private_postgres.stop()
+    first = runtime.request(
+        "POST", "/api/v1/skill-decisions", json={"skills": ["deploy"], "session_id": "s-1"}
+    )
+    assert (first.status_code, first.json()) == (503, UNAVAILABLE)
+
+    refused = _decide_at_once(node, who["token"], seen)
+    assert [status for status, _ in refused] == [503] * CONCURRENT
+    times = sorted(elapsed for _, elapsed in refused)
+    # Generous, for a loaded machine; waiting out the pool's timeout (2 s here) fails it.
+    assert times[len(times) // 2] <= 0.5, times
+    assert times[-1] < POOL_TIMEOUT_SECONDS, times
+
+    private_postgres.start()
+    started = time.monotonic()
+
+    def decides_again() -> bool:
+        response = runtime.request(
+            "POST", "/api/v1/skill-decisions", json={"skills": ["deploy"], "session_id": "s-1"}
+        )
+        assert response.status_code in (200, 503), response.text
+        return response.status_code == 200
+
+    wait_until(decides_again, RECOVER_WITHIN_SECONDS, "the node to decide again", interval=0.05)
+    assert time.monotonic() - started <= 2 * POOL_TIMEOUT_SECONDS  # a probe, not a caller, found it back
     assert {s.status for s in seen.server_errors()} == {503}
