@@ -27,7 +27,13 @@ from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_GET
 
 # The documents served, by the name in their address; "" is the index (docs/README.md).
-PAGES = {"": "README.md", "concepts": "concepts.md", "api": "api.md", "operations": "operations.md"}
+PAGES = {
+    "": "README.md",
+    "concepts": "concepts.md",
+    "api": "api.md",
+    "operations": "operations.md",
+    "performance": "performance.md",
+}
 CODE_READERS = "<!-- code readers -->"
 _RULE = r"(?:[TSUAP]\d{1,2}(?:[-\u2013][TSUAP]?\d{1,2})?|U)"
 _RULES_IN_BRACKETS = re.compile(rf"\s*\({_RULE}(?:,\s*{_RULE})*(?:\s*…)?\)")
