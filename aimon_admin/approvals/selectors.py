@@ -173,6 +173,8 @@ class ToolCallPatterns:
     allow: list[str]
     deny: list[str]
     kind: SubjectKind = SubjectKind.TEXT  # how the tool's subject is read (U1)
+    # P3: the rules needing more people than this request's answer has, which no allow offered reaches
+    floors: tuple[tool_policy.ToolRuleSpec, ...] = ()
 
 
 def tool_call_patterns(*, request: ApprovalRequest) -> ToolCallPatterns:
@@ -182,15 +184,17 @@ def tool_call_patterns(*, request: ApprovalRequest) -> ToolCallPatterns:
     axes = found or registry_policy.UNREGISTERED  # T9
     kind = registry_selectors.subject_argument_for(request.server, request.tool).kind
     people = max((item.approvers for item in request.items.all()), default=1)
-    beyond = tool_rule_index().floor_patterns(
+    floors = tool_rule_index().floor_rules(
         runtime_id=request.runtime_id, server=request.server, tool=request.tool, above=people
     )
+    beyond = [rule.pattern for rule in floors]
     return ToolCallPatterns(
         axes=axes,
         registered=found is not None,
         allow=tool_policy.allow_patterns(request.subject, axes, kind, beyond=beyond),
         deny=tool_policy.deny_patterns(request.subject, axes, kind),
         kind=kind,
+        floors=tuple(floors),
     )
 
 

@@ -25,6 +25,10 @@ NO_SUBJECT_NOTE = (
     "No subject argument is named for this tool, so an answer for the session or the agent "
     "covers the whole tool, or (for a destructive tool) is not offered: allow this call alone."
 )
+# Why a pattern is offered for Deny alone.
+WHOLE_DESTRUCTIVE_DENY_ONLY = "Deny only: a destructive tool is never allowed wholesale"
+FLOOR_DENY_ONLY = "Deny only: {rule} needs {people} people to allow what this reaches"
+TOO_WIDE_DENY_ONLY = "Deny only: too wide to allow for this call"
 # Arguments longer than this (characters of formatted JSON, or lines) are folded, expandable.
 ARGUMENT_FOLD_CHARS = 200
 ARGUMENT_FOLD_LINES = 8
@@ -104,7 +108,17 @@ def pattern_options(approval: ApprovalRequest, patterns: selectors.ToolCallPatte
                 "value": value,
                 "text": text,
                 "rule": tool_policy.rule_text(server=approval.server, tool=approval.tool, pattern=value),
-                "deny_only": value not in patterns.allow,
+                "deny_only": _deny_only(value, patterns) if value not in patterns.allow else "",
             }
         )
     return options
+
+
+def _deny_only(value: str, patterns: selectors.ToolCallPatterns) -> str:
+    """Why a pattern offered for Deny is not offered for an allow."""
+    if value == "" and not tool_policy.whole_tool_allowed(patterns.axes):
+        return WHOLE_DESTRUCTIVE_DENY_ONLY
+    for rule in patterns.floors:  # P3: it reaches what a rule needs more people for
+        if tool_policy.may_reach_into(value, rule.pattern, patterns.kind):
+            return FLOOR_DENY_ONLY.format(rule=rule.text, people=rule.approvers)
+    return TOO_WIDE_DENY_ONLY

@@ -564,9 +564,9 @@ class ToolRuleIndex:
             allow = pre = None  # P3: only people answer under the floor
         return ToolRuleMatch(deny=deny, allow=allow, ask=ask, pre_approval=pre)
 
-    def floor_patterns(self, *, runtime_id: int, server: str, tool: str, above: int) -> list[str]:
-        """P3: the patterns of this tool's rules (for this runtime) that need more than
-        `above` people: what an answer by `above` people may not reach into."""
+    def floor_rules(self, *, runtime_id: int, server: str, tool: str, above: int) -> list[ToolRuleSpec]:
+        """P3: this tool's rules (for this runtime) that need more than `above` people: what
+        an answer by `above` people may not reach into."""
         bucket = self._by_tool.get((server, tool))
         if bucket is None:
             return []
@@ -574,7 +574,7 @@ class ToolRuleIndex:
         for position in bucket.floors:
             rule = bucket.rules[position][0]
             if rule.approvers > above and rule.runtime_id in (None, runtime_id):
-                found.append(rule.pattern)
+                found.append(rule)
         return found
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from django.test import Client
 from rest_framework.test import APIClient
 
 from aimon_admin.accounts.models import User
@@ -282,3 +283,14 @@ def test_through_the_api_the_runtime_is_told_ask(
         )
         assert answered.status_code == 200, answered.content
         assert answered.json()["decision"] == "ASK"
+
+
+def test_the_request_page_says_why_a_wider_pattern_is_deny_only(
+    runtime: AgentRuntime, people: dict[str, User], client: Client
+) -> None:  # P3: the approver sees the rule that keeps a wider allow from them
+    push_floor()
+    request = open_call(runtime, STATUS)
+    client.force_login(people["alice"])
+    html = client.get(f"/approvals/requests/{request.pk}/").content.decode()
+    assert "Deny only: Bash(git push:*) needs 2 people to allow what this reaches" in html
+    assert 'value="git:*"' in html  # still offered to Deny
