@@ -345,6 +345,18 @@ def may_reach_into(choice: str, floor: str, kind: SubjectKind = SubjectKind.TEXT
     return any(form.startswith(theirs) or theirs.startswith(form) for form in forms)
 
 
+def pattern_within(inner: str, outer: str) -> bool:
+    """P3: whether every call an allow of `inner` covers is one the rule pattern `outer`
+    covers (matched as an ASK is). Errs toward no: only the whole tool, or a `prefix:*` that
+    begins everything `inner` matches, is known to hold it."""
+    if not outer:
+        return True
+    body = outer.removesuffix(":*")
+    if body == outer or "*" in body or not inner:
+        return False
+    return literal_prefix(inner).startswith(body)
+
+
 def subject_matches(
     pattern: str, subject: str | None, *, for_allow: bool, kind: SubjectKind = SubjectKind.TEXT
 ) -> bool:

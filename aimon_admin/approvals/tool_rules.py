@@ -29,6 +29,7 @@ from aimon_admin.approvals.tool_policy import (
     ToolRuleSpec,
     parse_rule_text,
     pattern_is_wholesale,
+    pattern_within,
     rule_text,
     subject_pattern_problems,
     tool_label,
@@ -108,21 +109,31 @@ def unattended_allow_rules_many(
     runtimes: Sequence[AgentRuntime],
 ) -> dict[int, dict[tuple[str, str], list[AllowRule]]]:
     """`unattended_allow_rules` of several runtimes, by primary key, in one query (the home's
-    forecast of every runtime): a rule of every runtime counts for each."""
+    forecast of every runtime): a rule of every runtime counts for each. An allow wholly
+    under a rule that needs several people answers nothing (P3: only people answer there)
+    and is left out."""
     ids = [runtime.pk for runtime in runtimes]
     found: dict[int, dict[tuple[str, str], list[AllowRule]]] = {pk: {} for pk in ids}
-    rows = ToolRule.objects.filter(action=RuleAction.ALLOW).filter(
+    rows = ToolRule.objects.exclude(action=RuleAction.DENY).filter(
         Q(runtime_id__in=ids) | Q(runtime__isnull=True)
     )
-    for rule in rows.order_by("server", "tool", "-unattended", "pattern", "id"):
-        if _spec(rule).action != RuleAction.ALLOW:
+    specs = [_spec(rule) for rule in rows.order_by("server", "tool", "-unattended", "pattern", "id")]
+    floors = [spec for spec in specs if spec.action == RuleAction.ASK and spec.approvers > 1]
+    for spec in specs:
+        if spec.action != RuleAction.ALLOW:
             continue
-        text = rule_text(server=rule.server, tool=rule.tool, pattern=rule.pattern)
         allow = AllowRule(
-            text=text, pre_approval=rule.unattended, every_call=pattern_is_wholesale(rule.pattern)
+            text=spec.text, pre_approval=spec.unattended, every_call=pattern_is_wholesale(spec.pattern)
         )
-        for pk in ids if rule.runtime_id is None else [rule.runtime_id]:
-            found[pk].setdefault((rule.server, rule.tool), []).append(allow)
+        for pk in ids if spec.runtime_id is None else [spec.runtime_id]:
+            if any(
+                (floor.server, floor.tool) == (spec.server, spec.tool)
+                and floor.runtime_id in (None, pk)
+                and pattern_within(spec.pattern, floor.pattern)
+                for floor in floors
+            ):
+                continue
+            found[pk].setdefault((spec.server, spec.tool), []).append(allow)
     return found
 
 

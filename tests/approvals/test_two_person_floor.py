@@ -294,3 +294,22 @@ def test_the_request_page_says_why_a_wider_pattern_is_deny_only(
     html = client.get(f"/approvals/requests/{request.pk}/").content.decode()
     assert "Deny only: Bash(git push:*) needs 2 people to allow what this reaches" in html
     assert 'value="git:*"' in html  # still offered to Deny
+
+
+def test_the_unattended_forecast_counts_no_pre_approval_under_the_floor(
+    runtime: AgentRuntime,
+) -> None:  # P3, U5
+    tool_rules.tool_rule_create(
+        text="Bash(git push origin dev:*)",
+        action=RuleAction.ALLOW,
+        actor=TEST_ACTOR,
+        runtime=runtime,
+        unattended=True,
+    )
+    tool_rules.tool_rule_create(text="Bash(git status:*)", action=RuleAction.ALLOW, actor=TEST_ACTOR)
+    texts = lambda: [rule.text for rule in tool_rules.unattended_allow_rules(runtime)[("", "Bash")]]  # noqa: E731
+    assert texts() == ["Bash(git push origin dev:*)", "Bash(git status:*)"]
+    push_floor()
+    assert texts() == ["Bash(git status:*)"]
+    decided = tool_call_decide(runtime=runtime, tool="Bash", arguments={"command": "git push origin dev"})
+    assert decided.verdict.decision == "DENY"  # as the forecast now says: nothing answers it unattended
