@@ -1,5 +1,7 @@
-"""core.hooks: approvals announces a request opened or changed after its commit, and a
-listener's failure never reaches the change (DESIGN P2: delivery never blocks a request)."""
+"""core.hooks: approvals announces a request opened, closed or escalated from inside its
+transaction. A listener in the transaction writes with it (what is owed commits with the
+change or not at all); any other runs after the commit, and its failure never reaches the
+change (DESIGN P2: delivery never blocks a request, nothing lost)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ def heard() -> Iterator[list[str]]:
     calls: list[str] = []
     yield calls
     hooks._listeners.pop(EVENT, None)
+    hooks._in_transaction.pop(EVENT, None)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -87,3 +90,27 @@ def test_in_production_a_listener_runs_off_the_request_thread(
     finally:
         release.set()
         hooks._listeners.pop("test-hooks-blocked", None)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_listener_in_the_transaction_writes_with_the_change_and_fails_it(heard: list[str]) -> None:
+    # P2: what a change owes is written with it, so no outage after the commit can lose it.
+    def record(subject_id: str) -> None:
+        assert transaction.get_connection().in_atomic_block
+        heard.append(subject_id)
+
+    hooks.listen(EVENT, record, in_transaction=True)
+    with transaction.atomic():
+        hooks.announce_after_commit(EVENT, "r-1")
+        assert heard == ["r-1"]  # at once, inside it
+
+    def broken(subject_id: str) -> None:
+        raise ConnectionError("the database is gone")
+
+    hooks.listen(EVENT, broken, in_transaction=True)
+    with pytest.raises(ConnectionError), transaction.atomic():
+        hooks.announce_after_commit(EVENT, "r-2")
+    # Outside a transaction its write could not commit with the change: refused.
+    with pytest.raises(RuntimeError, match="announce it inside the transaction"):
+        hooks.announce_after_commit(EVENT, "r-3")
+    assert heard == ["r-1", "r-2"]
