@@ -324,6 +324,9 @@ def commands(config: Config) -> dict[str, list[str]]:
             "worker",
             "--loglevel",
             "INFO",
+            # The default queue and notifications' own (settings: CELERY_TASK_ROUTES).
+            "-Q",
+            "celery,notifications",
             "--concurrency",
             str(config.celery_concurrency),
             "--hostname",

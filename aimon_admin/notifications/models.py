@@ -136,12 +136,20 @@ class Preference(models.Model):
 
 
 class Fanout(models.Model):
-    """That a request's event was turned into deliveries: the sweep looks for requests
-    without one (the web process could not reach the queue), so nothing is lost."""
+    """What a request's event owes its channels (the outbox), written in approvals' own
+    transaction (core.hooks, an in-transaction listener), so it exists exactly when that
+    change committed, whatever Redis or a worker did after: REQUESTED and ANSWERED by the
+    opening (ANSWERED due once the request has closed), ESCALATED by the escalation. Turned
+    into deliveries once (`fanned_out_at`).
+
+    `lease_until`: a fan-out task the sweep queued is on its way to it until then; past it,
+    with the row still owed, the sweep queues another."""
 
     request = models.ForeignKey("approvals.ApprovalRequest", on_delete=models.PROTECT, related_name="+")
     event = models.CharField(max_length=12, choices=NotificationEvent.choices)
     created_at = models.DateTimeField(auto_now_add=True)
+    lease_until = models.DateTimeField(null=True, blank=True)
+    fanned_out_at = models.DateTimeField(null=True, blank=True)
     deliveries = models.PositiveIntegerField(default=0)
 
     class Meta:
@@ -153,8 +161,8 @@ class Fanout(models.Model):
                 violation_error_message="This request's event was already fanned out.",
             ),
         ]
-        # The sweep reads the last hours' opened requests for those closed since.
-        indexes = [models.Index(fields=["event", "created_at"], name="fanout_event_created")]
+        # The sweep reads the rows still owed (few: about one per request still open).
+        indexes = [models.Index(fields=["id"], condition=Q(fanned_out_at__isnull=True), name="fanout_owed")]
 
     def __str__(self) -> str:
         return f"{self.event} of request {self.request_id}"
@@ -176,6 +184,8 @@ class Delivery(models.Model):
     status = models.CharField(max_length=8, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING)
     created_at = models.DateTimeField(auto_now_add=True)
     next_attempt_at = models.DateTimeField()
+    # PENDING or HELD: a task to send it is queued until then (the sweep queues none before);
+    # SENDING: the claim's lease (past it, the sender is taken to be dead and it is due again).
     lease_until = models.DateTimeField(null=True, blank=True)
     # Who is sending it now (a claim token), so a second worker never sends it too.
     claim = models.UUIDField(null=True, blank=True)

@@ -1,26 +1,31 @@
 """Background work of notifications (Celery): fan a request's event out, send each delivery,
-send digests, and the beat's sweep that picks up whatever was left (P2: nothing lost).
+send digests, and the beat's sweep that queues whatever is owed or due (P2: nothing lost).
 
-Every task is safe to run twice: a fan-out happens once (its marker row), a send only after
-claiming its row (services.delivery)."""
+Fan-outs, sends and digests run on the `notifications` queue (CELERY_TASK_ROUTES), so a
+burst of them never delays the default queue's work (request expiry, MCP syncs); the sweep
+stays on the default queue, since it only takes rows and queues their tasks.
+
+Every task is safe to run twice: a fan-out happens once (it locks and marks its owed row), a
+send only after claiming its row (services.delivery). Each task queued for a row leases the
+row first, so the sweep does not queue it again while it waits its turn.
+"""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from celery import current_app, shared_task
+from celery import Task, current_app, shared_task
 
 from aimon_admin.approvals.services.escalation import requests_escalate_due
-from aimon_admin.notifications import policy, services
-from aimon_admin.notifications.choices import DeliveryStatus, NotificationEvent
-from aimon_admin.notifications.models import Delivery
+from aimon_admin.core import hooks
+from aimon_admin.notifications import services
+from aimon_admin.notifications.choices import NotificationEvent
 
 logger = logging.getLogger(__name__)
 
-OPENED_TASK = "notifications.request_opened"
-CHANGED_TASK = "notifications.request_changed"
-ESCALATED_TASK = "notifications.request_escalated"
+FAN_OUT_TASK = "notifications.fan_out"
 DELIVER_TASK = "notifications.deliver"
 DIGEST_TASK = "notifications.send_digest"
 SWEEP_TASK = "notifications.sweep"
@@ -30,53 +35,43 @@ def _eager() -> bool:
     return bool(current_app.conf.task_always_eager)
 
 
-def queue_deliveries(ids: list[int]) -> None:
-    """Queue one send per delivery; a queue that cannot be reached leaves them due (logged):
-    the sweep queues them again."""
-    for delivery_id in ids:
+def _queue(task: Task, jobs: Sequence[tuple[int, list[Any]]], hand_back: Callable[[list[int]], None]) -> None:
+    """Queue `task` once per job (its row's id, the task's arguments), the rows already
+    leased. When the broker cannot be reached the job and the rest are handed back (their
+    leases end, so the sweep queues them at its next run); run eagerly, a job that fails is
+    its own failure, logged, and the rest still run."""
+    for n, (row_id, args) in enumerate(jobs):
         try:
-            deliver.apply_async(args=[delivery_id], retry=False)
+            task.apply_async(args=args, retry=False)
         except Exception:
-            logger.exception("could not queue delivery %s; the sweep will", delivery_id)
-            if not _eager():
-                return  # the broker is down: the rest would fail alike
+            if _eager():
+                logger.exception("%s failed for %s", task.name, args)
+                hand_back([row_id])
+                continue
+            logger.exception("could not queue %s for %s; the sweep will", task.name, args)
+            hand_back([row_id for row_id, _ in jobs[n:]])
+            return
 
 
-@shared_task(name=OPENED_TASK, ignore_result=True)
-def request_opened(request_id: str) -> int:
-    """A request opened (P1): make its deliveries and queue those due now."""
-    ids = services.request_fan_out(request_id=request_id, event=NotificationEvent.REQUESTED)
+def queue_deliveries(ids: list[int]) -> None:
+    """Queue one send per delivery not already queued (each leased first)."""
+    taken = services.deliveries_take(ids=ids)
+    _queue(deliver, [(pk, [pk]) for pk in taken], lambda rows: services.leases_end(deliveries=rows))
+
+
+@shared_task(name=FAN_OUT_TASK, ignore_result=True)
+def fan_out(request_id: str, event: str) -> int:
+    """What a request's event owes, made into deliveries (once); those due now are queued."""
+    ids = services.request_fan_out(request_id=request_id, event=event)
     queue_deliveries(ids)
     return len(ids)
 
 
-@shared_task(name=CHANGED_TASK, ignore_result=True)
-def request_changed(request_id: str) -> int:
-    """A request changed: once it is closed, the webhooks that take 'approval.answered' are told."""
-    ids = services.request_fan_out(request_id=request_id, event=NotificationEvent.ANSWERED)
-    queue_deliveries(ids)
-    return len(ids)
-
-
-@shared_task(name=ESCALATED_TASK, ignore_result=True)
-def request_escalated(request_id: str) -> int:
-    """Nobody answered a request in its runtime's time (P2): tell the operators, the owner and
-    the webhooks that take 'approval.escalated', at once whatever their quiet hours."""
-    ids = services.request_fan_out(request_id=request_id, event=NotificationEvent.ESCALATED)
-    queue_deliveries(ids)
-    return len(ids)
-
-
-@shared_task(bind=True, name=DELIVER_TASK, ignore_result=True)
-def deliver(self: Any, delivery_id: int) -> str | None:
-    """Send one delivery; after a failure it is retried with back-off (a Celery retry with a
-    worker; eager, the sweep retries it, so a click never waits on a second try)."""
-    status = services.delivery_send(delivery_id=delivery_id)
-    if status == DeliveryStatus.PENDING and not _eager():
-        attempts = Delivery.objects.filter(pk=delivery_id).values_list("attempts", flat=True).first() or 1
-        # One second late at most, so the retry finds the row due (the sweep covers a lost one).
-        raise self.retry(countdown=policy.backoff_seconds(attempts) + 1, max_retries=None)
-    return status
+@shared_task(name=DELIVER_TASK, ignore_result=True)
+def deliver(delivery_id: int) -> str | None:
+    """Send one delivery. After a failure it is due again after its back-off, and the sweep
+    queues it then (no Celery retry waiting in a worker's memory)."""
+    return services.delivery_send(delivery_id=delivery_id)
 
 
 @shared_task(name=DIGEST_TASK, ignore_result=True)
@@ -87,50 +82,65 @@ def send_digest(channel_id: int) -> int:
 @shared_task(name=SWEEP_TASK, ignore_result=True)
 def sweep() -> dict[str, int]:
     """Beat, every few seconds: escalate the requests nobody answered in their runtime's time
-    (each announced after its commit, so its fan-out is queued at once), fan out what was
-    missed, hand back lapsed leases, queue what is due."""
+    (each owes its escalation from that commit), hand back lapsed claims, and queue every
+    fan-out owed and every delivery and digest due that is not queued already."""
     escalated = requests_escalate_due()
     found = services.deliveries_sweep()
-    for request_id in found.opened:
-        request_opened.delay(request_id)
-    for request_id in found.escalated:
-        request_escalated.delay(request_id)
-    for request_id in found.answered:
-        request_changed.delay(request_id)
-    queue_deliveries(found.due)
-    for channel_id in found.digests:
-        send_digest.delay(channel_id)
+    _queue(
+        fan_out,
+        [(row.pk, [str(row.request_id), row.event]) for row in found.fanouts],
+        lambda rows: services.leases_end(fanouts=rows),
+    )
+    _queue(deliver, [(pk, [pk]) for pk in found.due], lambda rows: services.leases_end(deliveries=rows))
+    held = found.digests
+    _queue(
+        send_digest,
+        [(channel_id, [channel_id]) for channel_id in held],
+        lambda channels: services.leases_end(deliveries=[pk for c in channels for pk in held[c]]),
+    )
     return {
         "escalated": escalated,
-        "opened": len(found.opened),
-        "answered": len(found.answered),
+        "owed": len(found.fanouts),
         "due": len(found.due),
-        "digests": len(found.digests),
+        "digests": len(held),
         "reclaimed": found.reclaimed,
     }
 
 
+def _owe_opened(request_id: str) -> None:
+    # Inside the transaction that opened it: the request now owes its opening message, and
+    # its answer's once it closes (so the answer's own transaction writes nothing more).
+    services.fanout_owe(
+        request_id=request_id, events=[NotificationEvent.REQUESTED, NotificationEvent.ANSWERED]
+    )
+
+
+def _owe_escalated(request_id: str) -> None:
+    services.fanout_owe(request_id=request_id, events=[NotificationEvent.ESCALATED])
+
+
+def _hint(event: str) -> Callable[[str], None]:
+    # After the commit, off the request's thread in production: no publish retries (a broker
+    # that is down fails at once, and the sweep queues the fan-out once its grace is over).
+    def hint(request_id: str) -> None:
+        fan_out.apply_async(args=[request_id, event], retry=False)
+
+    return hint
+
+
+# approvals' announcements (core.hooks): what each owes, written inside its transaction, and
+# the fan-out hinted after its commit. Made once, so listening twice registers nothing more.
+LISTENERS = {
+    hooks.REQUEST_OPENED: (_owe_opened, _hint(NotificationEvent.REQUESTED)),
+    hooks.REQUEST_CHANGED: (None, _hint(NotificationEvent.ANSWERED)),
+    hooks.REQUEST_ESCALATED: (_owe_escalated, _hint(NotificationEvent.ESCALATED)),
+}
+
+
 def listen() -> None:
-    """Hear approvals' announcements (core.hooks): queue the fan-out, never failing the caller."""
-    from aimon_admin.core import hooks
-
-    hooks.listen(hooks.REQUEST_OPENED, _opened)
-    hooks.listen(hooks.REQUEST_CHANGED, _changed)
-    hooks.listen(hooks.REQUEST_ESCALATED, _escalated)
-
-
-# In the web request that opened or answered the request, after its commit: no publish
-# retries (a broker that is down fails at once, and the sweep fans the request out later),
-# so the answer to the runtime or the click never waits on Redis.
-
-
-def _opened(request_id: str) -> None:
-    request_opened.apply_async(args=[request_id], retry=False)
-
-
-def _changed(request_id: str) -> None:
-    request_changed.apply_async(args=[request_id], retry=False)
-
-
-def _escalated(request_id: str) -> None:
-    request_escalated.apply_async(args=[request_id], retry=False)
+    """Hear approvals' announcements (core.hooks): inside the transaction that opened or
+    escalated a request, record what it owes; once a change commits, queue its fan-out."""
+    for announced, (owe, hint) in LISTENERS.items():
+        if owe is not None:
+            hooks.listen(announced, owe, in_transaction=True)
+        hooks.listen(announced, hint)

@@ -205,6 +205,14 @@ CELERY_TASK_TIME_LIMIT = 300
 CELERY_TASK_SOFT_TIME_LIMIT = 240
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TIMEZONE = "UTC"
+# P2: notifications' fan-outs, sends and digests have a queue of their own, so a burst of
+# them never delays what stays on the default queue ("celery"): request expiry, MCP syncs,
+# the audit check and the notifications sweep (it only queues). make prod's worker takes both.
+CELERY_TASK_ROUTES = {
+    "notifications.fan_out": {"queue": "notifications"},
+    "notifications.deliver": {"queue": "notifications"},
+    "notifications.send_digest": {"queue": "notifications"},
+}
 CELERY_BEAT_SCHEDULE: dict[str, dict] = {
     # S9: close approval requests nobody answered in time (reads also expire them on sight).
     "approvals-expire-due-requests": {"task": "approvals.expire_due_requests", "schedule": 30.0},
@@ -216,7 +224,8 @@ CELERY_BEAT_SCHEDULE: dict[str, dict] = {
         "task": "audit.verify_chain",
         "schedule": float(env_int("AIMON_AUDIT_VERIFY_INTERVAL_SECONDS", 3600)),
     },
-    # P2: sends nobody finished (the queue or a worker was down), retries and digests due.
+    # P2: fan-outs owed and sends nobody queued or finished (Redis or a worker was down),
+    # retries and digests due; each queued once.
     "notifications-sweep": {"task": "notifications.sweep", "schedule": 10.0},
 }
 

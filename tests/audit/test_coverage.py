@@ -487,7 +487,9 @@ def _webhook(w: World) -> None:
 def _unannounced_request(w: World) -> None:
     """Alice's channel, and her pending request as if its fan-out never ran (the queue was down)."""
     _alice_channel(w)
-    Fanout.objects.filter(request=w.session_request).delete()
+    Fanout.objects.filter(request=w.session_request, event=NotificationEvent.REQUESTED).update(
+        fanned_out_at=None
+    )
 
 
 def _due_delivery(w: World) -> None:
@@ -538,6 +540,11 @@ def _load_webhooks(w: World) -> Any:
     )
     w.secrets.extend(loaded.new_secrets.values())
     return loaded
+
+
+def _queued_delivery(w: World) -> None:
+    _due_delivery(w)
+    Delivery.objects.filter(pk=w.prepared.pk).update(lease_until=timezone.now() + timedelta(minutes=5))
 
 
 def _lapsed_delivery(w: World) -> None:
@@ -1549,6 +1556,34 @@ CASES: dict[str, list[Case]] = {
                 "deliveries and their fan-out marker are the delivery log; the request's opening is "
                 "its own record, and what becomes of each delivery is audited when it matters"
             ),
+            channel=Channel.TASK,
+        )
+    ],
+    "aimon_admin.notifications.services.delivery.fanout_owe": [
+        Case(
+            run=lambda w: notifications.fanout_owe(
+                request_id=str(w.session_request.pk), events=[NotificationEvent.ESCALATED]
+            ),
+            no_event=(
+                "what a request owes its channels, written inside the transaction that changed the "
+                "request (core.hooks), whose own event records the change"
+            ),
+            channel=Channel.TASK,
+        )
+    ],
+    "aimon_admin.notifications.services.delivery.deliveries_take": [
+        Case(
+            prepare=_due_delivery,
+            run=lambda w: notifications.deliveries_take(ids=[w.prepared.pk]),
+            no_event="a lease on a delivery about to be queued, so it is queued once; nothing is sent",
+            channel=Channel.TASK,
+        )
+    ],
+    "aimon_admin.notifications.services.delivery.leases_end": [
+        Case(
+            prepare=_queued_delivery,
+            run=lambda w: notifications.leases_end(deliveries=[w.prepared.pk]),
+            no_event="a delivery's task could not be queued: its lease ends so the sweep queues it",
             channel=Channel.TASK,
         )
     ],

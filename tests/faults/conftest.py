@@ -367,7 +367,8 @@ def start_node(product: Product, tmp_path: Path) -> Iterator[Callable[..., Node]
 
 @pytest.fixture
 def start_worker(product: Product, tmp_path: Path) -> Iterator[Callable[..., Process]]:
-    """Start a Celery worker (prefork, one pool process) on the private broker and database.
+    """Start a Celery worker (prefork, one pool process) on the private broker and database,
+    taking both queues as make prod's worker does (the default one and notifications').
 
     It boots while the test goes on: what is queued meanwhile waits in Redis for it.
     """
@@ -377,8 +378,8 @@ def start_worker(product: Product, tmp_path: Path) -> Iterator[Callable[..., Pro
         name = f"faults-{len(started) + 1}"
         process = Process(
             [str(BIN / "celery"), "-A", "aimon_admin", "worker", "-P", "prefork", "-c", "1",
-             "-n", f"{name}@%h", "--without-gossip", "--without-mingle", "--without-heartbeat",
-             "-l", "INFO"],
+             "-Q", "celery,notifications", "-n", f"{name}@%h", "--without-gossip",
+             "--without-mingle", "--without-heartbeat", "-l", "INFO"],
             product.env(**env),
             tmp_path / f"{name}.log",
         )  # fmt: skip

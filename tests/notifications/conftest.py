@@ -1,20 +1,36 @@
 """Shared set-up for the notification tests: the product's own address, local receivers
-allowed (they run on 127.0.0.1), short time limits, and a request opened with its
-after-commit work run as a web request would run it."""
+allowed (they run on 127.0.0.1), short time limits, a request opened with its
+after-commit work run as a web request would run it, and tasks queued in Redis."""
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
 from collections.abc import Callable, Iterator
 from typing import Any
+from unittest import mock
 
 import pytest
+import redis
+from celery import current_app
+from django.conf import settings as django_settings
+from django.utils import timezone
 
 from aimon_admin.accounts.models import User
 from aimon_admin.approvals.models import ApprovalRequest
 from aimon_admin.approvals.services import RequestInput, request_create
 from aimon_admin.runtimes.models import AgentRuntime
+from tests.conftest import skip_or_fail
 
 BASE_URL = "http://aimon.test"
+
+
+@contextlib.contextmanager
+def later(seconds: float) -> Iterator[None]:
+    """The clock `seconds` ahead, for everything that asks django.utils.timezone."""
+    real = timezone.now
+    with mock.patch("django.utils.timezone.now", side_effect=lambda: real() + dt.timedelta(seconds=seconds)):
+        yield
 
 
 @pytest.fixture(autouse=True)
@@ -44,3 +60,29 @@ def open_request(
 @pytest.fixture
 def person(approver: User) -> User:
     return approver
+
+
+# The broker's queues (kombu keeps each in a Redis list of its name).
+QUEUES = ("celery", "notifications")
+
+
+@pytest.fixture
+def queued(settings: Any) -> Iterator[redis.Redis]:
+    """Tasks go to Redis (the run's REDIS_URL), not inline; the queues start and end empty."""
+    url = django_settings.REDIS_URL
+    if not url:
+        skip_or_fail("this test needs REDIS_URL (the PostgreSQL + Redis run sets it)")
+    client = redis.Redis.from_url(url, socket_connect_timeout=2)
+    try:
+        client.ping()
+    except redis.exceptions.RedisError as exc:
+        skip_or_fail(f"Redis is not reachable at {url}: {exc}")
+    client.delete(*QUEUES)
+    was_eager = current_app.conf.task_always_eager
+    current_app.conf.task_always_eager = False
+    try:
+        yield client
+    finally:
+        current_app.conf.task_always_eager = was_eager
+        client.delete(*QUEUES)
+        client.close()

@@ -3,23 +3,22 @@ of requests gets each delivery exactly once").
 
 The test opens requests in this process (tasks queued in Redis, not run eagerly), the first
 ones before any worker runs (the queue holds them: nothing lost), then starts a prefork
-worker with two processes on the test database. Every request is announced twice more and
-the sweep is queued several times, so duplicates race each other through the queue. Each of
-the three channels (a signed webhook, an ntfy and a JSON channel through Apprise) must
-receive each request exactly once, every delivery sent on its first attempt.
+worker with two processes on the test database, taking both queues as make prod's does.
+Every request's fan-out is queued once more and the sweep several times, so duplicates
+race each other through the queue. Each of the three channels (a signed webhook, an ntfy
+and a JSON channel through Apprise) must receive each request exactly once, every delivery
+sent on its first attempt.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
-from celery import current_app
 from django.conf import settings as django_settings
 from standardwebhooks.webhooks import Webhook
 
@@ -28,11 +27,10 @@ from aimon_admin.approvals.models import ApprovalRequest
 from aimon_admin.approvals.services import RequestInput, request_create
 from aimon_admin.core.actors import Actor
 from aimon_admin.notifications import services, tasks
-from aimon_admin.notifications.choices import ChannelKind, DeliveryStatus
+from aimon_admin.notifications.choices import ChannelKind, DeliveryStatus, NotificationEvent
 from aimon_admin.notifications.models import Delivery
 from aimon_admin.runtimes.models import AgentRuntime
 from tests.audit.helpers import database_for_new_process
-from tests.conftest import skip_or_fail
 from tests.notifications.receivers import HttpReceiver, http_receiver
 from tests.production.helpers import Deadline, child_env, stop
 
@@ -42,28 +40,6 @@ ROOT = Path(__file__).resolve().parents[2]
 BURST = 40
 BEFORE_THE_WORKER = 10
 BUDGET_SECONDS = 150
-
-
-@pytest.fixture
-def queued(settings: Any) -> Iterator[str]:
-    """Tasks go to Redis (the run's REDIS_URL), not inline; the queue starts empty."""
-    url = django_settings.REDIS_URL
-    if not url:
-        skip_or_fail("the worker test needs REDIS_URL (the PostgreSQL + Redis run sets it)")
-    client = redis.Redis.from_url(url, socket_connect_timeout=2)
-    try:
-        client.ping()
-    except redis.exceptions.RedisError as exc:
-        skip_or_fail(f"Redis is not reachable at {url}: {exc}")
-    client.delete("celery")
-    was_eager = current_app.conf.task_always_eager
-    current_app.conf.task_always_eager = False
-    try:
-        yield url
-    finally:
-        current_app.conf.task_always_eager = was_eager
-        client.delete("celery")
-        client.close()
 
 
 def start_worker(database_url: str, redis_url: str, log: Path) -> Any:
@@ -79,6 +55,8 @@ def start_worker(database_url: str, redis_url: str, log: Path) -> Any:
     )
     argv = [sys.executable, "-m", "celery", "-A", "aimon_admin", "worker", "-P", "prefork", "-c", "2"]
     argv += [
+        "-Q",
+        "celery,notifications",
         "-n",
         "notify-burst@%h",
         "--without-gossip",
@@ -107,7 +85,7 @@ def _ids(receiver: HttpReceiver, path: str) -> list[str]:
 
 
 def test_a_burst_is_delivered_exactly_once_on_every_channel(
-    queued: str, runtime: AgentRuntime, approver: User, tmp_path: Path
+    queued: redis.Redis, runtime: AgentRuntime, approver: User, tmp_path: Path
 ) -> None:
     deadline = Deadline(BUDGET_SECONDS)
     with http_receiver() as receiver:
@@ -134,14 +112,16 @@ def test_a_burst_is_delivered_exactly_once_on_every_channel(
                     RequestInput(runtime=runtime, skills=["deploy"], session_id=f"s-{n}", principal="alice")
                 )
                 opened.append(request)
-                # Duplicates racing through the queue: the announcement again, and the sweep.
-                tasks.request_opened.delay(str(request.pk))
+                # Duplicates racing through the queue: the fan-out again, and the sweep.
+                tasks.fan_out.delay(str(request.pk), NotificationEvent.REQUESTED)
                 if n % 10 == 0:
                     tasks.sweep.delay()
 
         open_some(BEFORE_THE_WORKER)  # no worker yet: the queue holds them
         assert receiver.got == []
-        worker = start_worker(database_for_new_process(tmp_path), queued, tmp_path / "worker.log")
+        worker = start_worker(
+            database_for_new_process(tmp_path), django_settings.REDIS_URL, tmp_path / "worker.log"
+        )
         try:
             open_some(BURST - BEFORE_THE_WORKER)
             expected = 3 * BURST

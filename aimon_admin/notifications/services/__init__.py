@@ -15,8 +15,11 @@ from aimon_admin.notifications.services.delivery import (
     Sweep,
     channel_test,
     deliveries_sweep,
+    deliveries_take,
     delivery_send,
     digest_send,
+    fanout_owe,
+    leases_end,
     request_fan_out,
 )
 from aimon_admin.notifications.services.errors import ChannelError
@@ -28,8 +31,11 @@ __all__ = [
     "channel_remove",
     "channel_test",
     "deliveries_sweep",
+    "deliveries_take",
     "delivery_send",
     "digest_send",
+    "fanout_owe",
+    "leases_end",
     "new_webhook_secret",
     "preference_set",
     "request_fan_out",

@@ -1,13 +1,33 @@
-"""Deliveries (P1, P2): a request's event becomes one delivery per channel to tell, each sent
-once, retried with back-off, logged attempt by attempt; a channel that keeps failing is
+"""Deliveries (P1, P2, P4): a request's event becomes one delivery per channel to tell, each
+sent, retried with back-off, logged attempt by attempt; a channel that keeps failing is
 marked broken and its owner told on their page.
 
-Exactly once: a request's event is fanned out once (a unique marker row), each delivery is a
-unique row per request, channel and event, and a send starts only by claiming its row with a
-conditional update (PENDING -> SENDING, a claim token, a lease). A worker that dies after its
-claim leaves a lapsed lease: the sweep hands the row back and it is sent then. (A worker that
-dies after the receiver took the message and before the outcome was written sends it twice:
-the message id, Standard Webhooks' webhook-id, is the same both times so a receiver can tell.)
+Nothing lost (P2). What a request owes is written in approvals' own transaction (core.hooks
+calls `fanout_owe` inside it), so it exists exactly when the change committed, whatever
+Redis or a worker did after: its opening writes two Fanout rows, REQUESTED, due at once,
+and ANSWERED, due once the request has closed (answered, cancelled or expired: `closed_at`),
+so the close writes nothing more; an escalation writes ESCALATED. After each commit a hint
+queues the fan-out at once; a hint lost with Redis costs only time: beat's sweep queues the
+fan-out of every row due for `HINT_GRACE`. The fan-out turns a row into one delivery per
+channel, once (it locks the row and marks it done in the same transaction). Whether the
+request is still pending decides only whom a person's message would reach, never whether a
+webhook is owed its message: a request answered before its opening's fan-out ran still
+owes both `approval.requested` and `approval.answered`.
+
+Queued once (P2: a burst never floods the queue). Every task queued for a row by the sweep
+or a fan-out first takes the row's lease (`lease_until`, `QUEUED_LEASE`); the sweep queues
+only rows with no lease or a lapsed one, so a delivery already queued is not queued again
+each time beat runs, only once its message can be taken to be lost (Redis restarted
+without its data). A retry is the same: a failed send is due again after its back-off and
+the sweep queues it then.
+
+At least once (P4). A send starts only by claiming its row with a conditional update
+(PENDING -> SENDING, a claim token, a lease), so two workers never send it at once; a
+worker that dies after its claim leaves a lapsed lease, and the sweep hands the row back.
+A worker (or PostgreSQL) that dies after the receiver took the message and before the
+outcome was written sends it again: the message id, Standard Webhooks' webhook-id, is the
+delivery's own `key`, the same on every try, so a receiver dedupes by it
+(docs/operations.md, Receiving webhooks).
 
 Audited (A1): a channel marked broken or working again, and a delivery given up for good —
 the moments someone was not told. Not each attempt or each message sent: the delivery log
@@ -21,11 +41,12 @@ import datetime as dt
 import logging
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
-from django.db.models import Exists, OuterRef
+from django.db import transaction
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from aimon_admin.approvals.choices import RequestStatus
@@ -52,8 +73,13 @@ CHANNEL_GONE = "The channel was removed."
 CHANNEL_BROKEN = "The channel is marked broken; nothing is sent there until a test succeeds."
 UNEXPECTED = "Unexpected error while sending ({name}); see the server log."
 DIGEST_BATCH = 100
-# How far back the sweep looks for requests closed without their "answered" message.
-ANSWERED_LOOKBACK = dt.timedelta(hours=6)
+# A row due is left this long to the hint queued after the commit that made it due (within
+# milliseconds, unless Redis is down) before the sweep queues its fan-out.
+HINT_GRACE = dt.timedelta(seconds=10)
+# A task queued for a row is taken to be lost (Redis restarted without its data) once this
+# has passed with the row not done: the sweep queues another. Longer than a burst's queue
+# takes to drain, so a message waiting its turn is not queued twice.
+QUEUED_LEASE = dt.timedelta(minutes=5)
 
 
 def _lease() -> dt.timedelta:
@@ -104,57 +130,53 @@ def _person_rows(request: ApprovalRequest, now: dt.datetime) -> list[Delivery]:
     return rows
 
 
-def request_fan_out(*, request_id: str, event: NotificationEvent | str) -> list[int]:
-    """Make the deliveries of a request's event, once (a second call makes none), and return
-    the ids due now. Opened: the people who answer it (P1) and the webhooks that take the
-    event; escalated (nobody answered in time, P2): the operators, the owner and the
-    webhooks, while it is still open; answered: the webhooks only. A request answered when
-    it opened tells nobody."""
-    now = timezone.now()
-    request = (
-        ApprovalRequest.objects.select_related("runtime", "runtime__owner").filter(pk=request_id).first()
-    )
-    if request is None:
-        return []
-    if event == NotificationEvent.REQUESTED and (
-        request.status != RequestStatus.PENDING or request.expires_at <= now
-    ):
-        return []
-    if event == NotificationEvent.ESCALATED and (
-        request.escalated_at is None or request.status != RequestStatus.PENDING or request.expires_at <= now
-    ):
-        return []
-    if event == NotificationEvent.ANSWERED and (
-        request.status == RequestStatus.PENDING
-        or not Fanout.objects.filter(request=request, event=NotificationEvent.REQUESTED).exists()
-    ):
-        return []
+def fanout_owe(*, request_id: str, events: Sequence[str]) -> None:
+    """Record what a request owes its channels, one row per event, in the caller's
+    transaction (approvals' own: core.hooks); once per event."""
+    rows = [Fanout(request_id=request_id, event=event) for event in events]
+    Fanout.objects.bulk_create(rows, ignore_conflicts=True)
+
+
+def _rows_owed(request: ApprovalRequest, event: str, now: dt.datetime) -> list[Delivery]:
+    """Opened: the people who answer it (P1); escalated (nobody answered in time, P2): the
+    operators and the owner; both only while it is still open, people being asked only what
+    they can still answer. Every event: the webhooks that take it, whatever became of the
+    request since."""
+    still_open = request.status == RequestStatus.PENDING and request.expires_at > now
+    rows: list[Delivery] = []
+    if still_open and event == NotificationEvent.REQUESTED:
+        rows = _person_rows(request, now)
+    elif still_open and event == NotificationEvent.ESCALATED:
+        rows = _escalation_rows(request, now)
     hooks = selectors.webhooks_for(event)
-    people = NotificationEvent.REQUESTED, NotificationEvent.ESCALATED
-    if event not in people and not hooks:
-        return []  # nobody takes it: no marker either (the sweep looks only while some webhook does)
-    try:
-        with transaction.atomic():
-            marker = Fanout.objects.create(request=request, event=event)
-            if event == NotificationEvent.REQUESTED:
-                rows = _person_rows(request, now)
-            elif event == NotificationEvent.ESCALATED:
-                rows = _escalation_rows(request, now)
-            else:
-                rows = []
-            rows += [
-                Delivery(request=request, channel=hook, event=event, next_attempt_at=now) for hook in hooks
-            ]
-            Delivery.objects.bulk_create(rows, ignore_conflicts=True)
-            if rows:
-                marker.deliveries = len(rows)
-                marker.save(update_fields=["deliveries"])
-    except IntegrityError:
-        return []  # fanned out already (the hook and the sweep raced): that run sends them
-    return list(
-        Delivery.objects.filter(request=request, event=event, status=DeliveryStatus.PENDING).values_list(
-            "id", flat=True
+    return rows + [
+        Delivery(request=request, channel=hook, event=event, next_attempt_at=now) for hook in hooks
+    ]
+
+
+def request_fan_out(*, request_id: str, event: NotificationEvent | str) -> list[int]:
+    """Turn what a request's event owes into deliveries, once (a second call, or one while
+    another holds the row, makes none; "answered" none while the request is open), and
+    return the ids due now."""
+    now = timezone.now()
+    with transaction.atomic():
+        owed = (
+            Fanout.objects.select_for_update(skip_locked=True)
+            .filter(request_id=request_id, event=event, fanned_out_at__isnull=True)
+            .first()
         )
+        if owed is None:
+            return []
+        request = ApprovalRequest.objects.select_related("runtime", "runtime__owner").get(pk=request_id)
+        if event == NotificationEvent.ANSWERED and request.status == RequestStatus.PENDING:
+            return []  # an answer to some of its skills: owed once it closes
+        rows = _rows_owed(request, event, now)
+        Delivery.objects.bulk_create(rows, ignore_conflicts=True)
+        Fanout.objects.filter(pk=owed.pk).update(fanned_out_at=now, lease_until=None, deliveries=len(rows))
+    return list(
+        Delivery.objects.filter(
+            request_id=request_id, event=event, status=DeliveryStatus.PENDING, next_attempt_at__lte=now
+        ).values_list("id", flat=True)
     )
 
 
@@ -179,6 +201,41 @@ def _queue(ids: list[int]) -> None:
     from aimon_admin.notifications import tasks
 
     tasks.queue_deliveries(ids)
+
+
+# --- Queued once ------------------------------------------------------------------------------------
+
+
+def _take(rows: QuerySet, limit: int) -> list:  # type: ignore[type-arg]
+    """Up to `limit` of `rows` with no task queued for them (no lease, or a lapsed one), each
+    leased now for `QUEUED_LEASE`: the caller queues one task per row. Two sweeps at once
+    take different rows (PostgreSQL: SKIP LOCKED, locking these rows only)."""
+    now = timezone.now()
+    with transaction.atomic():
+        taken = list(
+            rows.filter(Q(lease_until__isnull=True) | Q(lease_until__lt=now))
+            .select_for_update(skip_locked=True, of=("self",))
+            .order_by("pk")[:limit]
+        )
+        rows.model.objects.filter(pk__in=[row.pk for row in taken]).update(lease_until=now + QUEUED_LEASE)
+    return taken
+
+
+def deliveries_take(*, ids: Sequence[int]) -> list[int]:
+    """Of these deliveries, those waiting to be sent with no task queued for them, leased:
+    the caller queues one send for each."""
+    if not ids:
+        return []
+    rows = Delivery.objects.filter(pk__in=ids, status=DeliveryStatus.PENDING)
+    return [row.pk for row in _take(rows, len(ids))]
+
+
+def leases_end(*, fanouts: Sequence[int] = (), deliveries: Sequence[int] = ()) -> None:
+    """No task could be queued for these rows (the broker is down): their leases end now, so
+    the sweep queues them at its next run."""
+    Fanout.objects.filter(pk__in=fanouts, fanned_out_at__isnull=True).update(lease_until=None)
+    waiting = [DeliveryStatus.PENDING, DeliveryStatus.HELD]
+    Delivery.objects.filter(pk__in=deliveries, status__in=waiting).update(lease_until=None)
 
 
 # --- Sending ----------------------------------------------------------------------------------------
@@ -290,19 +347,23 @@ def delivery_send(*, delivery_id: int) -> str | None:
 
 def digest_send(*, channel_id: int) -> int:
     """Send a channel's held deliveries that are due in one message (a digest, or what waited
-    out quiet hours); returns how many requests it named."""
-    due = list(
-        Delivery.objects.filter(
-            channel_id=channel_id, status=DeliveryStatus.HELD, next_attempt_at__lte=timezone.now()
-        ).values_list("id", flat=True)[:DIGEST_BATCH]
-    )
-    if not due:
-        return 0
-    token, rows = _claim(due, DeliveryStatus.HELD)
-    if not rows:
-        return 0
-    _send_rows(token, rows)
-    return Delivery.objects.filter(pk__in=[r.pk for r in rows], status=DeliveryStatus.SENT).count()
+    out quiet hours), `DIGEST_BATCH` requests a message; returns how many requests it named."""
+    named = 0
+    while True:
+        due = list(
+            Delivery.objects.filter(
+                channel_id=channel_id, status=DeliveryStatus.HELD, next_attempt_at__lte=timezone.now()
+            ).values_list("id", flat=True)[:DIGEST_BATCH]
+        )
+        if not due:
+            return named
+        token, rows = _claim(due, DeliveryStatus.HELD)
+        if not rows:
+            return named
+        _send_rows(token, rows)
+        named += Delivery.objects.filter(pk__in=[r.pk for r in rows], status=DeliveryStatus.SENT).count()
+        if len(due) < DIGEST_BATCH:
+            return named
 
 
 def _send_rows(token: uuid.UUID, rows: list[Delivery]) -> str:
@@ -462,65 +523,38 @@ def _audit_gave_up(row: Delivery, channel: Channel, detail: str) -> None:
 
 @dataclass
 class Sweep:
-    """What the sweep found to do: requests to fan out, deliveries and digests due."""
+    """What the sweep took to queue (each row leased): fan-outs owed, deliveries due, and
+    the held deliveries due by channel (a digest each)."""
 
-    opened: list[str] = field(default_factory=list)
-    escalated: list[str] = field(default_factory=list)
-    answered: list[str] = field(default_factory=list)
+    fanouts: list[Fanout] = field(default_factory=list)
     due: list[int] = field(default_factory=list)
-    digests: list[int] = field(default_factory=list)
+    digests: dict[int, list[int]] = field(default_factory=dict)
     reclaimed: int = 0
 
 
 def deliveries_sweep(*, limit: int = 500) -> Sweep:
-    """Whatever the web process or a worker could not finish: requests opened or escalated
-    without their fan-out (the queue was down), requests closed without their answered message, sends
-    whose worker died (lease lapsed), and every delivery and digest now due. Only reads and
-    hands back leases: the caller queues the work."""
+    """Whatever the web process or a worker could not finish: fan-outs due for `HINT_GRACE`
+    (their hint was lost), sends whose worker died (lease lapsed), and every delivery and
+    digest now due, each not already queued. Hands back lapsed claims and leases what it
+    found: the caller queues it."""
     now = timezone.now()
     result = Sweep()
-    opened_marker = Fanout.objects.filter(request=OuterRef("pk"), event=NotificationEvent.REQUESTED)
-    result.opened = [
-        str(pk)
-        for pk in ApprovalRequest.objects.filter(status=RequestStatus.PENDING, expires_at__gt=now)
-        .exclude(Exists(opened_marker))
-        .order_by("created_at")
-        .values_list("pk", flat=True)[:limit]
-    ]
-    escalated_marker = Fanout.objects.filter(request=OuterRef("pk"), event=NotificationEvent.ESCALATED)
-    result.escalated = [
-        str(pk)
-        for pk in ApprovalRequest.objects.filter(
-            status=RequestStatus.PENDING, expires_at__gt=now, escalated_at__isnull=False
-        )
-        .exclude(Exists(escalated_marker))
-        .order_by("escalated_at")
-        .values_list("pk", flat=True)[:limit]
-    ]
-    if selectors.webhooks_for(NotificationEvent.ANSWERED):
-        answered_marker = Fanout.objects.filter(request=OuterRef("request"), event=NotificationEvent.ANSWERED)
-        result.answered = [
-            str(pk)
-            for pk in Fanout.objects.filter(
-                event=NotificationEvent.REQUESTED, created_at__gte=now - ANSWERED_LOOKBACK
-            )
-            .exclude(request__status=RequestStatus.PENDING)
-            .exclude(Exists(answered_marker))
-            .values_list("request_id", flat=True)[:limit]
-        ]
     lapsed = Delivery.objects.filter(status=DeliveryStatus.SENDING, lease_until__lt=now)
-    result.reclaimed = lapsed.filter(batched=False).update(status=DeliveryStatus.PENDING, claim=None)
-    result.reclaimed += lapsed.filter(batched=True).update(status=DeliveryStatus.HELD, claim=None)
-    result.due = list(
-        Delivery.objects.filter(status=DeliveryStatus.PENDING, next_attempt_at__lte=now)
-        .order_by("next_attempt_at")
-        .values_list("id", flat=True)[:limit]
+    result.reclaimed = lapsed.filter(batched=False).update(
+        status=DeliveryStatus.PENDING, claim=None, lease_until=None
     )
-    result.digests = sorted(
-        set(
-            Delivery.objects.filter(status=DeliveryStatus.HELD, next_attempt_at__lte=now).values_list(
-                "channel_id", flat=True
-            )[:limit]
-        )
+    result.reclaimed += lapsed.filter(batched=True).update(
+        status=DeliveryStatus.HELD, claim=None, lease_until=None
     )
+    settled = now - HINT_GRACE
+    owed = Fanout.objects.filter(fanned_out_at__isnull=True).filter(
+        Q(event=NotificationEvent.ANSWERED, request__closed_at__lt=settled)
+        | (~Q(event=NotificationEvent.ANSWERED) & Q(created_at__lt=settled))
+    )
+    result.fanouts = _take(owed, limit)
+    due = Delivery.objects.filter(status=DeliveryStatus.PENDING, next_attempt_at__lte=now)
+    result.due = [row.pk for row in _take(due, limit)]
+    held = Delivery.objects.filter(status=DeliveryStatus.HELD, next_attempt_at__lte=now)
+    for row in _take(held, limit):
+        result.digests.setdefault(row.channel_id, []).append(row.pk)
     return result
