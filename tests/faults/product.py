@@ -96,12 +96,30 @@ def sync_or_refusal(*, name: str, operator: str) -> dict[str, Any]:
         return {"refused": str(exc)}
 
 
+def webhook(*, name: str, url: str) -> dict[str, Any]:
+    """An operator's signed webhook taking every request event; its secret, shown once."""
+    from aimon_admin.core.actors import Actor
+    from aimon_admin.notifications.services import webhook_create
+
+    hook, secret = webhook_create(name=name, url=url, actor=Actor.system("faults"))
+    return {"id": hook.pk, "secret": secret}
+
+
+def sweep() -> dict[str, Any]:
+    """Beat's notification sweep, once, as beat runs it (what it queues goes to the broker)."""
+    from aimon_admin.notifications.tasks import sweep as notifications_sweep
+
+    return notifications_sweep()
+
+
 COMMANDS = {
     "people": people,
     "chain": chain,
     "people_and_server": people_and_server,
     "sync": sync,
     "sync_or_refusal": sync_or_refusal,
+    "webhook": webhook,
+    "sweep": sweep,
 }
 
 
