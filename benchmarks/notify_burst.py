@@ -220,8 +220,8 @@ def main() -> int:
         processes.append(
             start(
                 [PYTHON, "-m", "celery", "-A", "aimon_admin", "worker", "-P", "prefork",
-                 "-c", str(args.worker_concurrency), "--without-gossip", "--without-mingle",
-                 "--without-heartbeat", "-l", "WARNING"],
+                 "-Q", "celery,notifications", "-c", str(args.worker_concurrency),
+                 "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "WARNING"],
                 env, folder / "worker.log",
             )
         )  # fmt: skip

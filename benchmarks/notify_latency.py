@@ -195,6 +195,8 @@ def main() -> int:
                     "worker",
                     "-P",
                     "prefork",
+                    "-Q",
+                    "celery,notifications",
                     "-c",
                     "2",
                     "--without-gossip",
