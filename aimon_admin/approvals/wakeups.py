@@ -13,18 +13,26 @@ when woken, at expiry or at its deadline, never on a timer: 1,000 idle waiters c
 database work. `repoll_after` says how often a waiter must re-read because wake-ups may not
 come: never for a live Redis subscription (its connection is checked with a PING every
 `HEALTH_CHECK_SECONDS`, and a dead one is noticed); `REPOLL_SECONDS` once Redis is
-unreachable (the waiter polls the row instead, and tries to subscribe again with a back-off
-from `RESUBSCRIBE_FIRST_SECONDS` to `RESUBSCRIBE_MAX_SECONDS`); `REPOLL_SECONDS` in process
-too, where a click served by another process without Redis would never wake it.
+unreachable (the waiter polls the row instead, and the subscription is tried again with a
+back-off from `RESUBSCRIBE_FIRST_SECONDS` to `RESUBSCRIBE_MAX_SECONDS`); `REPOLL_SECONDS` in
+process too, where a click served by another process without Redis would never wake it.
+
+The waiters of one event loop (of one uvicorn process) share one Redis connection, their
+`RedisHub`: a thousand waiters cost Redis one client and one SUBSCRIBE each, not a thousand
+connections, each with its own handshake and PINGs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
+import os
 import threading
 import uuid
+import weakref
 from collections import defaultdict
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -50,11 +58,6 @@ CHANNEL_PREFIX = "aimon:approval-request:"
 
 def channel_for(request_id: uuid.UUID | str) -> str:
     return f"{CHANNEL_PREFIX}{request_id}"
-
-
-def client_name_for(request_id: uuid.UUID | str) -> str:
-    """The name a waiter's Redis connection carries (CLIENT LIST shows who waits on what)."""
-    return f"aimon-wait-{request_id}"
 
 
 # --- In-process ---------------------------------------------------------------------------------
@@ -126,120 +129,282 @@ def _redis():  # type: ignore[no-untyped-def]
     return _redis_client[1]
 
 
-class RedisSubscription:
-    """A pub/sub subscription of its own; if Redis is unreachable, the waiter polls the row
-    and this tries to subscribe again, with a back-off."""
+class RedisHub:
+    """One pub/sub connection for every waiter of an event loop (under uvicorn, of the
+    process): a channel is subscribed while someone waits on it, each message wakes that
+    channel's waiters, and a waiter counts as subscribed once Redis has confirmed its channel.
 
-    def __init__(self, key: str, name: str) -> None:
-        self.key = key
-        self.name = name
-        self.client = None
-        self.pubsub = None
+    Lost (an error, or no PONG in time), every waiter is woken to re-read and then polls;
+    the hub connects again after `retry_in` (from RESUBSCRIBE_FIRST_SECONDS, doubling to
+    RESUBSCRIBE_MAX_SECONDS while it fails) and subscribes every channel still waited on,
+    each confirmation waking that channel's waiters once more: whatever was published while
+    it was gone is read then. With nobody waiting through a quiet `HEALTH_CHECK_SECONDS`, it
+    closes its connection.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.name = f"aimon-wait-{os.getpid()}-{next(_hub_numbers)}"
+        self.waiters: dict[str, set[RedisSubscription]] = {}
+        self.confirmed: set[str] = set()
+        self.confirming: dict[str, asyncio.Future[bool]] = {}
+        self.connection: Any = None  # a redis.asyncio Connection while connected
+        self.connecting: asyncio.Future[bool] | None = None  # while an attempt to connect runs
+        self.task: asyncio.Task[None] | None = None
+        self.background: set[asyncio.Task[Any]] = set()
         self.retry_in = RESUBSCRIBE_FIRST_SECONDS
         self.retry_at = 0.0
 
+    def live(self, key: str) -> bool:
+        return self.connection is not None and key in self.confirmed
+
+    async def add(self, subscription: RedisSubscription) -> None:
+        """Count `subscription` in; return once Redis has confirmed its channel, or as soon as
+        it is clear that it will not in time (the waiter polls until it does). Whatever woke
+        it meanwhile is dropped: the waiter's first read comes next, and sees it."""
+        await self._join(subscription)
+        subscription.event.clear()
+
+    async def _join(self, subscription: RedisSubscription) -> None:
+        loop = asyncio.get_running_loop()
+        key = subscription.key
+        self.waiters.setdefault(key, set()).add(subscription)
+        if self.task is None:
+            if loop.time() >= self.retry_at:
+                self.connecting = loop.create_future()
+            # else Redis failed a moment ago: the hub tries again once its back-off is over
+            self.task = loop.create_task(self._run())
+        if self.connection is None:
+            attempt = self.connecting
+            if attempt is None or not await asyncio.shield(attempt):
+                return
+        if key in self.confirmed:
+            return
+        confirmation = self.confirming.get(key)
+        if confirmation is None:
+            confirmation = self.confirming[key] = loop.create_future()
+            if not await self._send("SUBSCRIBE", key):
+                return
+        try:
+            await asyncio.wait_for(asyncio.shield(confirmation), PONG_TIMEOUT_SECONDS)
+        except TimeoutError:
+            logger.warning("wake-ups unavailable, polling instead: no confirmation of %s", key)
+
+    async def remove(self, subscription: RedisSubscription) -> None:
+        key = subscription.key
+        waiters = self.waiters.get(key)
+        if waiters is None:
+            return
+        waiters.discard(subscription)
+        if waiters:
+            return
+        del self.waiters[key]
+        if key in self.confirmed:
+            self.confirmed.discard(key)
+            await self._send("UNSUBSCRIBE", key)
+        # A SUBSCRIBE still unconfirmed is undone when its confirmation comes.
+
+    async def _send(self, *command: str) -> bool:
+        connection = self.connection
+        if connection is None:
+            return False
+        try:
+            await connection.send_command(*command, check_health=False)
+        except Exception as exc:
+            logger.warning("wake-up subscription lost, polling instead: %s", exc)
+            if self.connection is connection:
+                self._background(_disconnect(self._drop()))  # its listener fails on it too
+            return False
+        return True
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while self.waiters:
+                if (delay := self.retry_at - loop.time()) > 0:
+                    await asyncio.sleep(delay)
+                    if not self.waiters:
+                        break
+                attempt = self.connecting = self.connecting or loop.create_future()
+                try:
+                    connection = await self._connect()
+                except Exception as exc:
+                    logger.warning("wake-ups unavailable, polling instead: %s", exc)
+                    self.connecting = None
+                    attempt.set_result(False)
+                    self.retry_at = loop.time() + self.retry_in
+                    self.retry_in = min(self.retry_in * 2, RESUBSCRIBE_MAX_SECONDS)
+                    continue
+                self.connection, self.retry_in = connection, RESUBSCRIBE_FIRST_SECONDS
+                channels = list(self.waiters)
+                for key in channels:
+                    self.confirming.setdefault(key, loop.create_future())
+                try:
+                    if channels:
+                        await connection.send_command("SUBSCRIBE", *channels, check_health=False)
+                    self.connecting = None
+                    attempt.set_result(True)
+                    await self._listen(connection)
+                except Exception as exc:
+                    logger.warning("wake-up subscription lost, polling instead: %s", exc)
+                    self.retry_at = loop.time() + self.retry_in
+                finally:
+                    if self.connection is connection:
+                        self._drop()
+                    if not attempt.done():
+                        self.connecting = None
+                        attempt.set_result(False)
+                    await _disconnect(connection)
+        finally:
+            self.task = None
+            if self.connection is not None:
+                self._background(_disconnect(self._drop()))
+            if self.connecting is not None:
+                self.connecting.set_result(False)
+                self.connecting = None
+
+    async def _connect(self) -> Any:
+        import redis.asyncio as aioredis
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+
+        pool = aioredis.ConnectionPool.from_url(
+            self.url,
+            socket_connect_timeout=CONNECT_TIMEOUT_SECONDS,
+            socket_timeout=PONG_TIMEOUT_SECONDS,
+            client_name=self.name,
+            retry=Retry(NoBackoff(), 0),  # a failure is the hub's to handle, with its back-off
+            # RESP2: messages are plain replies, read in turn. (Under RESP3 they are pushes,
+            # which redis-py's parser hands on by recursing: a burst overflows the stack.)
+            protocol=2,
+        )
+        connection = pool.make_connection()
+        try:
+            await asyncio.wait_for(connection.connect(), CONNECT_TIMEOUT_SECONDS + PONG_TIMEOUT_SECONDS)
+        except BaseException:
+            await _disconnect(connection)
+            raise
+        return connection
+
+    async def _listen(self, connection: Any) -> None:
+        """Route what Redis sends until the connection fails (raises) or nobody waits (returns)."""
+        loop = asyncio.get_running_loop()
+        pinged_at: float | None = None
+        while True:
+            quiet = (
+                HEALTH_CHECK_SECONDS if pinged_at is None else pinged_at + PONG_TIMEOUT_SECONDS - loop.time()
+            )
+            reply = await connection.read_response(timeout=max(quiet, 0.0), disconnect_on_error=False)
+            if reply is None:  # nothing came for `quiet` seconds
+                if pinged_at is not None:
+                    raise ConnectionError(f"no PONG within {PONG_TIMEOUT_SECONDS:.0f} s")
+                if not self.waiters and not self.confirming:
+                    return
+                await connection.send_command("PING", check_health=False)
+                pinged_at = loop.time()
+                continue
+            pinged_at = None  # whatever came, the connection is alive
+            if not isinstance(reply, list) or len(reply) < 2:
+                continue  # PONG outside of subscribed mode
+            kind, key = reply[0], reply[1].decode() if isinstance(reply[1], bytes) else str(reply[1])
+            if kind == b"message":
+                self._wake(key)
+            elif kind == b"subscribe":
+                self._confirmed(key)
+
+    def _confirmed(self, key: str) -> None:
+        confirmation = self.confirming.pop(key, None)
+        if key not in self.waiters:  # its last waiter left before Redis confirmed it
+            self._background(self._send("UNSUBSCRIBE", key))
+        else:
+            self.confirmed.add(key)
+            self._wake(key)  # subscribed again after a loss: what was published meanwhile is read now
+        if confirmation is not None and not confirmation.done():
+            confirmation.set_result(key in self.confirmed)
+
+    def _wake(self, key: str) -> None:
+        for subscription in self.waiters.get(key, ()):
+            subscription.event.set()
+
+    def _drop(self) -> Any:
+        """Forget the connection (returned, to be closed): every waiter is woken to re-read,
+        and polls until subscribed again."""
+        connection, self.connection = self.connection, None
+        self.confirmed.clear()
+        confirming, self.confirming = self.confirming, {}
+        for confirmation in confirming.values():
+            if not confirmation.done():
+                confirmation.set_result(False)
+        for waiters in self.waiters.values():
+            for subscription in waiters:
+                subscription.event.set()
+        return connection
+
+    def _background(self, coroutine: Any) -> None:
+        """Run `coroutine` on its own, kept referenced until it is done."""
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
+
+
+async def _disconnect(connection: Any) -> None:
+    if connection is None:
+        return
+    try:
+        await connection.disconnect()
+    except Exception as exc:
+        logger.debug("closing a wake-up connection: %s", exc)
+
+
+_hub_numbers = itertools.count(1)
+# One hub per event loop and Redis URL (tests change REDIS_URL; each test loop has its own).
+_hubs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, RedisHub]] = weakref.WeakKeyDictionary()
+
+
+def hub_for(url: str) -> RedisHub:
+    hubs = _hubs.setdefault(asyncio.get_running_loop(), {})
+    hub = hubs.get(url)
+    if hub is None:
+        hub = hubs[url] = RedisHub(url)
+    return hub
+
+
+class RedisSubscription:
+    """A waiter's place in its loop's hub: woken by its channel's messages; polls while the
+    hub has no confirmed subscription for it."""
+
+    def __init__(self, hub: RedisHub, key: str) -> None:
+        self.hub = hub
+        self.key = key
+        self.event = asyncio.Event()
+
     @property
     def live(self) -> bool:
-        return self.pubsub is not None
+        return self.hub.live(self.key)
 
     @property
     def repoll_after(self) -> float | None:
         return None if self.live else REPOLL_SECONDS
 
-    async def open(self) -> bool:
-        """Subscribe, and return once Redis has confirmed it (True), or False if it cannot."""
-        import redis.asyncio as aioredis
-
-        loop = asyncio.get_running_loop()
+    async def wait(self, timeout: float) -> bool:
+        """True if woken (a message, or the hub's loss or return); False after `timeout`."""
         try:
-            self.client = aioredis.Redis.from_url(
-                settings.REDIS_URL,
-                socket_connect_timeout=CONNECT_TIMEOUT_SECONDS,
-                socket_timeout=PONG_TIMEOUT_SECONDS,
-                client_name=self.name,
-            )
-            self.pubsub = self.client.pubsub()
-            await self.pubsub.subscribe(self.key)
-            confirmed = await self.pubsub.get_message(timeout=PONG_TIMEOUT_SECONDS)
-            if confirmed is None or confirmed.get("type") != "subscribe":
-                raise ConnectionError(f"no confirmation of the subscription: {confirmed!r}")
-        except Exception as exc:  # Redis unreachable: the waiter polls the database instead
-            logger.warning("wake-ups unavailable, polling instead: %s", exc)
-            await self._drop()
-            self.retry_at = loop.time() + self.retry_in
-            self.retry_in = min(self.retry_in * 2, RESUBSCRIBE_MAX_SECONDS)
+            await asyncio.wait_for(self.event.wait(), timeout)
+        except TimeoutError:
             return False
-        self.retry_in = RESUBSCRIBE_FIRST_SECONDS
+        self.event.clear()
         return True
 
-    async def wait(self, timeout: float) -> bool:
-        """True if woken; False after `timeout`, or at once when the subscription is lost
-        (the waiter then re-reads, so nothing published meanwhile is missed)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        if self.pubsub is None:
-            await asyncio.sleep(max(deadline - loop.time(), 0))
-            if loop.time() >= self.retry_at:
-                await self.open()  # subscribed again before the waiter's next read
-            return False
-        try:
-            while True:
-                left = deadline - loop.time()
-                if left <= 0:
-                    return False
-                message = await self.pubsub.get_message(
-                    ignore_subscribe_messages=True, timeout=min(left, HEALTH_CHECK_SECONDS)
-                )
-                if message is not None and message.get("type") == "message":
-                    return True
-                if message is None and left > HEALTH_CHECK_SECONDS and await self._check_alive():
-                    return True
-        except Exception as exc:
-            logger.warning("wake-up subscription lost, polling instead: %s", exc)
-            await self._drop()
-            self.retry_at = loop.time() + self.retry_in
-            return False
-
-    async def _check_alive(self) -> bool:
-        """PING the quiet connection: False on its PONG, True if a wake-up comes first (the
-        connection is alive then too); raises if neither comes in time."""
-        if self.pubsub is None:
-            raise ConnectionError("no subscription to check")  # the caller falls back to polling
-        await self.pubsub.ping()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + PONG_TIMEOUT_SECONDS
-        while (left := deadline - loop.time()) > 0:
-            message = await self.pubsub.get_message(ignore_subscribe_messages=True, timeout=left)
-            if message is None:
-                continue
-            if message.get("type") == "pong":
-                return False
-            if message.get("type") == "message":
-                return True
-        raise ConnectionError(f"no PONG within {PONG_TIMEOUT_SECONDS:.0f} s")
-
-    async def _drop(self) -> None:
-        pubsub, client = self.pubsub, self.client
-        self.pubsub = self.client = None
-        # The client too: each subscription has its own connection pool.
-        for closable in (pubsub, client):
-            if closable is None:
-                continue
-            try:
-                await closable.aclose()
-            except Exception as exc:
-                logger.debug("closing a wake-up subscription: %s", exc)
-
     async def close(self) -> None:
-        await self._drop()
+        await self.hub.remove(self)
 
 
 async def subscribe(request_id: uuid.UUID | str) -> LocalSubscription | RedisSubscription:
     """Subscribe before reading the row, so a wake-up between the read and the wait is kept."""
     key = channel_for(request_id)
     if settings.REDIS_URL:
-        subscription = RedisSubscription(key, client_name_for(request_id))
-        await subscription.open()
+        subscription = RedisSubscription(hub_for(settings.REDIS_URL), key)
+        await subscription.hub.add(subscription)
         return subscription
     return LocalSubscription(key)
 

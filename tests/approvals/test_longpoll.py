@@ -7,6 +7,7 @@ error is a 503, never a decision.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 import urllib.error
@@ -21,7 +22,7 @@ from rest_framework.test import APIClient
 
 from aimon_admin.accounts.models import User
 from aimon_admin.approvals import wakeups
-from aimon_admin.approvals.api import views
+from aimon_admin.approvals.api import longpoll
 from aimon_admin.approvals.choices import Answer
 from aimon_admin.approvals.models import ApprovalRequest
 from aimon_admin.approvals.services import request_answer
@@ -112,11 +113,14 @@ def assert_answered_by(poll: Poll, user: User) -> None:
 
 @pytest.mark.usefixtures("embedded", "no_repoll")
 def test_an_answer_wakes_every_waiting_poll_in_process_at_once(
-    live_server, runtime_token: str, open_request, approver: User
+    live_server, runtime_token: str, open_request, approver: User, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     request = open_request()
+    reads = CountingReads(monkeypatch)
     polls = [Poll(live_server.url, runtime_token, request["id"], wait=20) for _ in range(2)]
+    # Both wait: subscribed, and their first reads done (else the answer is read, not woken).
     wait_until(lambda: len(wakeups._waiters.get(wakeups.channel_for(request["id"]), ())) == 2)
+    wait_until(lambda: reads.count == 2)
     answered_at = answer(request["id"], approver)
     for poll in polls:
         poll.join()
@@ -234,7 +238,7 @@ def test_a_database_error_while_polling_is_503_never_a_decision(
 ) -> None:  # type: ignore[no-untyped-def]
     settings.REDIS_URL = ""
     request = open_request()
-    real_load = views._load
+    real_load = longpoll.load
     reads = 0
 
     def flaky_load(*args: Any, **kwargs: Any) -> Any:
@@ -244,7 +248,7 @@ def test_a_database_error_while_polling_is_503_never_a_decision(
             raise OperationalError("server closed the connection unexpectedly")
         return real_load(*args, **kwargs)
 
-    monkeypatch.setattr(views, "_load", flaky_load)
+    monkeypatch.setattr(longpoll, "load", flaky_load)
     monkeypatch.setattr(wakeups, "REPOLL_SECONDS", 0.1)
     response = Client().get(
         f"/api/v1/approval-requests/{request['id']}",
@@ -283,8 +287,8 @@ class CountingReads:
     def __init__(self, monkeypatch: pytest.MonkeyPatch, then: Callable[[], None] | None = None) -> None:
         self.count = 0
         self.then = then
-        self.real = views._read
-        monkeypatch.setattr(views, "_read", self)
+        self.real = longpoll.read_one
+        monkeypatch.setattr(longpoll, "read_one", self)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         snapshot = self.real(*args, **kwargs)
@@ -418,10 +422,11 @@ def test_a_redis_outage_during_the_wait_falls_back_to_re_reading_and_loses_no_an
     try:
         poll = Poll(live_server.url, runtime_token, request["id"], wait=20)
         wait_until(subscribed_in_redis(client, request["id"]))
-        # The waiter's own connection dies (as when Redis restarts); the click's wake-up is
-        # lost with it, and Redis stays unreachable for the waiter's attempts to subscribe again.
-        name = wakeups.client_name_for(request["id"])
-        killed = [c["id"] for c in client.client_list(_type="pubsub") if c.get("name") == name]
+        # The waiters' connection dies (as when Redis restarts); the click's wake-up goes nowhere.
+        # (The live server runs each request on a loop of its own: this poll's hub is the one
+        # connection this process has subscribed.)
+        mine = f"aimon-wait-{os.getpid()}-"
+        killed = [c["id"] for c in client.client_list(_type="pubsub") if c.get("name", "").startswith(mine)]
         assert len(killed) == 1
         settings.REDIS_URL = CLOSED_REDIS_PORT_URL  # the answer's wake-up goes nowhere
         client.client_kill_filter(_id=killed[0])

@@ -8,22 +8,19 @@ revoke (S11), and the strict inputs refuse any field that could carry a decision
 The long-poll (`GET /approval-requests/{id}?wait=N`) is an async Django view, not a DRF
 one (DRF views are sync, and a waiting runtime must not hold a worker thread). It
 authenticates the bearer token itself, with DRF's own authentication class, so its 401s
-are the same as everywhere else.
+are the same as everywhere else; how it reads and waits is longpoll.py's.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import DatabaseError, connection
+from django.db import DatabaseError
 from django.http import HttpRequest, JsonResponse
-from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -34,7 +31,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from aimon_admin.approvals import services, wakeups
+from aimon_admin.approvals import services
+from aimon_admin.approvals.api import longpoll
+from aimon_admin.approvals.api.longpoll import load as _load
 from aimon_admin.approvals.api.serializers import (
     IDEMPOTENCY_HEADER,
     MAX_IDEMPOTENCY_KEY,
@@ -51,10 +50,8 @@ from aimon_admin.approvals.api.serializers import (
     SkillDecisionsOut,
     request_body,
 )
-from aimon_admin.approvals.choices import RequestKind, RequestStatus
+from aimon_admin.approvals.choices import RequestKind
 from aimon_admin.approvals.models import ApprovalRequest, Session
-from aimon_admin.approvals.services.escalation import request_escalate_if_due
-from aimon_admin.approvals.services.request_views import request_answer_sent
 from aimon_admin.core.api import Unavailable, error_response, validate_flat, validate_value
 from aimon_admin.runtimes.authentication import (
     RuntimeCaller,
@@ -71,9 +68,6 @@ KEY_OF_OTHER_KIND_MESSAGE = (
     "This Idempotency-Key already opened a {kind} request; use a new key for this one."
 )
 
-# Wake this long after `expires_at`, so the re-read finds the request due and expires it.
-EXPIRY_SLACK_SECONDS = 0.05
-
 _WAIT = re.compile(r"[0-9]{1,2}")  # ASCII digits only; fullmatch, so no trailing newline
 
 _ERRORS = {
@@ -89,23 +83,6 @@ class Conflict(exceptions.APIException):
     status_code = 409
     default_detail = "Conflict."
     default_code = "conflict"
-
-
-def _load(
-    runtime_id: int, request_id: str | uuid.UUID, kind: RequestKind = RequestKind.SKILL
-) -> ApprovalRequest | None:
-    """The runtime's own request of this kind with everything rendering and expiry need, or
-    None (a tool request under the skill requests' path, and the reverse, is not found)."""
-    try:
-        pk = request_id if isinstance(request_id, uuid.UUID) else uuid.UUID(request_id)
-    except ValueError:
-        return None
-    return (
-        ApprovalRequest.objects.select_related("runtime", "session", "invoking_session", "answered_by")
-        .prefetch_related("items")
-        .filter(runtime_id=runtime_id, pk=pk, kind=kind)
-        .first()
-    )
 
 
 def _not_found(kind: RequestKind) -> exceptions.NotFound:
@@ -325,83 +302,9 @@ def _opened(runtime: AgentRuntime, approval: ApprovalRequest, created: bool, kin
 _AUTHENTICATION = RuntimeTokenAuthentication()
 
 
-@dataclass(frozen=True)
-class _Snapshot:
-    status: str
-    body: dict[str, Any]
-    seconds_to_expiry: float
-
-
 def _authenticate(request: HttpRequest) -> RuntimeCaller | None:
     result = _AUTHENTICATION.authenticate(request)  # type: ignore[arg-type]  # reads META only
     return result[0] if result else None
-
-
-def _release_connection() -> None:
-    """A waiting long-poll holds no database connection: with many runtimes waiting, the
-    database's connection limit would otherwise cap them. (Inside a test's transaction the
-    connection must stay.)"""
-    if not connection.in_atomic_block:
-        connection.close()
-
-
-def _read(
-    runtime_id: int, request_id: uuid.UUID, kind: RequestKind, *, release: bool, waited: bool = False
-) -> _Snapshot | None:
-    """One read of the row, the truth: expire it if due, then render it. Rendered closed for
-    the first time, the timeline learns it was sent (woken, if `waited`: the poll had waited)."""
-    try:
-        approval = _load(runtime_id, request_id, kind)
-        if approval is None:
-            return None
-        if services.request_expire_if_due(approval):
-            approval = _load(runtime_id, request_id, kind)
-            if approval is None:  # requests are never deleted; kept for the type checker
-                return None
-        # P2 on sight, as expiry: a runtime waiting on its request is what notices, where no beat runs.
-        request_escalate_if_due(approval)
-        request_answer_sent(request=approval, waited=waited)
-        return _Snapshot(
-            status=approval.status,
-            body=request_body(approval),
-            seconds_to_expiry=(approval.expires_at - timezone.now()).total_seconds(),
-        )
-    finally:
-        if release:
-            _release_connection()
-
-
-async def _long_poll(
-    runtime_id: int, request_id: uuid.UUID, wait: int, kind: RequestKind = RequestKind.SKILL
-) -> dict[str, Any] | None:
-    """Read the row until it leaves PENDING or `wait` seconds pass.
-
-    Subscribe first, then read: a wake-up published between the read and the wait is then
-    kept, not lost. A wake-up only says "read again"; what it carries is never trusted.
-    Between wake-ups the row is re-read only at expiry, at the deadline, and every
-    `repoll_after` seconds while wake-ups may not come (wakeups.py): waiting costs the
-    database nothing while Redis works.
-    """
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + wait
-    subscription = await wakeups.subscribe(request_id) if wait > 0 else None
-    read, waited = sync_to_async(_read), False
-    try:
-        while True:
-            waiting = subscription is not None and deadline - loop.time() > 0
-            snapshot = await read(runtime_id, request_id, kind, release=waiting, waited=waited)
-            if snapshot is None:
-                return None
-            waited = True
-            remaining = deadline - loop.time()
-            if snapshot.status != RequestStatus.PENDING or subscription is None or remaining <= 0:
-                return snapshot.body
-            timeout = min(remaining, max(snapshot.seconds_to_expiry, 0) + EXPIRY_SLACK_SECONDS)
-            repoll_after = subscription.repoll_after
-            await subscription.wait(timeout if repoll_after is None else min(timeout, repoll_after))
-    finally:
-        if subscription is not None:
-            await subscription.close()
 
 
 @csrf_exempt
@@ -420,8 +323,10 @@ async def _detail(request: HttpRequest, request_id: str, kind: RequestKind) -> d
         not_allowed = exceptions.MethodNotAllowed(request.method or "")
         not_allowed.allowed = ("GET",)  # type: ignore[attr-defined]
         raise not_allowed
+    # Under ASGI on the loop's desk (longpoll.py): the connection is given back at once.
+    desk = longpoll.desk_for(request)
     try:
-        caller = await sync_to_async(_authenticate)(request)
+        caller = await (desk.call(_authenticate, request) if desk else sync_to_async(_authenticate)(request))
     except DatabaseError as exc:
         logger.error("database unavailable: %s", exc)
         raise Unavailable() from exc
@@ -437,7 +342,7 @@ async def _detail(request: HttpRequest, request_id: str, kind: RequestKind) -> d
         raise _not_found(kind) from exc
 
     try:
-        body = await _long_poll(caller.runtime.pk, pk, int(raw_wait), kind)
+        body = await longpoll.long_poll(desk, caller.runtime.pk, pk, int(raw_wait), kind)
     except DatabaseError as exc:
         logger.error("database unavailable during a long-poll: %s", exc)
         raise Unavailable() from exc
