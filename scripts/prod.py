@@ -75,9 +75,10 @@ SOCKETS_TIMEOUT_SECONDS = 60
 PROXY_READ_TIMEOUT_SECONDS = 90
 # The largest request body (API.md: 1 MiB); nginx holds up to this much in memory, never on disk.
 MAX_BODY_BYTES = 1024 * 1024
-# Routed to the ASGI server (`wait`): what may take long without using CPU. The long-poll
-# (API.md: GET /api/v1/approval-requests/{id}[/]?wait=N; its POST siblings have other paths),
-# and the audit exports, which stream an async generator (served whole under WSGI).
+# Routed to the ASGI server (`wait`): what may take long without using CPU. The long-polls
+# (API.md: GET /api/v1/approval-requests/{id}[/]?wait=N and its tool-call twin under
+# /api/v1/tool-approval-requests/; their POST siblings have other paths), and the audit
+# exports, which stream an async generator (served whole under WSGI).
 # What nginx itself may refuse, before the servers behind it see the request: nginx's code,
 # the status sent (494, nginx's own code for a header too large, is sent as 400), the API's
 # error code, a page's title, and the words (docs/api.md: the API's errors are JSON).
@@ -96,7 +97,7 @@ NGINX_REFUSALS = (
     (500, 500, "error", "Server error", "The proxy in front of AIMON Admin failed; try again."),
 )
 WAIT_LOCATIONS = (
-    r"^/api/v1/approval-requests/[^/]+/?$",
+    r"^/api/v1/(tool-)?approval-requests/[^/]+/?$",
     r"^/audit/events/export\.(csv|jsonl)$",
 )
 NGINX_MISSING = (

@@ -219,6 +219,10 @@ def test_nginx_routes_waiting_paths_to_uvicorn_and_everything_else_to_granian(tm
     for path, waits in [
         ("/api/v1/approval-requests/0f9c0000-0000-4000-8000-000000000000", True),
         ("/api/v1/approval-requests/0f9c0000-0000-4000-8000-000000000000/", True),
+        # A tool request's long-poll too: under granian each wait held one of its few threads.
+        ("/api/v1/tool-approval-requests/0f9c0000-0000-4000-8000-000000000000", True),
+        ("/api/v1/tool-approval-requests/0f9c0000-0000-4000-8000-000000000000/cancel", False),
+        ("/api/v1/tool-approval-requests", False),
         ("/audit/events/export.csv", True),
         ("/audit/events/export.jsonl", True),
         ("/api/v1/approval-requests", False),
