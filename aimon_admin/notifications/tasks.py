@@ -29,6 +29,13 @@ FAN_OUT_TASK = "notifications.fan_out"
 DELIVER_TASK = "notifications.deliver"
 DIGEST_TASK = "notifications.send_digest"
 SWEEP_TASK = "notifications.sweep"
+# Where CELERY_TASK_ROUTES sends fan-outs, sends and digests.
+QUEUE = "notifications"
+# The sweep tops that queue up to this many waiting messages, never past it. A row that is
+# due and not leased may be waiting in a backlog already (a hint's fan-out, its age past
+# the grace): behind a longer backlog the sweep queues nothing, and what is left it queues
+# once the backlog has shrunk, so a burst is never made longer by the sweep.
+SWEEP_ROOM = 500
 
 
 def _eager() -> bool:
@@ -51,6 +58,14 @@ def _queue(task: Task, jobs: Sequence[tuple[int, list[Any]]], hand_back: Callabl
             logger.exception("could not queue %s for %s; the sweep will", task.name, args)
             hand_back([row_id for row_id, _ in jobs[n:]])
             return
+
+
+def _waiting() -> int:
+    """Messages waiting on the notifications queue (none when tasks run eagerly)."""
+    if _eager():
+        return 0
+    with current_app.connection_for_read() as connection:
+        return int(connection.default_channel.queue_declare(queue=QUEUE).message_count)
 
 
 def queue_deliveries(ids: list[int]) -> None:
@@ -83,9 +98,11 @@ def send_digest(channel_id: int) -> int:
 def sweep() -> dict[str, int]:
     """Beat, every few seconds: escalate the requests nobody answered in their runtime's time
     (each owes its escalation from that commit), hand back lapsed claims, and queue every
-    fan-out owed and every delivery and digest due that is not queued already."""
+    fan-out owed and every delivery and digest due that is not queued already, as far as
+    `SWEEP_ROOM` allows."""
     escalated = requests_escalate_due()
-    found = services.deliveries_sweep()
+    waiting = _waiting()
+    found = services.deliveries_sweep(limit=max(SWEEP_ROOM - waiting, 0))
     _queue(
         fan_out,
         [(row.pk, [str(row.request_id), row.event]) for row in found.fanouts],
@@ -100,6 +117,7 @@ def sweep() -> dict[str, int]:
     )
     return {
         "escalated": escalated,
+        "waiting": waiting,
         "owed": len(found.fanouts),
         "due": len(found.due),
         "digests": len(held),

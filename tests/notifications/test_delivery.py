@@ -259,6 +259,7 @@ def test_a_fan_out_or_a_send_run_twice_sends_once(open_request: Callable[..., Ap
         with later(60):
             assert tasks.sweep.apply().get() == {
                 "escalated": 0,
+                "waiting": 0,
                 "owed": 0,
                 "due": 0,
                 "digests": 0,

@@ -107,7 +107,7 @@ def test_an_unanswered_request_goes_to_those_who_may_open_it_and_the_webhooks_on
         # A second sweep, a retried task, a read of the request: nothing more.
         with later(60):
             assert tasks.sweep.apply().get() == dict.fromkeys(
-                ("escalated", "owed", "due", "digests", "reclaimed"), 0
+                ("escalated", "waiting", "owed", "due", "digests", "reclaimed"), 0
             )
         assert tasks.fan_out.apply(args=[str(request.pk), NotificationEvent.ESCALATED]).get() == 0
         request.refresh_from_db()

@@ -4,8 +4,8 @@ Beat's sweep runs every 10 s. It queued every due delivery each time, those alre
 included, so a burst flooded the broker (1,000 answers: 19,681 messages) and request expiry
 and MCP syncs, on the same queue, waited behind the flood. A delivery is now taken for
 queueing with a lease, so the sweep queues it again only once the lease has lapsed (its
-message lost with Redis), and notifications have their own queue, which make prod's worker
-takes beside the default one.
+message lost with Redis), the sweep adds nothing to a backlog, and notifications have their
+own queue, which make prod's worker takes beside the default one.
 """
 
 from __future__ import annotations
@@ -92,3 +92,17 @@ def test_the_sweep_queues_a_due_delivery_once_and_again_only_once_its_message_is
             tasks.sweep.apply().get()
     assert (queued.llen("notifications"), queued.llen("celery")) == (BURST, 0)
     assert Delivery.objects.filter(lease_until__gt=timezone.now()).count() == BURST
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_behind_a_backlog_the_sweep_queues_nothing(queued: redis.Redis, runtime: AgentRuntime) -> None:
+    # P2: a burst is never made longer by the sweep. Its room taken by a backlog (stand-ins
+    # for a burst's messages), it queues nothing; once the backlog is drained, what is due.
+    _due_deliveries(runtime, "http://127.0.0.1:9/hook")
+    queued.rpush("notifications", *[b"a message of a burst"] * tasks.SWEEP_ROOM)
+    assert tasks.sweep.apply().get()["due"] == 0
+    assert queued.llen("notifications") == tasks.SWEEP_ROOM
+    queued.delete("notifications")
+    assert tasks.sweep.apply().get()["due"] == BURST
+    assert queued.llen("notifications") == BURST

@@ -19,7 +19,8 @@ or a fan-out first takes the row's lease (`lease_until`, `QUEUED_LEASE`); the sw
 only rows with no lease or a lapsed one, so a delivery already queued is not queued again
 each time beat runs, only once its message can be taken to be lost (Redis restarted
 without its data). A retry is the same: a failed send is due again after its back-off and
-the sweep queues it then.
+the sweep queues it then. And the sweep never adds to a backlog (tasks.SWEEP_ROOM): a
+hint's fan-out waiting in one has no lease, and is not queued twice for that.
 
 At least once (P4). A send starts only by claiming its row with a conditional update
 (PENDING -> SENDING, a claim token, a lease), so two workers never send it at once; a
