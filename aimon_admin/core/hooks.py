@@ -58,15 +58,6 @@ def listen(event: str, listener: Listener, *, in_transaction: bool = False) -> N
         listeners.append(listener)
 
 
-def announce(event: str, subject_id: str) -> None:
-    """Call every listener now; a listener that fails is logged and the rest still run."""
-    for listener in list(_listeners.get(event, ())):
-        try:
-            listener(subject_id)
-        except Exception:
-            logger.exception("a listener of %s failed for %s; its own sweep picks it up", event, subject_id)
-
-
 def announce_after_commit(event: str, subject_id: uuid.UUID | str) -> None:
     """Announce a change the caller's transaction makes. Each `in_transaction` listener runs
     now, inside it (its failure is the change's: raised); each other listener once the change
