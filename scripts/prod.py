@@ -21,7 +21,8 @@ starts and watches these processes, each in a process group of its own:
 * wait: uvicorn serving the ASGI application (aimon_admin/asgi.py) on a Unix socket,
   `AIMON_WAIT_WORKERS` processes (default 1), `--lifespan off`: a waiting long-poll costs
   it a coroutine, not a thread;
-* worker: a Celery worker (`AIMON_CELERY_CONCURRENCY` processes, default one per CPU);
+* worker: a Celery worker (`AIMON_CELERY_CONCURRENCY` processes, default one per CPU) taking
+  the default queue (expiry, MCP syncs, the audit check, the sweep) and the notifications one;
 * beat: Celery beat, its schedule file at `AIMON_BEAT_SCHEDULE` (default
   <temp dir>/aimon-admin/celerybeat-schedule, somewhere writable even when the code is not).
   One beat for the whole installation: on every other machine set `AIMON_RUN_BEAT=0`.
