@@ -99,6 +99,26 @@ def test_the_desk_gives_its_connection_back_after_each_round(runtime: AgentRunti
     assert asyncio.run(read()) is False
 
 
+@pytest.mark.postgres  # SQLite's in-memory test database is never closed
+@transactional
+def test_a_round_keeps_its_connection_only_for_a_round_queued_already_and_never_after_an_error(
+    runtime: AgentRuntime, approver: User
+) -> None:
+    request = open_requests(runtime, approver, 1)[0]
+    longpoll.read_round([want(request)], keep=True)
+    assert connection.connection is not None  # the next round of the burst borrows nothing
+    longpoll.read_round([want(request)], keep=False)
+    assert connection.connection is None
+
+    def down() -> None:
+        connection.ensure_connection()
+        raise OperationalError("server closed the connection unexpectedly")
+
+    results = longpoll.call_round([down], keep=True)
+    assert isinstance(results[0], OperationalError)
+    assert connection.connection is None
+
+
 @transactional
 def test_a_database_error_in_a_round_reaches_each_of_its_waiters_and_the_next_round_reads_again(
     runtime: AgentRuntime, approver: User, monkeypatch: pytest.MonkeyPatch

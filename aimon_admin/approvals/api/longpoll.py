@@ -7,11 +7,12 @@ connection, or a place in the pool's queue, while it waits.
 Under ASGI (uvicorn: the wait server of `make prod`, everything under `make run`) every waiter
 of a process runs on the server's one event loop, and its database work goes to that loop's
 `Desk`: two threads (lanes) working in rounds, each round on one borrowed connection given
-back at its end. One runs the calls queued since its last round (waiters' authentications)
-one after another; the other reads every row wanted since its last round (first reads, and
-re-reads of waiters just woken) in one query. A thousand waiters arriving together are read
-in a few rounds, not queued one by one behind each other for the pool; the process's waiters
-use two connections at most, and only while a round runs.
+back at its end (kept for the next round only if that one is queued already). One runs the
+calls queued since its last round (waiters' authentications) one after another; the other
+reads every row wanted since its last round (first reads, and re-reads of waiters just woken)
+in one query. A thousand waiters arriving together are read in a few rounds, not queued one
+by one behind each other for the pool; the process's waiters use two connections at most,
+and only while rounds run.
 
 Under WSGI (the test client and live server) the request's own thread is held for the whole
 wait anyway: its reads run there, one at a time, the connection given back before each wait.
@@ -142,11 +143,13 @@ def read_many(wants: list[Want]) -> list[Snapshot | Exception | None]:
     return results
 
 
-def call_round(calls: list[Callable[[], Any]]) -> list[Any]:
-    """A round of calls on one connection, given back at its end: each call's result or the
-    exception it raised, in order. A database error (the database is unreachable) ends the
-    round: the calls left get it too, rather than each waiting its turn for the pool."""
+def call_round(calls: list[Callable[[], Any]], keep: bool = False) -> list[Any]:
+    """A round of calls on one connection: each call's result or the exception it raised, in
+    order. A database error (the database is unreachable) ends the round: the calls left get
+    it too, rather than each waiting its turn for the pool. The connection is given back at
+    the end, unless `keep` (the next round is already queued) and nothing failed."""
     results: list[Any] = []
+    failed = True
     try:
         for call in calls:
             try:
@@ -155,25 +158,33 @@ def call_round(calls: list[Callable[[], Any]]) -> list[Any]:
                 return results + [exc] * (len(calls) - len(results))
             except Exception as exc:
                 results.append(exc)
+        failed = False
         return results
     finally:
-        release_connection()
+        if failed or not keep:
+            release_connection()
 
 
-def read_round(wants: list[Want]) -> list[Any]:
-    """A round of reads: every row in one query, on one connection given back at its end."""
+def read_round(wants: list[Want], keep: bool = False) -> list[Any]:
+    """A round of reads: every row in one query, on one connection given back at its end
+    unless `keep` (the next round is already queued) and nothing failed."""
+    failed = True
     try:
-        return read_many(wants)
+        results = read_many(wants)
+        failed = any(isinstance(result, DatabaseError) for result in results)
+        return results
     finally:
-        release_connection()
+        if failed or not keep:
+            release_connection()
 
 
 class Lane:
     """Work of one kind done on one thread in rounds: what is queued while a round runs
-    goes in the next one, whole (up to `most` items)."""
+    goes in the next one, whole (up to `most` items). A round keeps its connection for the
+    next only when that one is queued already: a burst costs one borrow, not one a round."""
 
     def __init__(
-        self, loop: asyncio.AbstractEventLoop, run: Callable[[list[Any]], list[Any]], most: int
+        self, loop: asyncio.AbstractEventLoop, run: Callable[[list[Any], bool], list[Any]], most: int
     ) -> None:
         self.loop, self.run, self.most = loop, run, most
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="aimon-wait-db")
@@ -193,10 +204,11 @@ class Lane:
             while self.queue:
                 batch, self.queue = self.queue[: self.most], self.queue[self.most :]
                 try:
-                    results = await self.loop.run_in_executor(
-                        self.executor, self.run, [item for item, _ in batch]
-                    )
-                except Exception as exc:  # the round could not run at all
+                    items, keep = [item for item, _ in batch], bool(self.queue)
+                    results = await self.loop.run_in_executor(self.executor, self.run, items, keep)
+                    if len(results) != len(batch):
+                        raise RuntimeError(f"a round of {len(batch)} gave {len(results)} results")
+                except Exception as exc:  # the round could not run at all: each waiter is told
                     results = [exc] * len(batch)
                 self.rounds += 1
                 for (_, future), result in zip(batch, results, strict=True):
