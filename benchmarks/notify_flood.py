@@ -1,5 +1,5 @@
 """Answers in a burst with a signed webhook: the broker's queues and how long they take to
-drain (DESIGN P2; the fault campaign's "the notification queue floods itself").
+drain (P2: a burst never floods the queue).
 
 Run by hand (never by CI), from the project root:
 

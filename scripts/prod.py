@@ -77,7 +77,7 @@ PROXY_READ_TIMEOUT_SECONDS = 90
 # The largest request body (API.md: 1 MiB); nginx holds up to this much in memory, never on disk.
 MAX_BODY_BYTES = 1024 * 1024
 # Routed to the ASGI server (`wait`): what may take long without using CPU. The long-polls
-# (API.md: GET /api/v1/approval-requests/{id}[/]?wait=N and its tool-call twin under
+# (docs/api.md: GET /api/v1/approval-requests/{id}[/]?wait=N and its tool-call twin under
 # /api/v1/tool-approval-requests/; their POST siblings have other paths), and the audit
 # exports, which stream an async generator (served whole under WSGI).
 # What nginx itself may refuse, before the servers behind it see the request: nginx's code,

@@ -1,4 +1,4 @@
-"""Pure rules of notifications (DESIGN P1, P2, P4, P6): what a message says, which addresses a
+"""Pure rules of notifications (P1, P2, P4, P6): what a message says, which addresses a
 channel may point at, when a held message is due, how long to wait before trying again.
 
 No models, no querysets: tables of cases test them without a database.

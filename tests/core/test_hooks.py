@@ -1,7 +1,7 @@
 """core.hooks: approvals announces a request opened, closed or escalated from inside its
 transaction. A listener in the transaction writes with it (what is owed commits with the
 change or not at all); any other runs after the commit, and its failure never reaches the
-change (DESIGN P2: delivery never blocks a request, nothing lost)."""
+change (P2: delivery never blocks a request, nothing lost)."""
 
 from __future__ import annotations
 

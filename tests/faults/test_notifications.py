@@ -1,4 +1,4 @@
-"""Webhook messages across a Redis outage and a killed worker (DESIGN P2, P4).
+"""Webhook messages across a Redis outage and a killed worker (P2, P4).
 
 P2: what a request owes its webhooks is owed from the moment the request commits, whatever
 Redis or the worker did since: a request opened while Redis was down and answered once it

@@ -1,4 +1,4 @@
-"""What a request owes is owed from its commit (DESIGN P2: nothing lost).
+"""What a request owes is owed from its commit (P2: nothing lost).
 
 Each test opens, answers or escalates a request and lets nothing run after the commit (in
 these tests' transaction, `on_commit` work never runs): as if Redis had been down, so the

@@ -1,4 +1,4 @@
-"""Each message is queued once, on a queue of its own (DESIGN P2: delivery never blocks).
+"""Each message is queued once, on a queue of its own (P2: delivery never blocks).
 
 Beat's sweep runs every 10 s. It queued every due delivery each time, those already queued
 included, so a burst flooded the broker (1,000 answers: 19,681 messages) and request expiry
