@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from aimon_admin.accounts.models import User
 from aimon_admin.accounts.roles import Role
-from aimon_admin.approvals import tool_policy
+from aimon_admin.approvals import tool_answers, tool_policy
 from aimon_admin.approvals.choices import GrantKind, GrantScope, RequestKind, RequestStatus
 from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, Session
 from aimon_admin.approvals.tool_rules import tool_rule_index
@@ -191,8 +191,8 @@ def tool_call_patterns(*, request: ApprovalRequest) -> ToolCallPatterns:
     return ToolCallPatterns(
         axes=axes,
         registered=found is not None,
-        allow=tool_policy.allow_patterns(request.subject, axes, kind, beyond=beyond),
-        deny=tool_policy.deny_patterns(request.subject, axes, kind),
+        allow=tool_answers.allow_patterns(request.subject, axes, kind, beyond=beyond),
+        deny=tool_answers.deny_patterns(request.subject, axes, kind),
         kind=kind,
         floors=tuple(floors),
     )

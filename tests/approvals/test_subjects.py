@@ -18,11 +18,11 @@ from aimon_admin.approvals import rules, services
 from aimon_admin.approvals.choices import Answer, GrantDecision, RuleAction
 from aimon_admin.approvals.models import ApprovalRequest, ToolRule
 from aimon_admin.approvals.subjects import Subject, normalise_path, read_command, subject_of
+from aimon_admin.approvals.tool_answers import allow_patterns
 from aimon_admin.approvals.tool_policy import (
     HeldToolGrant,
     ToolRuleIndex,
     ToolRuleSpec,
-    allow_patterns,
     layer_decision,
     subject_matches,
 )

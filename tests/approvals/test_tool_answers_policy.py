@@ -9,7 +9,7 @@ import pytest
 
 from aimon_admin.approvals.choices import Answer
 from aimon_admin.approvals.policy import RequestShape
-from aimon_admin.approvals.tool_policy import (
+from aimon_admin.approvals.tool_answers import (
     PATTERN_NOT_OFFERED,
     abort_pattern,
     allow_patterns,

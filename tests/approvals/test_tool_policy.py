@@ -22,6 +22,7 @@ from aimon_admin.approvals.subjects import (
     Subject,
     subject_of,
 )
+from aimon_admin.approvals.tool_answers import deny_patterns
 from aimon_admin.approvals.tool_policy import (
     ARGUMENTS_BIG_INTEGER,
     ARGUMENTS_MAX_BYTES,
@@ -40,7 +41,6 @@ from aimon_admin.approvals.tool_policy import (
     ToolRuleSpec,
     arguments_digest,
     arguments_problem,
-    deny_patterns,
     layer_decision,
     literal_prefix,
     parse_rule_text,

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from aimon_admin.accounts.models import User
 from aimon_admin.accounts.roles import Role
-from aimon_admin.approvals import policy, selectors, tool_policy, wakeups
+from aimon_admin.approvals import policy, selectors, tool_answers, wakeups
 from aimon_admin.approvals.choices import (
     Answer,
     GrantScope,
@@ -105,7 +105,7 @@ def answers_for(
     request the patterns it offers are read now (`patterns` when the caller has them)."""
     if request.kind == RequestKind.TOOL:
         patterns = patterns or selectors.tool_call_patterns(request=request)
-        return tool_policy.tool_answers_offered(
+        return tool_answers.tool_answers_offered(
             request_shape(request),
             may_grant_agent=user_may_grant_agent(user, request.runtime),
             allow_patterns=patterns.allow,
@@ -156,7 +156,7 @@ def request_answer(
     chosen_pattern = ""
     if patterns is not None:
         try:
-            chosen_pattern = tool_policy.answer_pattern(
+            chosen_pattern = tool_answers.answer_pattern(
                 answer, pattern, allow=patterns.allow, deny=patterns.deny
             )
         except ValueError as exc:  # a pattern the request does not offer (U3)

@@ -12,7 +12,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from aimon_admin.accounts.models import User
-from aimon_admin.approvals import policy, tool_policy, wakeups
+from aimon_admin.approvals import policy, tool_answers, tool_policy, wakeups
 from aimon_admin.approvals.choices import (
     GrantDecision,
     GrantKind,
@@ -389,7 +389,7 @@ def _abort(request: ApprovalRequest, status: RequestStatus, actor: Actor, why: s
     """
     now = timezone.now()
     tool = request.kind == RequestKind.TOOL
-    pattern = tool_policy.abort_pattern(request.subject) if tool else ""
+    pattern = tool_answers.abort_pattern(request.subject) if tool else ""
     action = AuditAction.TOOL_ABORT_DENIED if tool else AuditAction.SKILL_ABORT_DENIED
     subject_type = "tool" if tool else "skill"
     target = policy.abort_target(request_shape(request))
