@@ -37,7 +37,7 @@ def deny_patterns(subject: str | None, axes: ToolAxes, kind: SubjectKind = Subje
 def tool_answers_offered(
     shape: RequestShape, *, may_grant_agent: bool, allow_patterns: Sequence[str]
 ) -> list[Answer]:
-    """The buttons on a tool request (U3; API.md's labels): *Allow this call* where a session
+    """The buttons on a tool request (U3; the labels docs/api.md uses): *Allow this call* where a session
     holds the request; *Allow for this session* and *Always allow for this agent* as for a
     skill (S4, S6, S13), and only where a pattern can be picked (a destructive tool with no
     subject has none: it is allowed one call at a time); *Deny* (or S13's *Deny this
