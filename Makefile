@@ -18,7 +18,7 @@ $(VENV)/.installed-runtime: requirements.txt | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -r requirements.txt
 	touch $@
 
-$(VENV)/.installed-dev: requirements.txt requirements-dev.txt | $(BIN)/python
+$(VENV)/.installed-dev: requirements.txt requirements-dev.txt clients/python/pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
 	touch $@ $(VENV)/.installed-runtime
 
