@@ -8,6 +8,7 @@ from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
 from aimon_admin.core.actors import Actor
+from aimon_admin.runtimes import enforcement
 from aimon_admin.runtimes.models import AgentRuntime, RuntimeToken
 from aimon_admin.runtimes.selectors import (
     RUNTIME_DISABLED,
@@ -74,6 +75,7 @@ class RuntimeTokenAuthentication(authentication.BaseAuthentication):
         token = token_authenticate(raw)
         if token is None:
             raise token_refused(raw)
+        enforcement.note_request(request, token.runtime_id)  # which point called (G1-G3)
         return RuntimeCaller(runtime=token.runtime, token=token), token
 
     def authenticate_header(self, request: Request) -> str:

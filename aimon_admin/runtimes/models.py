@@ -9,6 +9,7 @@ from django.db.models.functions import Length
 from django.db.models.lookups import LessThanOrEqual
 
 from aimon_admin.core.choices import SideEffectLevel
+from aimon_admin.runtimes.choices import EnforcementPoint
 
 RUNTIME_NAME_VALIDATOR = RegexValidator(
     r"^[a-z0-9][a-z0-9._-]{0,99}$",
@@ -162,3 +163,41 @@ class RuntimeToken(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+
+# The product token kept of a caller's User-Agent ("aimon-gateway/0.1.0"), at most this long.
+CALLER_PRODUCT_MAX = 100
+
+
+class EnforcementPointCall(models.Model):
+    """When an enforcement point (G1-G3) last called with this runtime's tokens: one row per
+    runtime and point, kept to the minute (a reading, not a change: never audited).
+
+    `product` is the first product token of the caller's User-Agent as validated
+    (`enforcement.caller_of`), so an operator sees the version, or which other program it
+    was; empty when the header had none worth keeping.
+    """
+
+    runtime = models.ForeignKey(AgentRuntime, on_delete=models.CASCADE, related_name="point_calls")
+    point = models.CharField(max_length=16, choices=EnforcementPoint.choices)
+    product = models.CharField(max_length=CALLER_PRODUCT_MAX, blank=True, default="")
+    last_called_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["runtime", "point"]
+        constraints = [
+            models.UniqueConstraint(fields=["runtime", "point"], name="enforcement_point_call_once"),
+            models.CheckConstraint(
+                condition=models.Q(point__in=EnforcementPoint.values),
+                name="enforcement_point_call_point_valid",
+                violation_error_message="The point must be CLIENT, GATEWAY, CLAUDE_HOOK or OTHER.",
+            ),
+            models.CheckConstraint(
+                condition=LessThanOrEqual(Length("product"), CALLER_PRODUCT_MAX),
+                name="enforcement_point_call_product_length",
+                violation_error_message=f"A caller's product is at most {CALLER_PRODUCT_MAX} characters.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.runtime_id}: {self.point} at {self.last_called_at:%Y-%m-%d %H:%M}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
@@ -12,7 +13,8 @@ from django.db.models import Count, F, Q, QuerySet
 from django.utils import timezone
 
 from aimon_admin.core import rawsql
-from aimon_admin.runtimes.models import AgentRuntime, RuntimeToken
+from aimon_admin.runtimes.choices import EnforcementPoint
+from aimon_admin.runtimes.models import AgentRuntime, EnforcementPointCall, RuntimeToken
 from aimon_admin.runtimes.tokens import token_hash, token_looks_valid
 
 # last_used_at is refreshed at most this often, so a busy runtime does not turn every
@@ -125,3 +127,29 @@ def token_from_row(row: Sequence[Any]) -> RuntimeToken:
         RuntimeToken.objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now
     return token
+
+
+@dataclass(frozen=True)
+class PointLastCall:
+    """When one enforcement point (G1-G3) last called as a runtime (None: never), and the
+    product token it named itself by."""
+
+    point: EnforcementPoint
+    last_called_at: dt.datetime | None
+    product: str = ""
+
+
+# The product's own points, always shown (never called is worth knowing); OTHER once seen.
+SHOWN_POINTS = (EnforcementPoint.GATEWAY, EnforcementPoint.CLAUDE_HOOK, EnforcementPoint.CLIENT)
+
+
+def runtime_point_calls(*, runtime: AgentRuntime) -> list[PointLastCall]:
+    """Which enforcement point last called as this runtime and when, to the minute."""
+    rows = {row.point: row for row in EnforcementPointCall.objects.filter(runtime=runtime)}
+    shown = [*SHOWN_POINTS, *([EnforcementPoint.OTHER] if EnforcementPoint.OTHER in rows else [])]
+    return [
+        PointLastCall(point, rows[point].last_called_at, rows[point].product)
+        if point in rows
+        else PointLastCall(point, None)
+        for point in shown
+    ]

@@ -41,6 +41,7 @@ from aimon_admin.approvals.api.views import (
 )
 from aimon_admin.approvals.choices import RequestKind
 from aimon_admin.core.api import error_response, validate_flat, validate_value
+from aimon_admin.runtimes import enforcement
 from aimon_admin.runtimes.authentication import token_refused
 
 # --- POST /api/v1/tool-decisions ---------------------------------------------------------------
@@ -128,6 +129,7 @@ class ToolDecisionsView(APIView):
                     decided = _decide(data, services.tool_call_decide_for_token, raw_token=raw_token)
                     if decided is None:
                         raise token_refused(raw_token)
+                    enforcement.note_request(request, decided[0].runtime_id)  # G1-G3
                     return Response(tool_decision_body(decided[1]))
         super().check_permissions(request)  # authenticates (once): the usual 401s
         if unparsed is not None:

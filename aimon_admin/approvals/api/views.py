@@ -53,6 +53,7 @@ from aimon_admin.approvals.api.serializers import (
 from aimon_admin.approvals.choices import RequestKind
 from aimon_admin.approvals.models import ApprovalRequest, Session
 from aimon_admin.core.api import Unavailable, error_response, validate_flat, validate_value
+from aimon_admin.runtimes import enforcement
 from aimon_admin.runtimes.authentication import (
     RuntimeCaller,
     RuntimeTokenAuthentication,
@@ -146,6 +147,7 @@ def _skill_decisions_fused(request: Request, raw_token: str, body: Any) -> dict[
         raise _unknown_invoking(exc) from exc
     if decided is None:
         raise token_refused(raw_token)
+    enforcement.note_request(request, decided[0].runtime_id)  # which point called (G1-G3)
     return _decisions_body(decided[1])
 
 
