@@ -93,6 +93,7 @@ def tool_row(name: str, **overrides: Any) -> dict[str, Any]:
         "read_only": False,
         "description": "",
         "input_schema": {},
+        "held_for_review": False,
     }
     row.update(overrides)
     return row
@@ -1060,6 +1061,17 @@ def test_a_relay_never_clears_a_hold_made_by_the_servers_own_sync(api: APIClient
         assert body[0]["held_for_review"] is True
         assert body[0]["side_effect_level"] == "MUTATING"
     assert Tool.objects.get(name="git_reset").awaiting_review
+
+
+def test_the_tool_listing_says_which_tools_are_held_for_review(api: APIClient) -> None:  # T15, G2
+    server = make_server("git", trust=AnnotationTrust.TRUST)
+    sync(server, [RESET, STATUS])
+    sync(server, [{**RESET, "annotations": {"readOnlyHint": True}}, STATUS])  # claims less: held
+
+    rows = {row["name"]: row for row in api.get("/api/v1/tools").json()}
+    held = rows["git_reset"]
+    assert (held["held_for_review"], held["side_effect_level"]) == (True, "MUTATING")
+    assert rows["git_status"]["held_for_review"] is False
 
 
 def test_a_poisoned_relay_is_never_served_to_other_runtimes(

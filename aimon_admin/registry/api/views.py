@@ -60,6 +60,7 @@ def _tool_out(tool: dict[str, Any]) -> dict[str, Any]:
         "read_only": tool["side_effect_level"] == SideEffectLevel.READ_ONLY,
         "description": tool["description"],
         "input_schema": tool["input_schema"],
+        "held_for_review": tool["awaiting_review"],
     }
 
 
@@ -72,6 +73,7 @@ _TOOL_COLUMNS = (
     "idempotency_behavior",
     "description",
     "input_schema",
+    "awaiting_review",
 )
 
 
@@ -80,7 +82,10 @@ _TOOL_COLUMNS = (
     summary="The tools this runtime may give its model",
     description=(
         "The runtime's own (local) tools plus the tools of every enabled MCP server, "
-        "without those its ceiling does not permit. A local tool has `server` null."
+        "without those its ceiling does not permit. A local tool has `server` null. "
+        "`held_for_review`: an MCP tool whose server's latest sync claims less risk than was "
+        "accepted, held at the worst axes until an operator reviews it (T15); an enforcement "
+        "point may leave it out of what it offers."
     ),
     responses={200: ToolOut(many=True), 401: _ERRORS[401]},
 )
