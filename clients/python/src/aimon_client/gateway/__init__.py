@@ -1,0 +1,1 @@
+"""The MCP gateway (G2): `aimon-gateway --config gateway.yaml`."""
