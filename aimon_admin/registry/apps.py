@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from django.apps import AppConfig
 
+from aimon_admin.runtimes.connect import McpServerEntry, provide_mcp_servers
+
 
 class RegistryConfig(AppConfig):
     name = "aimon_admin.registry"
@@ -14,3 +16,15 @@ class RegistryConfig(AppConfig):
 
         # The operators' home: what waits for review and what fails (issue 17).
         home_sections.provide("registry", home.registry_section, order=home.ORDER)
+        # The runtime's page lists, in its gateway.yaml, the MCP servers runtimes are served (G2).
+        provide_mcp_servers(served_mcp_servers)
+
+
+def served_mcp_servers() -> list[McpServerEntry]:
+    """The enabled MCP servers (every runtime is served each), as the runtime's page names them."""
+    from aimon_admin.registry.selectors import mcp_servers_enabled
+
+    return [
+        McpServerEntry(name=server.name, transport=server.get_transport_display())
+        for server in mcp_servers_enabled().only("name", "transport")
+    ]

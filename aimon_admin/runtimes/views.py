@@ -1,7 +1,9 @@
-"""Operator pages for agent runtimes: create, settings (ceiling and gate), tokens."""
+"""Operator pages for agent runtimes: create, settings (ceiling and gate), tokens, how to
+connect it through an enforcement point and which one last called (G1-G3)."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.http import HttpRequest, HttpResponse
@@ -11,7 +13,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from aimon_admin.core.actors import Actor
 from aimon_admin.core.prg import form_from_draft, redirect_invalid
-from aimon_admin.runtimes import selectors, services
+from aimon_admin.runtimes import connect, selectors, services
 from aimon_admin.runtimes.forms import RuntimeCreateForm, RuntimeSettingsForm, TokenIssueForm
 from aimon_admin.runtimes.models import AgentRuntime, RuntimeToken
 
@@ -72,18 +74,36 @@ def _detail_context(request: HttpRequest, runtime: AgentRuntime, **extra: object
     settings_form = form_from_draft(
         request, _settings_draft(runtime), lambda data: RuntimeSettingsForm.for_runtime(runtime, data=data)
     )
+    can_issue = request.user.has_perm("runtimes.add_runtimetoken") and not runtime.is_retired
     context = {
         "runtime": runtime,
         "tokens": selectors.runtime_tokens(runtime=runtime),
+        "point_calls": selectors.runtime_point_calls(runtime=runtime),
+        # How to connect it needs a token: shown to those who may issue one.
+        "connect": _connect_snippets(runtime) if can_issue else None,
         "settings_form": settings_form,
         "token_form": form_from_draft(request, _token_draft(runtime), TokenIssueForm),
         # A retired runtime is frozen: its settings shown, not a form; no new tokens.
         "can_manage": request.user.has_perm("runtimes.change_agentruntime"),
         "can_change": request.user.has_perm("runtimes.change_agentruntime") and not runtime.is_retired,
-        "can_issue": request.user.has_perm("runtimes.add_runtimetoken") and not runtime.is_retired,
+        "can_issue": can_issue,
     }
     context.update(extra)
     return context
+
+
+def _connect_snippets(runtime: AgentRuntime) -> dict[str, str]:
+    """G1-G3: the install command, a gateway.yaml and the Claude Code hook's settings and
+    environment for this runtime, with the token's place named, never the token."""
+    product_url = settings.AIMON_BASE_URL
+    return {
+        "install": connect.INSTALL_COMMAND,
+        "gateway_yaml": connect.gateway_yaml(
+            runtime_name=runtime.name, product_url=product_url, servers=connect.mcp_servers()
+        ),
+        "hook_settings": connect.hook_settings(),
+        "hook_environment": connect.hook_environment(product_url=product_url),
+    }
 
 
 @require_GET
