@@ -8,9 +8,11 @@ import html
 import json
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
+from aimon_client.gateway.config import load_config
 from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
@@ -225,3 +227,22 @@ def test_the_yaml_lists_servers_with_the_provider_the_registry_registered() -> N
     # The registry provides the list when ready (runtimes may not import it).
     servers(("git", McpTransport.STDIO))
     assert connect.mcp_servers() == [connect.McpServerEntry(name="git", transport="stdio (a local command)")]
+
+
+def test_the_gateway_reads_the_page_s_yaml_as_it_is(
+    runtime: AgentRuntime, operator: User, tmp_path: Path
+) -> None:
+    # G2: the file as copied from the page is one the gateway starts with, once the token's
+    # variable is set: the product's address, the servers fetched from the product.
+    servers(("git", McpTransport.STDIO))
+    path = tmp_path / "gateway.yaml"
+    path.write_text(
+        snippet(logged_in(operator).get(PAGE).content.decode(), "connect-gateway-yaml"), encoding="utf-8"
+    )
+    config = load_config(path, environ={"AIMON_TOKEN": "aimon_example"})
+    assert (config.product_url.rstrip("/"), config.token, config.principal) == (
+        "http://testserver",
+        "aimon_example",
+        None,
+    )
+    assert config.from_product
