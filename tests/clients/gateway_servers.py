@@ -8,7 +8,7 @@ Modes:
   drifting           tool `drift` (read-only) rewords its own description when called and
                      says so with notifications/tools/list_changed
   counting           tools `read_note` (read-only), `write_note` (writes, not destructive) and
-                     `erase_note` (destructive): each call appends one line to --log
+                     `erase_note` (destructive): each call appends one line to --log (the tool, its arguments, when it arrived)
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +81,8 @@ def build_server(mode: str, log: Path | None = None) -> Server[Any]:
             return _text("drifted")
         if log is not None:
             with log.open("a") as out:
-                out.write(json.dumps({"tool": params.name, "arguments": params.arguments}) + "\n")
+                entry = {"tool": params.name, "arguments": params.arguments, "at": time.time()}
+                out.write(json.dumps(entry) + "\n")
         return _text(f"{params.name} ran with {json.dumps(params.arguments, sort_keys=True)}")
 
     return Server("aimon-gateway-test", version="1.0", on_list_tools=list_tools, on_call_tool=call_tool)
