@@ -33,6 +33,7 @@ PAGES = {
     "api": "api.md",
     "operations": "operations.md",
     "performance": "performance.md",
+    "mcp-gateway": "mcp-gateway.md",
 }
 CODE_READERS = "<!-- code readers -->"
 _RULE = r"(?:[TSUAP]\d{1,2}(?:[-\u2013][TSUAP]?\d{1,2})?|U)"
