@@ -6,7 +6,7 @@ product's own answer service."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
 import pytest
@@ -14,6 +14,7 @@ from aimon_client import Client
 from pytest_django.live_server_helper import LiveServer
 
 from aimon_admin.accounts.models import User
+from aimon_admin.approvals import rules
 from aimon_admin.approvals import services as approvals
 from aimon_admin.approvals.models import ApprovalRequest
 from aimon_admin.registry import services as registry
@@ -34,6 +35,15 @@ GIT_TOOLS = [
         "annotations": {"readOnlyHint": False, "destructiveHint": True},
     },
 ]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_rule_index() -> Iterator[None]:
+    """The process's cached rule index is the live server's too: a test's rules go with its
+    database, and the next test must not be judged by them."""
+    rules.rule_index_reset()
+    yield
+    rules.rule_index_reset()
 
 
 @pytest.fixture
