@@ -8,7 +8,8 @@ Modes:
   drifting           tool `drift` (read-only) rewords its own description when called and
                      says so with notifications/tools/list_changed
   counting           tools `read_note` (read-only), `write_note` (writes, not destructive) and
-                     `erase_note` (destructive): each call appends one line to --log (the tool, its arguments, when it arrived)
+                     `erase_note` (destructive): each call appends one line to --log (the
+                     tool, its arguments, when it arrived)
 """
 
 from __future__ import annotations
