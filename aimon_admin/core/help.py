@@ -34,9 +34,11 @@ PAGES = {
     "operations": "operations.md",
     "performance": "performance.md",
     "mcp-gateway": "mcp-gateway.md",
+    "claude-code-hook": "claude-code-hook.md",
+    "runtime-client": "runtime-client.md",
 }
 CODE_READERS = "<!-- code readers -->"
-_RULE = r"(?:[TSUAP]\d{1,2}(?:[-\u2013][TSUAP]?\d{1,2})?|U)"
+_RULE = r"(?:[TSUAPG]\d{1,2}(?:[-\u2013][TSUAPG]?\d{1,2})?|U)"
 _RULES_IN_BRACKETS = re.compile(rf"\s*\({_RULE}(?:,\s*{_RULE})*(?:\s*…)?\)")
 _RULE_AFTER_COMMA = re.compile(rf",\s*{_RULE}(?=\))")
 _FENCE = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.M | re.S)
