@@ -118,8 +118,14 @@ def test_the_hook_snippets_and_the_install_command(runtime: AgentRuntime, operat
     assert snippet(page, "connect-install") == "pip install ./clients/python"
     for element_id in ("connect-install", "connect-hook-settings", "connect-hook-environment"):
         assert f'data-copy="{element_id}"' in page
-    for name in ("mcp-gateway", "claude-code-hook", "runtime-client"):
-        assert f'href="/help/{name}/"' in page
+    client = logged_in(operator)
+    for name, anchor in (
+        ("mcp-gateway", "configure"),
+        ("claude-code-hook", "configure"),
+        ("runtime-client", "use"),
+    ):
+        assert f'href="/help/{name}/#{anchor}"' in page
+        assert f'id="{anchor}"' in client.get(f"/help/{name}/").content.decode()
 
 
 def test_the_page_never_holds_a_token(runtime: AgentRuntime, operator: User) -> None:
