@@ -30,7 +30,8 @@ from aimon_admin.approvals.tool_rules import tool_rule_create
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.core.actors import Actor
-from aimon_admin.registry.models import RelayFinding, Tool
+from aimon_admin.registry.models import McpServer, RelayFinding, Tool
+from aimon_admin.registry.services.listings import mcp_tools_record
 from aimon_admin.runtimes.models import AgentRuntime
 from tests.clients.gateway_kit import (
     gateway_http,
@@ -262,3 +263,28 @@ def test_list_changed_relays_the_new_listing_and_the_client_keeps_the_products_t
     assert (finding.runtime, finding.description) == (setup.runtime, DRIFT_AFTER)
     [drift] = [tool for tool in listed if tool.name == "drifty__drift"]
     assert drift.description == "Report where things stand."  # never the live text (T15)
+
+
+def test_a_tool_held_for_review_is_not_offered(setup: Setup) -> None:  # T15, G2
+    # The server's next sync claims git_reset only reads: the product holds it at the worst
+    # axes until an operator looks, and the gateway leaves it out of what it offers.
+    server = McpServer.objects.get(name="git")
+    listing = [
+        {
+            "name": tool.name,
+            "description": tool.description,
+            "inputSchema": tool.input_schema,
+            "annotations": {"readOnlyHint": True} if tool.name == "git_reset" else tool.claims,
+        }
+        for tool in Tool.objects.filter(server=server, present=True)
+    ]
+    mcp_tools_record(server=server, listing=listing, actor=setup.actor, complete=True)
+    assert Tool.objects.get(server=server, name="git_reset").awaiting_review
+
+    async def session() -> list[types.Tool]:
+        async with over_stdio(setup.config, setup.token) as client:
+            return (await client.list_tools()).tools
+
+    names = {tool.name for tool in run(session)}
+    assert "git__git_reset" not in names
+    assert {"git__git_status", "time__get_current_time"} <= names

@@ -216,7 +216,7 @@ class ToolOut(serializers.Serializer):
     description = serializers.CharField()
     input_schema = serializers.JSONField()
     held_for_review = serializers.BooleanField(
-        help_text="T15: its server's latest sync claims less risk than was accepted; held at the "
+        help_text="Its server's latest sync claims less risk than was accepted; held at the "
         "worst axes until an operator reviews it."
     )
 

@@ -84,7 +84,7 @@ _TOOL_COLUMNS = (
         "The runtime's own (local) tools plus the tools of every enabled MCP server, "
         "without those its ceiling does not permit. A local tool has `server` null. "
         "`held_for_review`: an MCP tool whose server's latest sync claims less risk than was "
-        "accepted, held at the worst axes until an operator reviews it (T15); an enforcement "
+        "accepted, held at the worst axes until an operator reviews it; an enforcement "
         "point may leave it out of what it offers."
     ),
     responses={200: ToolOut(many=True), 401: _ERRORS[401]},

@@ -221,6 +221,9 @@ class ToolInfo:
     read_only: bool
     description: str
     input_schema: dict[str, Any]
+    # T15: the server's latest sync claims less risk than was accepted; held at the worst axes
+    # until an operator reviews it. An enforcement point leaves it out of what it offers.
+    held_for_review: bool
 
 
 @dataclass(frozen=True)
@@ -391,6 +394,7 @@ def tool_info_from(body: Any, what: str) -> ToolInfo:
         read_only=r.typed("read_only", bool),
         description=r.text("description"),
         input_schema=r.typed("input_schema", dict),
+        held_for_review=r.typed("held_for_review", bool),
     )
 
 

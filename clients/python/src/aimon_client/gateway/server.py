@@ -102,10 +102,6 @@ def _annotations(info: ToolInfo) -> dict[str, Any]:
     }
 
 
-def _held(info: ToolInfo) -> bool:
-    return bool(getattr(info, "held_for_review", False))
-
-
 class Gateway:
     """The gateway's state: the upstream servers, the product's client, the served names."""
 
@@ -145,7 +141,7 @@ class Gateway:
         served: dict[str, Served] = {}
         for info in infos:
             upstream = self.upstreams.get(info.server or "")
-            if upstream is None or _held(info) or upstream.listing is None:
+            if upstream is None or info.held_for_review or upstream.listing is None:
                 continue  # not behind this gateway, held for review (T15), or unusable
             name = self.names.name(info.server, info.name)
             schema = dict(info.input_schema)
