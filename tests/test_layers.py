@@ -187,3 +187,28 @@ def test_allowed_edges_and_the_top_app_pass(tmp_path: Path) -> None:
     _write(root, "urls.py", "from aimon_admin.approvals import urls\n")
     _write(root, "core/x.py", "from django.db import models\nfrom aimon_admin.core.choices import A\n")
     assert layer_violations(root) == []
+
+
+# What runtimes install (G1-G3) stands outside the house: it speaks to the product only over
+# HTTP, so it runs where Django is not installed.
+CLIENTS = Path(__file__).resolve().parent.parent / "clients" / "python" / "src"
+SERVER_SIDE = ("aimon_admin", "django", "rest_framework", "celery")
+
+
+def client_violations(root: Path = CLIENTS) -> list[str]:
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        module, is_package = _module_name(path, root)
+        for line, target in _imported(ast.parse(path.read_text(), str(path)), module, is_package):
+            if target.split(".")[0] in SERVER_SIDE:
+                found.append(f"{path.relative_to(root)}:{line}: {target}")
+    return found
+
+
+def test_the_client_package_imports_nothing_of_the_server() -> None:  # G1
+    assert client_violations() == []
+
+
+def test_a_client_module_importing_django_is_named(tmp_path: Path) -> None:
+    _write(tmp_path, "aimon_client/sneaky.py", "from django.conf import settings\n")
+    assert client_violations(tmp_path) == ["aimon_client/sneaky.py:1: django.conf"]
