@@ -1,23 +1,34 @@
 """The MCP gateway (G2): what it adds to a call, click to forwarded, and 100 sessions at once.
 
-Run by hand (never by CI), from the project root:
+Run by hand (never by CI), from the project root; the default shape needs PostgreSQL, Redis
+and nginx:
 
     .venv/bin/python benchmarks/gateway.py [--calls 500] [--clicks 50] [--sessions 100]
+    .venv/bin/python benchmarks/gateway.py --shape embedded      # SQLite, uvicorn in-process
+    .venv/bin/python benchmarks/gateway.py --profile gateway.prof --sessions 0
 
-One node on the embedded shape: a SQLite file in a temporary folder, no Redis, uvicorn in
-this process (as `make run`), so a click's wake-up is an in-process event. Behind the gateway,
-an MCP server built with the SDK (tests/clients/gateway_servers.py, `counting`) that logs the
-moment each call arrives. Prints figures; asserts nothing.
+`--shape prod` (the default): make prod's topology, built by scripts/prod.py's own code, in
+processes of its own (nginx in front of granian, WSGI, for decisions and opens, and uvicorn
+for the long-polls; Redis for wake-ups), on a throwaway PostgreSQL database (`--database`,
+created and dropped here) and Redis database `--redis-db`. `--shape embedded`: `make run`'s
+shape, a SQLite file and uvicorn in this very process (it then competes with this process's
+MCP clients for one interpreter: not a fair measure of the gateway). Behind the gateway, an
+MCP server built with the SDK (tests/clients/gateway_servers.py, `counting`) that logs the
+moment each call arrives. This process sets the data up and clicks the answers (the answer
+service the inbox button calls). Prints figures; asserts nothing.
 
-1. ALLOW overhead: the same read-only call, alternately straight to the server (the MCP SDK's
-   client over stdio) and through `aimon-gateway` (stdio), side by side in one run: p50/p99
-   of each and of the difference.
+1. ALLOW overhead: the same read-only call, in turn straight to the server (the MCP SDK's
+   client over stdio), through `aimon-gateway` (stdio), and the gateway's own decision alone
+   (`Client.tool_decision` with the body the gateway sends, from this process): p50/p99 of
+   each and of the difference, so the added time splits into the product's decision and
+   the gateway's MCP hop.
 2. Click to forwarded: a destructive call through the gateway asks; the approver's answer
-   (*Allow this call*, through the product's answer service as the inbox button calls it)
-   is timed to the moment the server logs the call.
-3. 100 MCP sessions at once through one gateway over Streamable HTTP, a third each ALLOW
-   (read), DENY (an operator's rule) and ASK (half allowed, half denied by a person): how many
-   calls reached the server without an ALLOW, and how many sessions got no answer.
+   (*Allow this call*) is timed to the moment the server logs the call.
+3. 100 MCP sessions at once through one gateway over Streamable HTTP, a quarter each ALLOW
+   (read), DENY (an operator's rule), ASK allowed and ASK denied by a person: how many calls
+   reached the server without an ALLOW, and how many sessions got no answer.
+
+`--profile FILE` runs the stdio gateway of 1 and 2 under cProfile and writes its profile.
 """
 
 from __future__ import annotations
@@ -26,41 +37,36 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import _http, servers  # noqa: E402
+
 BIN = Path(sys.executable).parent
 SERVER = [sys.executable, "-m", "tests.clients.gateway_servers", "--mode", "counting", "--log"]
+BENCH_DB = "aimon_bench_gateway"
+SESSION = "mcp-bench-decisions"  # the bare decisions' session, not the gateway's
 
 
 def pct(samples: list[float], p: float) -> float:
+    if not samples:
+        return float("nan")
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def setup(folder: Path, log: Path) -> tuple[str, Any, Any]:
+def setup(log: Path) -> tuple[str, Any]:
     """Migrate, people, a runtime and its token, the counting server registered and synced."""
-    os.environ.update(
-        DJANGO_SETTINGS_MODULE="benchmarks.settings",
-        DATABASE_URL=f"sqlite:///{folder}/bench.sqlite3",
-        CELERY_TASK_ALWAYS_EAGER="1",
-        PYTHONPATH=str(ROOT),
-    )
-    os.environ.pop("REDIS_URL", None)
-    sys.path.insert(0, str(ROOT))
     import django
 
     django.setup()
@@ -95,12 +101,15 @@ def setup(folder: Path, log: Path) -> tuple[str, Any, Any]:
     with transaction.atomic():
         mcp_sync_request(server=server, actor=actor)
     tool_rule_create(text="notes/write_note", action="DENY", actor=actor)
-    return token, alice, actor
+    return token, alice
 
 
-def serve_product(port: int) -> Any:
+@contextmanager
+def embedded(folder: Path) -> Iterator[int]:
+    """`make run`'s shape: SQLite, no Redis, uvicorn in this process; yields its port."""
     import uvicorn
 
+    port = _http.free_port()
     config = uvicorn.Config(
         "aimon_admin.asgi:application",
         host="127.0.0.1",
@@ -113,10 +122,13 @@ def serve_product(port: int) -> Any:
     threading.Thread(target=server.run, daemon=True).start()
     while not server.started:
         time.sleep(0.05)
-    return server
+    try:
+        yield port
+    finally:
+        server.should_exit = True
 
 
-def write_config(folder: Path, port: int, log: Path, wait: int = 60) -> Path:
+def write_config(folder: Path, port: int, wait: int = 60) -> Path:
     import yaml
 
     config = folder / "gateway.yaml"
@@ -136,21 +148,35 @@ def log_lines(log: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
 
+def gateway_argv(config: Path, profile: Path | None) -> list[str]:
+    if profile is None:
+        return [str(BIN / "aimon-gateway"), "--config", str(config)]
+    return [
+        sys.executable, "-m", "cProfile", "-o", str(profile), "-m", "aimon_client.gateway.cli",
+        "--config", str(config),
+    ]  # fmt: skip
+
+
+def spread(name: str, samples: list[float]) -> str:
+    return f"  {name:9} p50 {pct(samples, 50):6.2f} ms  p99 {pct(samples, 99):6.2f} ms"
+
+
 # --- 1 and 2: one stdio session each ---------------------------------------------------------------
 
 
 async def overhead_and_clicks(
-    config: Path, token: str, log: Path, alice: Any, calls: int, clicks: int
+    config: Path, port: int, token: str, log: Path, alice: Any, args: argparse.Namespace
 ) -> None:
+    from aimon_client.client import Client
     from mcp.client.session import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
     env = {**os.environ, "AIMON_BENCH_TOKEN": token}
     direct_params = StdioServerParameters(command=SERVER[0], args=[*SERVER[1:], str(log)], env=env)
-    gateway_params = StdioServerParameters(
-        command=str(BIN / "aimon-gateway"), args=["--config", str(config)], env=env
-    )
+    argv = gateway_argv(config, args.profile)
+    gateway_params = StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=str(ROOT))
     async with (
+        Client(f"http://127.0.0.1:{port}", token) as client,
         stdio_client(direct_params) as (dr, dw),
         ClientSession(dr, dw) as direct,
         stdio_client(gateway_params) as (gr, gw),
@@ -158,13 +184,22 @@ async def overhead_and_clicks(
     ):
         await direct.initialize()
         await gateway.initialize()
-        for _ in range(20):  # warm both paths (connections, caches)
+
+        async def decide(note: str) -> str:
+            decision = await client.tool_decision(
+                "read_note", server="notes", arguments={"note": note}, session_id=SESSION, principal="alice"
+            )
+            return decision.decision
+
+        for _ in range(20):  # warm every path (connections, caches)
             await direct.call_tool("read_note", {"note": "warm"})
             await gateway.call_tool("notes__read_note", {"note": "warm"})
+            await decide("warm")
         straight: list[float] = []
         through: list[float] = []
-        refused = 0
-        for i in range(calls):
+        decided: list[float] = []
+        refused = not_allowed = 0
+        for i in range(args.calls):
             start = time.perf_counter()
             result = await direct.call_tool("read_note", {"note": f"n-{i}"})
             straight.append((time.perf_counter() - start) * 1000)
@@ -172,22 +207,31 @@ async def overhead_and_clicks(
             result = await gateway.call_tool("notes__read_note", {"note": f"n-{i}"})
             through.append((time.perf_counter() - start) * 1000)
             refused += bool(result.is_error)
+            start = time.perf_counter()
+            not_allowed += await decide(f"n-{i}") != "ALLOW"
+            decided.append((time.perf_counter() - start) * 1000)
         added = [b - a for a, b in zip(straight, through, strict=True)]
-        print(f"ALLOW call, {calls} each, alternating ({refused} refused through the gateway):")
-        print(f"  direct   p50 {pct(straight, 50):6.2f} ms  p99 {pct(straight, 99):6.2f} ms")
-        print(f"  gateway  p50 {pct(through, 50):6.2f} ms  p99 {pct(through, 99):6.2f} ms")
+        hop = pct(through, 50) - pct(straight, 50) - pct(decided, 50)
         print(
-            f"  added    p50 {pct(through, 50) - pct(straight, 50):6.2f} ms  "
+            f"ALLOW call, {args.calls} each, in turn ({refused} refused through the gateway, "
+            f"{not_allowed} bare decisions not ALLOW):"
+        )
+        print(spread("direct", straight))
+        print(spread("gateway", through))
+        print(
+            f"  added     p50 {pct(through, 50) - pct(straight, 50):6.2f} ms  "
             f"p99 {pct(through, 99) - pct(straight, 99):6.2f} ms  "
             f"(paired differences: p50 {pct(added, 50):.2f}, p99 {pct(added, 99):.2f} ms)"
         )
+        print(spread("decision", decided) + "  (Client.tool_decision alone, this process)")
+        print(f"  so the gateway's MCP hop and its own work: p50 {hop:.2f} ms (added - decision)")
 
         waits: list[float] = []
         refused = 0
-        for i in range(clicks):
+        for i in range(args.clicks):
             note = f"click-{i}"
             clicked: dict[str, float] = {}
-            thread = threading.Thread(target=click_when_asked, args=(note, alice, clicked))
+            thread = threading.Thread(target=click_when_asked, args=({note: True}, alice, clicked))
             thread.start()
             result = await gateway.call_tool("notes__erase_note", {"note": note})
             thread.join()
@@ -195,27 +239,40 @@ async def overhead_and_clicks(
             if result.is_error or not arrived:
                 refused += 1
                 continue
-            waits.append((arrived[0] - clicked["at"]) * 1000)
-        print(
-            f"Click to forwarded, {clicks} asks ({refused} not forwarded): "
-            f"p50 {pct(waits, 50):.1f} ms  p99 {pct(waits, 99):.1f} ms"
-        )
+            waits.append((arrived[0] - clicked[note]) * 1000)
+        if args.clicks:
+            print(
+                f"Click to forwarded, {args.clicks} asks ({refused} not forwarded): "
+                f"p50 {pct(waits, 50):.1f} ms  p99 {pct(waits, 99):.1f} ms"
+            )
 
 
-def click_when_asked(note: str, user: Any, clicked: dict[str, float], allow: bool = True) -> None:
+def click_when_asked(
+    plan: dict[str, bool], user: Any, clicked: dict[str, float], timeout: float = 120.0
+) -> None:
+    """Answer each note's pending request as the plan says (True: *Allow this call*), as soon
+    as it is open; one thread and one database connection for every note."""
     from django.db import connection
 
     from aimon_admin.approvals.choices import Answer
     from aimon_admin.approvals.models import ApprovalRequest
     from aimon_admin.approvals.services.answers import request_answer
 
-    while (
-        request := ApprovalRequest.objects.filter(arguments={"note": note}, status="PENDING").first()
-    ) is None:
-        time.sleep(0.005)
-    clicked["at"] = time.time()
-    request_answer(request=request, user=user, answer=Answer.ALLOW_CALL if allow else Answer.DENY)
-    connection.close()
+    deadline = time.monotonic() + timeout
+    left = dict(plan)
+    try:
+        while left and time.monotonic() < deadline:
+            pending = ApprovalRequest.objects.filter(status="PENDING", arguments__note__in=list(left))
+            found = list(pending)
+            if not found:
+                time.sleep(0.005)
+            for request in found:
+                note = request.arguments["note"]
+                clicked[note] = time.time()
+                answer = Answer.ALLOW_CALL if left.pop(note) else Answer.DENY
+                request_answer(request=request, user=user, answer=answer)
+    finally:
+        connection.close()
 
 
 # --- 3: 100 sessions over Streamable HTTP ----------------------------------------------------------
@@ -235,13 +292,13 @@ async def many_sessions(url: str, log: Path, alice: Any, sessions: int) -> None:
     ]
     kinds = [plan[i % len(plan)] for i in range(sessions)]
     outcomes: list[tuple[str, str, bool, str] | None] = [None] * sessions
+    asks = {f"s-{i}-{kind}": kind == "ask-yes" for i, (_, kind) in enumerate(kinds) if kind.startswith("ask")}
+    clicker = threading.Thread(target=click_when_asked, args=(asks, alice, {}), daemon=True)
+    clicker.start()
 
     async def one(i: int) -> None:
         tool, kind = kinds[i]
         note = f"s-{i}-{kind}"
-        if kind.startswith("ask"):
-            args = (note, alice, {}, kind == "ask-yes")
-            threading.Thread(target=click_when_asked, args=args, daemon=True).start()
         timeout = httpx2.Timeout(30.0, read=120.0)
         async with (
             httpx2.AsyncClient(timeout=timeout) as http,
@@ -256,6 +313,7 @@ async def many_sessions(url: str, log: Path, alice: Any, sessions: int) -> None:
     start = time.perf_counter()
     await asyncio.gather(*(one(i) for i in range(sessions)))
     seconds = time.perf_counter() - start
+    clicker.join(5)
     ran = {e["arguments"]["note"] for e in log_lines(log)[before:]}
     lost = sum(1 for o in outcomes if o is None)
     unallowed = sum(1 for o in outcomes if o and o[1] in ("deny", "ask-no") and o[0] in ran)
@@ -267,33 +325,83 @@ async def many_sessions(url: str, log: Path, alice: Any, sessions: int) -> None:
     )
 
 
+def run(args: argparse.Namespace, folder: Path, port: int, token: str, alice: Any, log: Path) -> None:
+    config = write_config(folder, port)
+    asyncio.run(overhead_and_clicks(config, port, token, log, alice, args))
+    if args.profile:
+        print(f"the stdio gateway's profile: {args.profile}")
+    if not args.sessions:
+        return
+    http_port = _http.free_port()
+    gateway = subprocess.Popen(
+        [str(BIN / "aimon-gateway"), "--config", str(config), "--http", f"127.0.0.1:{http_port}"],
+        env={**os.environ, "AIMON_BENCH_TOKEN": token},
+    )
+    try:
+        while not port_open(http_port):
+            time.sleep(0.1)
+        asyncio.run(many_sessions(f"http://127.0.0.1:{http_port}/mcp", log, alice, args.sessions))
+    finally:
+        gateway.terminate()
+        gateway.wait(30)
+
+
+def port_open(port: int) -> bool:
+    import socket
+
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--shape", choices=["prod", "embedded"], default="prod")
     parser.add_argument("--calls", type=int, default=500)
     parser.add_argument("--clicks", type=int, default=50)
     parser.add_argument("--sessions", type=int, default=100)
+    parser.add_argument("--database", default=BENCH_DB, help="throwaway PostgreSQL database (prod)")
+    parser.add_argument("--redis-db", type=int, default=9, help="Redis database number (prod)")
+    parser.add_argument("--workers", type=int, default=2, help="granian's workers (prod)")
+    parser.add_argument("--threads", type=int, default=2, help="threads per granian worker (prod)")
+    parser.add_argument("--profile", type=Path, help="profile the stdio gateway into this file")
     args = parser.parse_args()
+    if args.profile:
+        args.profile = args.profile.resolve()
+    os.environ.update(DJANGO_SETTINGS_MODULE="benchmarks.settings", PYTHONPATH=str(ROOT))
     with tempfile.TemporaryDirectory(prefix="aimon_bench_gateway_") as name:
         folder = Path(name)
+        folder.chmod(0o755)
         log = folder / "calls.log"
-        token, alice, _ = setup(folder, log)
-        port = free_port()
-        product = serve_product(port)
-        config = write_config(folder, port, log)
-        asyncio.run(overhead_and_clicks(config, token, log, alice, args.calls, args.clicks))
-        http_port = free_port()
-        gateway = subprocess.Popen(
-            [str(BIN / "aimon-gateway"), "--config", str(config), "--http", f"127.0.0.1:{http_port}"],
-            env={**os.environ, "AIMON_BENCH_TOKEN": token},
-        )
-        try:
-            while socket.socket().connect_ex(("127.0.0.1", http_port)) != 0:
-                time.sleep(0.1)
-            asyncio.run(many_sessions(f"http://127.0.0.1:{http_port}/mcp", log, alice, args.sessions))
-        finally:
-            gateway.terminate()
-            gateway.wait(30)
-            product.should_exit = True
+        if args.shape == "embedded":
+            os.environ.update(DATABASE_URL=f"sqlite:///{folder}/bench.sqlite3", CELERY_TASK_ALWAYS_EAGER="1")
+            os.environ.pop("REDIS_URL", None)
+            token, alice = setup(log)
+            print("embedded shape: SQLite, uvicorn in this process", flush=True)
+            with embedded(folder) as port:
+                run(args, folder, port, token, alice, log)
+            return 0
+        redis_url = f"redis://127.0.0.1:6379/{args.redis_db}"
+        with _http.throwaway_pg(args.database) as url:
+            env = dict(os.environ, DATABASE_URL=url, REDIS_URL=redis_url)
+            env.pop("CELERY_TASK_ALWAYS_EAGER", None)
+            # This process's own work (set-up, the clicks) runs its tasks in place.
+            os.environ.update(DATABASE_URL=url, REDIS_URL=redis_url, CELERY_TASK_ALWAYS_EAGER="1")
+            token, alice = setup(log)
+            port = _http.free_port()
+            print(
+                f"make prod's shape: nginx, granian {args.workers}x{args.threads}, uvicorn 1 for "
+                f"long-polls, PostgreSQL {args.database}, Redis db {args.redis_db}",
+                flush=True,
+            )
+            (folder / "prod").mkdir()
+            with servers.topology(env, port, args.workers, args.threads, folder / "prod"):
+                _http.wait_until_up(port, token, timeout=60)
+                run(args, folder, port, token, alice, log)
+            from django.db import connections
+
+            connections.close_all()
     return 0
 
 
