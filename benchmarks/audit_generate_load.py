@@ -57,6 +57,7 @@ from aimon_admin.accounts.models import User
 from aimon_admin.accounts.roles import Role
 from aimon_admin.accounts.services import role_groups_sync
 from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, Session
+from aimon_admin.audit import tree
 from aimon_admin.audit.chain_head import CHAIN_LOCK_KEY
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.core.commands import CliCommand
@@ -166,6 +167,8 @@ class Command(CliCommand):
                     f"--events must be at least {setup} (the people and runtimes alone need that many)"
                 )
             stats = sim.run(setup_events=setup)
+            # A4: the Merkle tree of the events just written, as audit_record() would have kept it.
+            tree.catch_up()
             with connection.cursor() as cursor:
                 for statement in connection.ops.sequence_reset_sql(
                     no_style(), [Grant, ApprovalItem, Session]

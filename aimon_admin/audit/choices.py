@@ -101,6 +101,7 @@ class AuditAction(models.TextChoices):
     # The audit log itself
     AUDIT_CHAIN_VERIFIED = "AUDIT_CHAIN_VERIFIED", "Audit chain verified"
     AUDIT_CHAIN_BROKEN = "AUDIT_CHAIN_BROKEN", "Audit chain found broken"
+    AUDIT_SIGNING_KEY_ROTATED = "AUDIT_SIGNING_KEY_ROTATED", "Audit checkpoint signing key rotated"
 
 
 # Plain words for the codes above on pages (core.words; `{% words code "kind" %}`).

@@ -123,3 +123,45 @@ class AuditEvent(models.Model):
 
 def format_timestamp(value: dt.datetime) -> str:
     return value.astimezone(dt.UTC).isoformat(timespec="microseconds")
+
+
+class AuditTreeNode(models.Model):
+    """A complete subtree of the log's Merkle tree (A4): covers leaves [index * 2**level,
+    (index + 1) * 2**level), leaf i being event seq i + 1. Written only with its event, by
+    aimon_admin.audit.tree; append-only as the events are."""
+
+    pk = models.CompositePrimaryKey("level", "position")
+    level = models.SmallIntegerField()
+    position = models.BigIntegerField()
+    hash = models.BinaryField(max_length=32)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(level__gte=0, position__gte=0), name="audit_tree_node_in_tree"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"tree node ({self.level}, {self.position})"
+
+
+class AuditCheckpoint(models.Model):
+    """A signed checkpoint of the tree (A4), as published: `document` is the JSON written out
+    (aimon_admin.audit.checkpoints). Kept here to chain the next one to it and to show it;
+    the copies that count are the ones published outside the database."""
+
+    tree_size = models.BigIntegerField()
+    root_hash = models.CharField(max_length=64)
+    signed_at = models.DateTimeField(db_index=True)
+    key_id = models.CharField(max_length=16)
+    checkpoint_hash = models.CharField(max_length=64, unique=True)
+    document = models.JSONField()
+    published_to = models.TextField(blank=True, default="")
+    publish_problem = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["-signed_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"checkpoint of {self.tree_size} events at {self.signed_at:%Y-%m-%d %H:%M:%S}"

@@ -7,7 +7,7 @@ from typing import Any
 from django.db import connection, models
 from django.utils import timezone
 
-from aimon_admin.audit import chain, chain_head
+from aimon_admin.audit import chain, chain_head, merkle, tree
 from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.core.actors import Actor
@@ -78,6 +78,8 @@ def audit_record(
     event.hash = chain.compute_hash(event.content())
     event._written_by_audit_record = True
     event.save(force_insert=True)
+    # A4: the event's leaf and the subtrees it completes, under the same lock and transaction.
+    tree.append(event.seq - 1, merkle.event_leaf(event.content()))
     return event
 
 

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from aimon_admin.accounts.models import User
 from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, Session
+from aimon_admin.audit import merkle, tree
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.audit.verification import audit_chain_check
 from benchmarks.audit_generate_load import NOT_EMPTY_MESSAGE, REAL_DATA_MESSAGE, Command
@@ -61,6 +62,14 @@ def test_it_writes_exactly_the_events_asked_for_and_the_chain_verifies(generated
     out = StringIO()
     call_command("verify_audit", stdout=out)
     assert f"audit chain OK: {EVENTS} events verified" in out.getvalue()
+
+
+def test_it_builds_the_merkle_tree_of_what_it_wrote(generated: str) -> None:  # A4
+    frontier = merkle.Frontier()
+    for event in AuditEvent.objects.order_by("seq").iterator():
+        frontier.push(merkle.event_leaf(event.content()))
+    assert tree.size() == EVENTS
+    assert tree.root(EVENTS) == frontier.root()
 
 
 def test_event_times_never_go_back_along_the_chain(generated: str) -> None:  # A2
