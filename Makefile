@@ -29,6 +29,7 @@ install-dev: $(VENV)/.installed-dev
 run: $(VENV)/.installed-runtime
 	AIMON_DEMO=1 $(BIN)/python manage.py migrate --noinput
 	AIMON_DEMO=1 $(BIN)/python manage.py demo_data --url http://$(HOST):$(PORT)/
+	AIMON_DEMO=1 $(BIN)/python manage.py audit_key create .demo-audit-signing-key.pem --if-missing
 	@# No Celery beat here: verify the audit chain once now (auditors can Verify now later); a
 	@# broken chain is reported on the audit home, it does not stop the demo.
 	-AIMON_DEMO=1 $(BIN)/python manage.py verify_audit --from-checkpoint --record

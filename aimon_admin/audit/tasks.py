@@ -1,5 +1,6 @@
 """Background work of the audit log (Celery): the chain verification (DESIGN A2), run by beat
-every hour and by a person's *Verify now*."""
+every hour and by a person's *Verify now*; the signed checkpoint (A4), by beat every
+AIMON_AUDIT_CHECKPOINT_MINUTES."""
 
 from __future__ import annotations
 
@@ -65,3 +66,19 @@ def verify_chain(self: Any, full: bool = False, requested_by: int | None = None)
 def _actor(requested_by: int | None) -> Actor:
     person = get_user_model().objects.filter(pk=requested_by).first() if requested_by is not None else None
     return Actor.for_user(person) if person is not None else Actor.system(TASK_ACTOR_LABEL)
+
+
+SIGN_TASK_NAME = "audit.sign_checkpoint"
+
+
+@shared_task(name=SIGN_TASK_NAME, ignore_result=True)
+def sign_checkpoint() -> int | None:
+    """Sign and publish a checkpoint of the log (A4), by beat every AIMON_AUDIT_CHECKPOINT_MINUTES.
+    A refusal is kept for the auditor's home (checkpoints.refusal) and tried again next time;
+    returns the tree size signed, or None."""
+    from aimon_admin.audit.checkpoints import CheckpointRefusedError, checkpoint_sign
+
+    try:
+        return checkpoint_sign().tree_size
+    except CheckpointRefusedError:
+        return None

@@ -38,6 +38,7 @@ from django.core.cache import cache
 from django.db import connection, transaction
 
 from aimon_admin.audit import chain
+from aimon_admin.audit.checkpoints import signed_tail_problem
 from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.models import AuditEvent, format_timestamp
 from aimon_admin.audit.services import audit_record
@@ -269,6 +270,8 @@ def audit_chain_check(*, full: bool = False) -> Verification:
     checkpoint = checkpoint_from_cache() or checkpoint_from_log()
     after_seq, after_hash = 0, chain.GENESIS_HASH
     problem = _check_checkpoint(checkpoint) if checkpoint is not None else None
+    # A4: a cut tail still chains; the signed checkpoints (the published one outside) see it.
+    problem = problem or signed_tail_problem(head_seq)
     if problem is None and checkpoint is not None and not full:
         after_seq, after_hash = checkpoint.seq, checkpoint.hash
     state = Walk(through_seq=after_seq, through_hash=after_hash)

@@ -224,6 +224,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict] = {
         "task": "audit.verify_chain",
         "schedule": float(env_int("AIMON_AUDIT_VERIFY_INTERVAL_SECONDS", 3600)),
     },
+    # A4: sign a checkpoint of the audit log's Merkle tree and publish it.
+    "audit-sign-checkpoint": {
+        "task": "audit.sign_checkpoint",
+        "schedule": 60.0 * env_int("AIMON_AUDIT_CHECKPOINT_MINUTES", 15),
+    },
     # P2: fan-outs owed and sends nobody queued or finished (Redis or a worker was down),
     # retries and digests due; each queued once.
     "notifications-sweep": {"task": "notifications.sweep", "schedule": 10.0},
@@ -435,6 +440,16 @@ AIMON_REQUEST_DEFAULT_TIMEOUT_SECONDS = 300
 
 # Where `make run` keeps the demo credentials it prints (never used outside the demo).
 DEMO_CREDENTIALS_FILE = BASE_DIR / ".demo-credentials.json"
+
+# --- Audit checkpoints (DESIGN A4) -----------------------------------------------------------
+# A4: signed checkpoints of the audit log. The Ed25519 key lives in the file named here, outside
+# the database (manage.py audit_key create PATH; make run makes a demo key); checkpoints are
+# written to the directory, one every AIMON_AUDIT_CHECKPOINT_MINUTES (docs/operations.md).
+AIMON_AUDIT_SIGNING_KEY = os.environ.get(
+    "AIMON_AUDIT_SIGNING_KEY", str(BASE_DIR / ".demo-audit-signing-key.pem") if DEMO else ""
+)
+AIMON_AUDIT_CHECKPOINT_DIR = os.environ.get("AIMON_AUDIT_CHECKPOINT_DIR", str(BASE_DIR / "audit-checkpoints"))
+AIMON_AUDIT_CHECKPOINT_MINUTES = env_int("AIMON_AUDIT_CHECKPOINT_MINUTES", 15)
 
 # --- Notifications (DESIGN P1-P4) -------------------------------------------------------------
 # The address people open the product at: every message's one link starts with it.

@@ -7,6 +7,7 @@ once on SQLite and once on PostgreSQL + Redis).
 from __future__ import annotations
 
 import os
+import tempfile
 
 os.environ.setdefault("DJANGO_SECRET_KEY", "test-only-secret-key-not-for-production-use-0123456789")
 
@@ -22,3 +23,7 @@ WHITENOISE_AUTOREFRESH = True
 # run on 127.0.0.1, a private address production refuses by default.
 AIMON_BASE_URL = "http://testserver"
 AIMON_NOTIFY_ALLOW_PRIVATE_ADDRESSES = True
+# A4: no signing key unless a test makes one, and checkpoints published to a directory of this
+# run's own (never the project's audit-checkpoints/ that make run fills).
+AIMON_AUDIT_SIGNING_KEY = ""
+AIMON_AUDIT_CHECKPOINT_DIR = tempfile.mkdtemp(prefix="aimon-test-checkpoints-")
