@@ -100,6 +100,7 @@ NGINX_REFUSALS = (
 WAIT_LOCATIONS = (
     r"^/api/v1/(tool-)?approval-requests/[^/]+/?$",
     r"^/audit/events/export\.(csv|jsonl)$",
+    r"^/audit/checkpoints/export\.jsonl$",
 )
 NGINX_MISSING = (
     "nginx is not installed (or not on PATH): `make prod` runs it in front of the web servers, "

@@ -18,6 +18,8 @@ class AuditConfig(AppConfig):
         # The home's recent warnings and chain verification card (issue 17).
         home_sections.provide("audit:warnings", home.audit_sections, order=home.WARNINGS_ORDER)
         home_sections.provide("audit:chain", home.chain_section, order=home.CHAIN_ORDER)
+        # A4: signing that is not keeping up (no key, refused, overdue) is said on the home.
+        home_sections.provide("audit:checkpoints", home.checkpoints_section, order=home.CHECKPOINTS_ORDER)
 
 
 def _ensure_append_only_triggers(using: str = "default", **_: object) -> None:

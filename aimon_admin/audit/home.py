@@ -1,6 +1,7 @@
 """What the audit log puts on the home (core.home, issue 17 item 1), for whoever may read it
-(auditors and operators): the recent warnings, and the chain verification card with its
-Verify now button, the very card of the audit home.
+(auditors and operators): the recent warnings, the chain verification card with its
+Verify now button, the very card of the audit home, and the signed checkpoints card while
+signing is not keeping up (A4).
 
 The warnings are counted as the log's own level filter reads them: a seq range on the
 (level, seq) index, its start found through the created_at index (clocks of several nodes
@@ -29,6 +30,7 @@ from aimon_admin.core.home import Figure, Section
 
 WARNINGS_ORDER = 41
 CHAIN_ORDER = 42
+CHECKPOINTS_ORDER = 43
 WARNINGS_LIMIT = 50
 RECENT = dt.timedelta(hours=24)
 # As the log's time filters (approvals/audit_pages/selectors.CLOCK_SKEW_MARGIN).
@@ -88,3 +90,18 @@ def chain_section(request: HttpRequest) -> Iterator[Section]:
     # A rendered template is already safe text (SafeString): its variables were escaped.
     html = render_to_string("audit/_verification.html", card, request=request)
     yield Section(key="chain", title="Chain verification", html=html)  # type: ignore[arg-type]
+
+
+def checkpoints_section(request: HttpRequest) -> Iterator[Section]:
+    """The Signed checkpoints card, only while signing is not keeping up (no key, a refusal,
+    a checkpoint overdue or not published): signing never stops unseen (A4)."""
+    if not request.user.has_perm(PERMISSION):
+        return
+    from aimon_admin.audit import checkpoints, proofs
+
+    proofs.sign_if_due_without_beat()
+    status = checkpoints.signing_status()
+    if not status.problems:
+        return
+    html = render_to_string("audit/_checkpoint_card.html", {"status": status}, request=request)
+    yield Section(key="checkpoints", title="Signed checkpoints", html=html)  # type: ignore[arg-type]

@@ -267,6 +267,14 @@ EXPECTED: dict[str, Expect] = {
     # Verify now (issue 17): the chain verification, asked for at once; its card, polled.
     "audit:verify": only_post(readers(MOVED)),
     "audit:verification": only_get(readers()),
+    # A4: signed checkpoints and proofs. This world has no signing key and no checkpoint: the
+    # downloads answer 404/400/409 saying so; Sign now is refused with the reason (a redirect).
+    "audit:checkpoints": only_get(readers()),
+    "audit:checkpoint-sign": only_post(readers(MOVED)),
+    "audit:checkpoint-public-key": only_get(readers(MISSING)),
+    "audit:checkpoint-latest": only_get(readers(MISSING)),
+    "audit:checkpoint-export": only_get(readers(BAD)),
+    "audit:event-proof": only_get(readers("409")),
     # The runtime API: the token's own runtime; another runtime's request is a 404
     "api:runtime-self": Expect(
         get=api(token=OK, other_token=OK), post=api(token=NOT_ALLOWED, other_token=NOT_ALLOWED)

@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from aimon_admin.approvals.audit_pages import analytics_views, verify_views, views
+from aimon_admin.audit import proof_views
 
 app_name = "audit"
 
-urlpatterns = [*views.urlpatterns, *analytics_views.urlpatterns, *verify_views.urlpatterns]
+urlpatterns = [
+    *views.urlpatterns,
+    *analytics_views.urlpatterns,
+    *verify_views.urlpatterns,
+    *proof_views.urlpatterns,
+]

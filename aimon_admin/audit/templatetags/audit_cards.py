@@ -1,4 +1,4 @@
-"""The audit home's Chain verification card, with its Verify now button (issue 17)."""
+"""The audit home's cards: Chain verification with its Verify now button, and Signed checkpoints."""
 
 from __future__ import annotations
 
@@ -20,3 +20,13 @@ def verification_card_for(context: template.Context) -> dict[str, Any]:
     card = verification_card(user=context["request"].user, last=last)
     card["csrf_token"] = context.get("csrf_token")
     return card
+
+
+@register.inclusion_tag("audit/_checkpoint_card.html")
+def checkpoint_card() -> dict[str, Any]:
+    """`{% checkpoint_card %}`: the newest signed checkpoint and why signing is not keeping up (A4).
+    Where no beat runs (make run), the checkpoint owed is signed first."""
+    from aimon_admin.audit import checkpoints, proofs
+
+    proofs.sign_if_due_without_beat()
+    return {"status": checkpoints.signing_status()}
