@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import cryptography
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.conf import settings
@@ -34,19 +35,31 @@ pytestmark = pytest.mark.django_db
 VERIFIER = Path(settings.BASE_DIR) / "clients" / "verifier" / "aimon_verify_audit.py"
 
 
-def run_verifier(tmp_path: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
-    """The verifier in a process of its own where `import django` fails: it must not need it."""
-    blocker = tmp_path / "no-django"
-    (blocker / "django").mkdir(parents=True, exist_ok=True)
-    (blocker / "django" / "__init__.py").write_text("raise ImportError('the verifier must not use Django')\n")
+def run_verifier(
+    tmp_path: Path, *args: str | Path, script: Path = VERIFIER
+) -> subprocess.CompletedProcess[str]:
+    """The verifier (or `script`) in a process of its own whose import path holds the standard library and
+    `cryptography` (with the cffi it loads) and nothing else: no Django, nothing of the product."""
+    isolated = tmp_path / "only-cryptography"
+    if not isolated.exists():
+        isolated.mkdir()
+        site = Path(cryptography.__file__).resolve().parent.parent
+        for name in ("cryptography", "cffi", *(p.name for p in site.glob("_cffi_backend*"))):
+            (isolated / name).symlink_to(site / name)
     return subprocess.run(
-        [sys.executable, str(VERIFIER), *map(str, args)],
-        env={"PYTHONPATH": str(blocker), "PATH": "/usr/bin:/bin"},
+        [sys.executable, "-S", str(script), *map(str, args)],  # -S: no site-packages
+        env={"PYTHONPATH": str(isolated), "PATH": "/usr/bin:/bin"},
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
+
+
+def test_the_verifier_cannot_import_django_where_it_runs(tmp_path: Path) -> None:  # A4
+    probe = tmp_path / "probe.py"
+    probe.write_text("import cryptography\ntry:\n    import django\nexcept ImportError:\n    print('none')\n")
+    assert run_verifier(tmp_path, script=probe).stdout == "none\n"
 
 
 @dataclass
