@@ -28,7 +28,8 @@ service the inbox button calls). Prints figures; asserts nothing.
    (read), DENY (an operator's rule), ASK allowed and ASK denied by a person: how many calls
    reached the server without an ALLOW, and how many sessions got no answer.
 
-`--profile FILE` runs the stdio gateway of 1 and 2 under cProfile and writes its profile.
+`--profile FILE` runs the stdio gateway of 1 and 2 under cProfile (timed by its CPU clock) and
+writes its profile there.
 """
 
 from __future__ import annotations
@@ -148,13 +149,41 @@ def log_lines(log: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
 
+# The stdio gateway under cProfile, timed by the process's CPU clock: on a shared machine a
+# wall clock would charge the gateway with the time other processes held the cores.
+PROFILED = (
+    "import cProfile, sys, time\n"
+    "from aimon_client.gateway.cli import main\n"
+    "profile = cProfile.Profile(time.process_time)\n"
+    "try:\n"
+    "    profile.runcall(main, sys.argv[2:])\n"
+    "finally:\n"
+    "    profile.dump_stats(sys.argv[1])\n"
+)
+
+
 def gateway_argv(config: Path, profile: Path | None) -> list[str]:
     if profile is None:
         return [str(BIN / "aimon-gateway"), "--config", str(config)]
-    return [
-        sys.executable, "-m", "cProfile", "-o", str(profile), "-m", "aimon_client.gateway.cli",
-        "--config", str(config),
-    ]  # fmt: skip
+    return [sys.executable, "-c", PROFILED, str(profile), "--config", str(config)]
+
+
+def children_cpu(*markers: str) -> float:
+    """CPU seconds (user + system) of this process's children whose command line holds one of
+    the markers (Linux /proc)."""
+    ticks = 0
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+            command = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid() and any(m.encode() in command for m in markers):
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+GATEWAY_MARKS = ("aimon-gateway", "aimon_client.gateway.cli")
 
 
 def spread(name: str, samples: list[float]) -> str:
@@ -199,6 +228,7 @@ async def overhead_and_clicks(
         through: list[float] = []
         decided: list[float] = []
         refused = not_allowed = 0
+        cpu = (children_cpu(*GATEWAY_MARKS), children_cpu("gateway_servers"))
         for i in range(args.calls):
             start = time.perf_counter()
             result = await direct.call_tool("read_note", {"note": f"n-{i}"})
@@ -210,6 +240,8 @@ async def overhead_and_clicks(
             start = time.perf_counter()
             not_allowed += await decide(f"n-{i}") != "ALLOW"
             decided.append((time.perf_counter() - start) * 1000)
+        gateway_cpu = (children_cpu(*GATEWAY_MARKS) - cpu[0]) * 1000 / args.calls
+        server_cpu = (children_cpu("gateway_servers") - cpu[1]) * 1000 / args.calls
         added = [b - a for a, b in zip(straight, through, strict=True)]
         hop = pct(through, 50) - pct(straight, 50) - pct(decided, 50)
         print(
@@ -225,6 +257,10 @@ async def overhead_and_clicks(
         )
         print(spread("decision", decided) + "  (Client.tool_decision alone, this process)")
         print(f"  so the gateway's MCP hop and its own work: p50 {hop:.2f} ms (added - decision)")
+        print(
+            f"  CPU per call: the gateway process {gateway_cpu:.2f} ms; the server, called directly, "
+            f"{server_cpu:.2f} ms"
+        )
 
         waits: list[float] = []
         refused = 0

@@ -15,12 +15,12 @@ from collections.abc import Sequence
 
 import anyio
 import uvicorn
-from mcp.server.stdio import stdio_server
 
 from aimon_client.client import Client
 from aimon_client.errors import AimonError
 from aimon_client.gateway.config import ConfigError, GatewayConfig, UpstreamConfig, load_config
 from aimon_client.gateway.server import USER_AGENT, Gateway
+from aimon_client.gateway.stdio import serve_stdio
 
 logger = logging.getLogger("aimon_client.gateway")
 
@@ -84,7 +84,7 @@ async def serve(config: GatewayConfig, http: tuple[str, int] | None) -> None:
         async with anyio.create_task_group() as tasks:
             await gateway.start(tasks)
             if http is None:
-                async with stdio_server() as (read_stream, write_stream):
+                async with serve_stdio() as (read_stream, write_stream):
                     await server.run(read_stream, write_stream, server.create_initialization_options())
             else:
                 host, port = http
