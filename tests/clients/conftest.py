@@ -36,6 +36,12 @@ GIT_TOOLS = [
     },
 ]
 
+# A person answers from the test's own thread while the product serves the waiting call. On the
+# SQLite run the live server shares the test's one in-memory connection across threads, which is
+# no place for two writers at once: these run on PostgreSQL, each thread with its connection (the
+# browser journey, whose click goes through the server, runs on both).
+ANSWERED_WHILE_WAITING = pytest.mark.postgres
+
 
 @pytest.fixture(autouse=True)
 def _fresh_rule_index() -> Iterator[None]:

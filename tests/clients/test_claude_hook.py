@@ -25,7 +25,7 @@ from aimon_admin.accounts.models import User
 from aimon_admin.approvals import rules
 from aimon_admin.approvals.choices import Answer, RequestStatus
 from aimon_admin.approvals.models import ApprovalRequest, ToolRule
-from tests.clients.conftest import answer, run
+from tests.clients.conftest import ANSWERED_WHILE_WAITING, answer, run
 from tests.ports import free_port
 
 pytestmark = pytest.mark.usefixtures("catalog")
@@ -154,6 +154,7 @@ def test_a_call_a_rule_denies_is_denied_with_the_rule(product: str, runtime_toke
 # --- Asking a person ------------------------------------------------------------------------
 
 
+@ANSWERED_WHILE_WAITING
 def test_bash_asks_a_person_who_allows_this_call_then_the_same_call_asks_again(
     product: str, runtime_token: str, approver: User
 ) -> None:
@@ -174,6 +175,7 @@ def test_bash_asks_a_person_who_allows_this_call_then_the_same_call_asks_again(
     assert second.status == RequestStatus.CANCELLED  # S9: the hook cancelled what it stopped waiting for
 
 
+@ANSWERED_WHILE_WAITING
 def test_edit_asks_and_a_person_denies(product: str, runtime_token: str, approver: User) -> None:
     # G3, U1: the file tool's subject is its file_path; a Deny denies, naming who.
     process = start(json.dumps(EDIT), environment(product, runtime_token))
@@ -183,6 +185,7 @@ def test_edit_asks_and_a_person_denies(product: str, runtime_token: str, approve
     assert finish(process) == ("deny", claude_hook.DENIED_BY_PERSON.format(who="alice"))
 
 
+@ANSWERED_WHILE_WAITING
 def test_a_destructive_mcp_tool_asks_for_that_servers_tool(
     product: str, runtime_token: str, approver: User
 ) -> None:
@@ -205,6 +208,7 @@ def test_an_unknown_tool_is_an_unregistered_tool_that_asks(product: str, runtime
     assert request.status == RequestStatus.CANCELLED
 
 
+@ANSWERED_WHILE_WAITING
 def test_an_allow_is_confirmed_for_exactly_these_arguments(
     product: str, runtime_token: str, approver: User
 ) -> None:

@@ -24,7 +24,7 @@ from aimon_client.results import McpServerConfig, Revoked, SkillDecision, ToolDe
 
 from aimon_admin.accounts.models import User
 from aimon_admin.approvals.choices import Answer
-from tests.clients.conftest import GIT_TOOLS, answer, run
+from tests.clients.conftest import ANSWERED_WHILE_WAITING, GIT_TOOLS, answer, run
 
 pytestmark = pytest.mark.usefixtures("catalog")
 
@@ -64,6 +64,7 @@ def test_skill_decisions_come_back_typed_in_the_order_asked(product: str, runtim
     ]
 
 
+@ANSWERED_WHILE_WAITING
 def test_allow_this_call_is_waited_for_then_allows_exactly_that_call_once(
     product: str, runtime_token: str, approver: User
 ) -> None:

@@ -33,6 +33,7 @@ from aimon_admin.core.actors import Actor
 from aimon_admin.registry.models import McpServer, RelayFinding, Tool
 from aimon_admin.registry.services.listings import mcp_tools_record
 from aimon_admin.runtimes.models import AgentRuntime
+from tests.clients.conftest import ANSWERED_WHILE_WAITING
 from tests.clients.gateway_kit import (
     gateway_http,
     git_repo,
@@ -119,6 +120,7 @@ def test_stdio_lists_what_the_product_serves_and_forwards_allowed_calls(setup: S
     assert {event.subject for event in relays} >= {"git", "time"}
 
 
+@ANSWERED_WHILE_WAITING
 def test_a_destructive_call_asks_and_runs_once_after_allow_this_call(
     setup: Setup, approver: User
 ) -> None:  # U2-U4
@@ -181,6 +183,7 @@ def test_a_deny_rule_is_a_tool_error_naming_it_and_nothing_runs(setup: Setup) ->
     assert staged(setup.repo) == ["README"]
 
 
+@ANSWERED_WHILE_WAITING
 def test_streamable_http_asks_then_forwards_when_the_person_allows(
     setup: Setup, approver: User
 ) -> None:  # G2, U4
