@@ -30,7 +30,8 @@ ENV_VAR = "AIMON_AUDIT_SIGNING_KEY"
 # Words people see (tests import these).
 NO_KEY = (
     "No signing key: AIMON_AUDIT_SIGNING_KEY names no file, so no checkpoint is signed. "
-    "Create one with `manage.py audit_key create PATH` and set AIMON_AUDIT_SIGNING_KEY to PATH."
+    "Create one with `manage.py audit_key create /etc/aimon/audit-key.pem` and set "
+    "AIMON_AUDIT_SIGNING_KEY to that file."
 )
 KEY_MISSING = (
     "The signing key file {path} (AIMON_AUDIT_SIGNING_KEY) does not exist, so no checkpoint is "
