@@ -441,7 +441,7 @@ AIMON_REQUEST_DEFAULT_TIMEOUT_SECONDS = 300
 # Where `make run` keeps the demo credentials it prints (never used outside the demo).
 DEMO_CREDENTIALS_FILE = BASE_DIR / ".demo-credentials.json"
 
-# --- Audit checkpoints (DESIGN A4) -----------------------------------------------------------
+# --- Audit checkpoints (A4, docs/rules.md) -----------------------------------------------------------
 # A4: signed checkpoints of the audit log. The Ed25519 key lives in the file named here, outside
 # the database (manage.py audit_key create PATH; make run makes a demo key); checkpoints are
 # written to the directory, one every AIMON_AUDIT_CHECKPOINT_MINUTES (docs/operations.md).
