@@ -100,7 +100,7 @@ def read_nodes(nodes: Sequence[merkle.Node]) -> dict[merkle.Node, bytes]:
     pairs = ", ".join(["(%s, %s)"] * len(nodes))
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT level, position, hash FROM audit_audittreenode WHERE (level, position) IN ({pairs})",  # noqa: S608 - placeholders only
+            f"SELECT level, position, hash FROM audit_audittreenode WHERE (level, position) IN ({pairs})",  # noqa: S608 - placeholders only # nosec B608
             [value for node in nodes for value in node],
         )
         found = {(level, position): bytes(value) for level, position, value in cursor.fetchall()}
