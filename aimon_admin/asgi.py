@@ -7,7 +7,9 @@ Long-polls are async views, so a waiting runtime holds no worker thread.
 
 from __future__ import annotations
 
+import gc
 import os
+from importlib import import_module
 
 from django.conf import settings
 from django.core.asgi import get_asgi_application
@@ -15,6 +17,13 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "aimon_admin.settings.base")
 
 django_application = get_asgi_application()
+# Every view imported now rather than by the first request (a long-poll after a start waited
+# ~0.3 s for it: benchmarks/gateway.py's first click).
+import_module(settings.ROOT_URLCONF)
+# What is loaded by now lives as long as the process: frozen out of the garbage collector's
+# sight. Its full collections otherwise stop a request for ~0.1 s on a 2-core machine, once
+# every few thousand requests (docs/performance.md).
+gc.freeze()
 
 from aimon_admin.core.asgi import BodySizeLimitMiddleware  # noqa: E402  (needs settings loaded)
 
