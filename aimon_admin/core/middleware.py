@@ -1,5 +1,5 @@
-"""Middleware: request ids, the API's body size limit, the content security policy (pages
-only), styled errors and the sync stack.
+"""Middleware: request ids, the API's body size limit, the runtime API's short path, styled
+errors and the sync stack.
 
 The request-id and body-limit middleware are sync and async capable, so an async view
 (the approval long-poll) runs without a thread hop through them.
@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections.abc import Awaitable, Callable
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
-from csp.middleware import CSPMiddleware
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http.response import HttpResponseBase
 
@@ -115,28 +116,54 @@ class ApiBodyLimitMiddleware(_DualMiddleware):
         return None
 
 
-class PageContentSecurityPolicyMiddleware(CSPMiddleware):
-    """django-csp's middleware for pages only: the JSON API (settings.CSP_SKIP_PREFIXES)
-    gets no policy, which governs documents, not JSON a runtime parses.
+class RuntimeApiShortcut:
+    """The runtime API's short path through the middleware: a request under
+    `settings.RUNTIME_API_PREFIXES` (decisions, approval requests, AuthZEN) goes from here
+    straight to what `RuntimeApiLanding` sits above (the styled errors, the sync stack, the
+    view), past every page middleware between them: the content security policy, WhiteNoise,
+    sessions, CSRF's request hook, authentication, messages, htmx, axes. A bearer-token JSON
+    call uses none of them. What stays above the shortcut serves both: the request id, the
+    body limit, the security headers, and CommonMiddleware's Content-Length. Pages take the
+    whole chain.
 
-    django-csp 4.0 builds the whole policy for every response before it looks at its own
-    `EXCLUDE_URL_PREFIXES`. On the decision path that was the largest single piece of
-    middleware work: ~11% of a skill decision's in-process CPU, the same share of the bare
-    endpoint's (benchmarks/decision_profile.py). The API's pages (/api/docs/) keep theirs.
+    Django builds the chain from the bottom up, so the landing, lower in MIDDLEWARE, is built
+    first and leaves the chain below it for the shortcut (on the building thread). Measured in
+    process, a tool decision's CPU through the shortcut is ~0.8 of the whole chain's, the bare
+    endpoint's the same (docs/performance.md).
     """
 
+    sync_capable = True
+    async_capable = False
+
     def __init__(self, get_response: Callable) -> None:
-        super().__init__(get_response)
-        self.skip = tuple(getattr(settings, "CSP_SKIP_PREFIXES", ()))
+        self.get_response = get_response
+        self.prefixes = tuple(settings.RUNTIME_API_PREFIXES)
+        self.api_response = getattr(_building, "landing", None)
+        if self.api_response is None:
+            raise ImproperlyConfigured("RuntimeApiShortcut needs RuntimeApiLanding below it in MIDDLEWARE.")
+        del _building.landing
 
-    def process_request(self, request: HttpRequest) -> None:
-        if not request.path_info.startswith(self.skip):
-            super().process_request(request)
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        if request.path_info.startswith(self.prefixes):
+            return self.api_response(request)
+        return self.get_response(request)
 
-    def process_response(self, request: HttpRequest, response: HttpResponseBase) -> HttpResponseBase:
-        if request.path_info.startswith(self.skip):
-            return response
-        return super().process_response(request, response)
+
+class RuntimeApiLanding:
+    """Where `RuntimeApiShortcut` lands: it hands the chain below it up to the shortcut."""
+
+    sync_capable = True
+    async_capable = False
+
+    def __init__(self, get_response: Callable) -> None:
+        self.get_response = get_response
+        _building.landing = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        return self.get_response(request)
+
+
+_building = threading.local()
 
 
 class StyledErrorMiddleware:

@@ -96,10 +96,13 @@ MIDDLEWARE = [
     "aimon_admin.core.middleware.RequestIdMiddleware",
     "aimon_admin.core.middleware.ApiBodyLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
-    "aimon_admin.core.middleware.PageContentSecurityPolicyMiddleware",
+    # Content-Length on every answer (the API's too), and the trailing-slash redirects.
+    "django.middleware.common.CommonMiddleware",
+    # The runtime API skips from here to RuntimeApiLanding: none of the page middleware between.
+    "aimon_admin.core.middleware.RuntimeApiShortcut",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -108,10 +111,16 @@ MIDDLEWARE = [
     # After every middleware that can answer on its own, so a locked-out sign-in is
     # answered with the lockout page (axes.middleware reads what its backend marked).
     "axes.middleware.AxesMiddleware",
+    "aimon_admin.core.middleware.RuntimeApiLanding",
     # A bare 405 becomes the styled error page (sync, no thread hop).
     "aimon_admin.core.middleware.StyledErrorMiddleware",
     "aimon_admin.core.middleware.SyncStackMiddleware",
 ]
+
+# The runtime API and the OpenID AuthZEN endpoints (and their discovery document): answered
+# through RuntimeApiShortcut, past the page middleware. They answer JSON, which no content
+# security policy governs (the API's docs page, /api/docs/, is a page and has one).
+RUNTIME_API_PREFIXES = ("/api/v1/", "/access/v1/", "/.well-known/authzen-configuration")
 
 ROOT_URLCONF = "aimon_admin.urls"
 WSGI_APPLICATION = "aimon_admin.wsgi.application"
@@ -342,9 +351,6 @@ if AXES_FAILURE_LIMIT < 1:
 # not to inject its indicator <style> (the htmx-config meta tag in base.html), and hx-on
 # attributes are not used (they would need 'unsafe-eval'). data: images are Swagger UI's
 # icons, drawn from its own stylesheet.
-# The runtime API answers JSON, which no policy governs (its docs page, /api/docs/, has one);
-# so do the OpenID AuthZEN endpoints and their discovery document.
-CSP_SKIP_PREFIXES = ("/api/v1/", "/access/v1/", "/.well-known/authzen-configuration")
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
         "default-src": [SELF],

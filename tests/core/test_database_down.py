@@ -44,7 +44,6 @@ def touch_session(request: HttpRequest) -> HttpResponse:
 # This module is also a URLconf (pytest.mark.urls): the product's, plus the page above.
 urlpatterns = [
     path("touch-session/", touch_session),
-    path("api/v1/touch-session", touch_session),
     *product_urls.urlpatterns,
 ]
 handler400 = product_urls.handler400
@@ -133,17 +132,6 @@ def test_a_database_error_raised_by_a_middleware_is_the_same_503(db: None) -> No
     with database_down(only=lambda sql: "django_session" in sql and not sql.lstrip().startswith("SELECT")):
         response = client.get("/touch-session/")
     assert_503_page(response, ERROR_MESSAGES[503])
-
-
-@pytest.mark.urls(__name__)
-def test_under_the_api_a_database_error_raised_by_a_middleware_is_the_json_503(db: None) -> None:
-    client = Client()
-    client.raise_request_exception = False
-    with database_down(only=lambda sql: "django_session" in sql and not sql.lstrip().startswith("SELECT")):
-        response = client.get("/api/v1/touch-session")
-    assert response.status_code == 503
-    assert json.loads(response.content) == {"error": "unavailable", "detail": UNAVAILABLE_MESSAGE}
-    assert response["Retry-After"] == str(RETRY_AFTER_SECONDS)
 
 
 def test_the_api_with_the_database_down_stays_json_503(runtime_token: str) -> None:
