@@ -179,12 +179,17 @@ def topology_env(env: dict[str, str], port: int, workers: int, threads: int, fol
 
 
 @contextmanager
-def topology(env: dict[str, str], port: int, workers: int, threads: int, folder: Path) -> Iterator[list[int]]:
+def topology(
+    env: dict[str, str], port: int, workers: int, threads: int, folder: Path, app: str | None = None
+) -> Iterator[list[int]]:
     """What `make prod` serves with (scripts/prod.py's own commands and nginx configuration):
-    nginx on `port`, granian (WSGI) and uvicorn (ASGI) behind it; no Celery."""
+    nginx on `port`, granian (WSGI) and uvicorn (ASGI) behind it; no Celery. `app`: another
+    WSGI application for granian to serve (`module:name`), as the floor's bare ones."""
     prod = prod_script()
     config = prod.config_from(topology_env(env, port, workers, threads, folder))
     argv = prod.commands(config)
+    if app is not None:
+        argv["web"][-1] = app
     prod.write_nginx_conf(config)
     with started([argv["web"], argv["wait"]], config.env) as servers:
         deadline = time.monotonic() + 60
