@@ -201,6 +201,16 @@ def topology(
             yield servers + proxy
 
 
+def topology_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of a benchmark that measures rounds of wrk against make prod's topology."""
+    parser.add_argument("--seconds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--connections", type=int, default=8)
+    parser.add_argument("--workers", type=int, default=2, help="granian's workers")
+    parser.add_argument("--threads", type=int, default=2, help="threads per granian worker")
+    parser.set_defaults(conn_max_age=0)  # the pool, as production
+
+
 def measure(args: argparse.Namespace, env: dict[str, str], token: str, name: str) -> dict[str, Figure]:
     port = _http.free_port()
     database = urllib.parse.urlsplit(env["DATABASE_URL"]).path.lstrip("/")

@@ -81,13 +81,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--seconds", type=int, default=5)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--connections", type=int, default=8)
-    parser.add_argument("--workers", type=int, default=2, help="granian workers")
-    parser.add_argument("--threads", type=int, default=2, help="threads per granian worker")
+    servers.topology_arguments(parser)
     args = parser.parse_args()
-    args.conn_max_age = 0
     with _http.throwaway_pg(BENCH_DB) as url:
         env = _http.server_env(url, args)
         token = _http.child_json(skill_decisions.__file__, "--seed", env)["token"]
