@@ -118,7 +118,7 @@ def test_503s_past_the_retries_are_product_unavailable() -> None:
 
 
 def test_a_connection_refused_is_retried_then_product_unavailable() -> None:
-    # Nothing listens on the port: every attempt is refused by the operating system.
+    # G1 fails closed: nothing listens on the port, every attempt is refused by the system.
     async def go() -> None:
         async with Client(f"http://127.0.0.1:{free_port()}", "token", retries=3, backoff=0.001) as client:
             await client.tool_decision("Read", session_id="s")
@@ -259,7 +259,7 @@ def test_every_call_names_the_library_and_the_token() -> None:
 
 
 def test_a_proxy_named_by_the_environment_carries_the_calls(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The scripted server stands for the proxy: the call to the product's address reaches it.
+    # G1: the scripted server stands for the proxy; the call to the product's address reaches it.
     script, seen = scripted((200, DECISION))
 
     async def go() -> Any:
