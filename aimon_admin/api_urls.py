@@ -1,4 +1,4 @@
-"""The runtime API, v1 (../shared/API.md). Each app adds its routes here."""
+"""The runtime API, v1 (docs/api.md). Each app adds its routes here."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ app_name = "api"
 
 
 def api_path(route: str, view: Callable, name: str) -> URLPattern:
-    """A route whose trailing slash is optional (API.md)."""
+    """A route whose trailing slash is optional (docs/api.md "Basics")."""
     return re_path(rf"^{route}/?$", view, name=name)
 
 

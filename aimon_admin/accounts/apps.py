@@ -22,7 +22,7 @@ class AccountsConfig(AppConfig):
         # The handler creates every app's permissions itself before it assigns them, so
         # it does not depend on the order apps are migrated in.
         post_migrate.connect(_sync_groups, sender=self)
-        # The operators' home: locked sign-ins and the people pages (issue 17).
+        # The operators' home: locked sign-ins and the people pages.
         home_sections.provide("accounts:people", home.people_section, order=home.ORDER)
 
 

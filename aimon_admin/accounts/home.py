@@ -1,5 +1,5 @@
-"""What accounts puts on the operators' home (core.home, issue 17 item 1): sign-ins locked
-now, a link to unlock them, and the people pages.
+"""What accounts puts on the operators' home (core.home): sign-ins locked now, a link to
+unlock them, and the people pages.
 
 The count is what the locked sign-ins page lists (`selectors.locked_sign_ins`): django-axes'
 records of failures within the cool-off (one row per name, address and browser, a short

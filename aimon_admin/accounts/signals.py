@@ -1,4 +1,4 @@
-"""Sign-in events from django.contrib.auth, written to the audit log (DESIGN A1)."""
+"""Sign-in events from django.contrib.auth, written to the audit log (A1)."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ class ApprovalsConfig(AppConfig):
 
         # The gate simulator and worklist show which unattended calls rules answer (U5).
         provide_unattended_rules(unattended_allow_rules, many=unattended_allow_rules_many)
-        # The home's Requests section, and the escalated grants of its Audit section (issue 17).
+        # The home's Requests section, and the escalated grants of its Audit section.
         home_sections.provide(
             "approvals:requests", approvals_home.requests_section, order=approvals_home.REQUESTS_ORDER
         )

@@ -1,4 +1,4 @@
-"""Skill approval enums (DESIGN part S), the same in the database, the API and the audit."""
+"""Skill approval enums (part S of docs/rules.md): the same in the database, API and audit."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ class DecisionSource(models.TextChoices):
 
 
 class ToolCallSource(models.TextChoices):
-    """The layer of a tool call's chain that answered (DESIGN part U)."""
+    """The layer of a tool call's chain that answered (part U of docs/rules.md)."""
 
     CEILING = "CEILING", "The runtime's ceiling"
     RULE = "RULE", "An operator's rule"
@@ -86,10 +86,10 @@ class RequestKind(models.TextChoices):
 
 
 class Answer(models.TextChoices):
-    """The buttons (S4, U3; labels fixed by API.md), and S13's *Deny this request*, which stores
-    nothing: offered where a Deny would hold beyond what this person may give or a rule allows.
-    *Allow this call* is a tool request's only: it stores no grant, the request's digest is the
-    approval (U4)."""
+    """The buttons (S4, U3; the labels docs/api.md uses), and S13's *Deny this request*, which
+    stores nothing: offered where a Deny would hold beyond what this person may give or a rule
+    allows. *Allow this call* is a tool request's only: it stores no grant, the request's digest
+    is the approval (U4)."""
 
     ALLOW_CALL = "ALLOW_CALL", "Allow this call"
     ALLOW_ONCE = "ALLOW_ONCE", "Allow once"

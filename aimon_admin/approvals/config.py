@@ -1,7 +1,7 @@
-"""`load_config`'s rule sections (API.md "Operator set-up from the command line"): toolRules
-(U1, U5) and skillRules, read with the registry's configuration parser (every error at
-FILE:LINE, the whole file checked before anything is written) and applied in the same
-transaction as its servers and tool subjects (registry/config.py), all or nothing.
+"""`load_config`'s rule sections: toolRules (U1, U5) and skillRules, read with the registry's
+configuration parser (every error at FILE:LINE, the whole file checked before anything is
+written) and applied in the same transaction as its servers and tool subjects
+(registry/config.py), all or nothing.
 
 Format::
 

@@ -1,5 +1,5 @@
-"""What approvals puts on the home (core.home, issue 17 item 1): the Requests section for
-whoever answers requests, and the escalated grants in force for whoever reads the audit log.
+"""What approvals puts on the home (core.home): the Requests section for whoever answers
+requests, and the escalated grants in force for whoever reads the audit log.
 
 Registered in ApprovalsConfig.ready(). Both counts are index reads: the pending requests of
 what the inbox shows (status and expiry, `request_status_expiry`; the principal for an

@@ -1,5 +1,5 @@
-"""The inbox's filters: requests from your own sessions, and skill or tool requests (issue 17
-item 1: each count on the home opens the inbox filtered to what it counted).
+"""The inbox's filters: requests from your own sessions, and skill or tool requests (each count
+on the home opens the inbox filtered to what it counted).
 
 `?whose=mine` keeps requests whose principal is you (S13: the ones about your own sessions);
 `?kind=SKILL` or `?kind=TOOL` keeps one kind (ApprovalRequest.kind); `?sent=operators` keeps the requests

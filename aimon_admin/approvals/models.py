@@ -1,4 +1,4 @@
-"""Sessions, grants, approval requests and skill rules (DESIGN part S).
+"""Sessions, grants, approval requests and skill rules (part S of docs/rules.md).
 
 Grants are never deleted: revoking one sets `revoked_at`/`revoked_by`, so an auditor
 can ask what was in force at any moment.
@@ -265,8 +265,8 @@ class ApprovalRequest(models.Model):
     # P2: when it was sent to the operators and the owner, nobody having answered it in its
     # runtime's time (set once, by a conditional update). Not S6's escalation of an answer.
     escalated_at = models.DateTimeField(null=True, blank=True)
-    # Its timeline's "woken" (issue 17 item 8): when the API first sent the runtime the request
-    # closed, and whether that response ended a wait on it (set once, by a conditional update).
+    # Its timeline's "woken": when the API first sent the runtime the request closed, and
+    # whether that response ended a wait on it (set once, by a conditional update).
     answer_sent_at = models.DateTimeField(null=True, blank=True)
     answer_sent_to_waiter = models.BooleanField(null=True, blank=True)
 

@@ -1,5 +1,5 @@
-"""DESIGN part S as pure functions: the decision chain, what an answer reaches, who may
-answer, and how skill rules match. Standard library and enums only.
+"""Part S of docs/rules.md as pure functions: the decision chain, what an answer reaches, who
+may answer, and how skill rules match. Standard library and enums only.
 """
 
 from __future__ import annotations
@@ -304,7 +304,7 @@ class RuleIndex:
         return None
 
 
-# --- The skill-pattern grammar (issue 13 item 7) ------------------------------------------------
+# --- The skill-pattern grammar -------------------------------------------------------------------
 #
 # A pattern is 1-200 characters: letters, digits and - _ . : / @ + (the characters of skill
 # names), and * (any run of characters, including none). Nothing else: no spaces, no

@@ -1,6 +1,6 @@
-"""A request's timeline on its own page (issue 17 item 8): opened, notified, viewed,
-answered (each item: by whom, when, with what reach), closed, woken, and, for a call
-approved on its own, when the runtime presented that approval.
+"""A request's timeline on its own page: opened, notified, viewed, answered (each item: by
+whom, when, with what reach), closed, woken, and, for a call approved on its own, when the
+runtime presented that approval.
 
 Woken is when the API first sent the runtime the request closed: "woken" if that response
 ended a long-poll waiting on it, "sent" if the runtime asked after the answer came. It says

@@ -1,4 +1,4 @@
-"""What a tool request's card shows (DESIGN U2, U3): the tool and its server, the server's trust
+"""What a tool request's card shows (U2, U3): the tool and its server, the server's trust
 and raw claims beside the resolved axes in plain words, the arguments in full (long ones
 folded, expandable; shown as text, never run or rendered as HTML), the subject, the patterns
 an answer may carry, and the reach of each button before the click (S5)."""

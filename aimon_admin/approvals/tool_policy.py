@@ -1,6 +1,7 @@
-"""DESIGN part U as pure functions: a tool call's subject, argument rules, the canonical
-digest an *Allow this call* is bound to, and the order of the tool chain. Standard library,
-enums, the registry's pure policy and `rfc8785` (the JSON Canonicalization Scheme) only.
+"""Part U of docs/rules.md as pure functions: a tool call's subject, argument rules, the
+canonical digest an *Allow this call* is bound to, and the order of the tool chain. Standard
+library, enums, the registry's pure policy and `rfc8785` (the JSON Canonicalization Scheme)
+only.
 
 The chain (U, first match wins): ceiling → operator DENY rules → this call's approval →
 turn → session → invoking session → agent grants → operator ALLOW / ASK rules → the gate →

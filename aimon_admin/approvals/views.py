@@ -56,7 +56,7 @@ AGENT_WIDE_ENDS = services.AGENT_WIDE_ENDS
 
 
 def answer_label(decision: str, scope: str) -> str:
-    """How an item was answered, in the words of the buttons (API.md)."""
+    """How an item was answered, in the words of the buttons."""
     if decision == GrantDecision.DENY:
         return Answer.DENY_REQUEST.label if scope == ItemScope.REQUEST else Answer.DENY.label
     if scope == ItemScope.CALL:
@@ -261,7 +261,7 @@ def request_detail_view(request: HttpRequest, pk: Any) -> HttpResponse:
 
 
 def _request_page(request: HttpRequest, approval: ApprovalRequest, **extra: Any) -> dict[str, Any]:
-    """The request's own page: its card in full, then its timeline (issue 17 item 8)."""
+    """The request's own page: its card in full, then its timeline."""
     card = _card(request, approval)
     card["on_page"] = True
     labels = {entry["item"].pk: entry["answered_as"] for entry in card["items"] if entry["answered_as"]}

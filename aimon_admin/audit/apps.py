@@ -15,7 +15,7 @@ class AuditConfig(AppConfig):
         from aimon_admin.core import home as home_sections
 
         post_migrate.connect(_ensure_append_only_triggers, sender=self)
-        # The home's recent warnings and chain verification card (issue 17).
+        # The home's recent warnings and chain verification card.
         home_sections.provide("audit:warnings", home.audit_sections, order=home.WARNINGS_ORDER)
         home_sections.provide("audit:chain", home.chain_section, order=home.CHAIN_ORDER)
         # A4: signing that is not keeping up (no key, refused, overdue) is said on the home.

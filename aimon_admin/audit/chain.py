@@ -1,4 +1,4 @@
-"""The hash chain of the audit log (DESIGN A2), as pure functions.
+"""The hash chain of the audit log (A2), as pure functions.
 
 Each event's hash is SHA-256 over the previous event's hash and the canonical JSON of
 its own content. The canonical form is also what exports carry, so a chain can be

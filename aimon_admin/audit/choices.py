@@ -1,4 +1,4 @@
-"""What the audit log can say (DESIGN A1)."""
+"""What the audit log can say (A1)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ class AuditAction(models.TextChoices):
     RUNTIME_RETIRED = "RUNTIME_RETIRED", "Runtime retired for good (its tokens revoked)"
     TOKEN_ISSUED = "TOKEN_ISSUED", "Runtime token issued"
     TOKEN_REVOKED = "TOKEN_REVOKED", "Runtime token revoked"
-    # Tools and MCP servers (DESIGN T12-T15)
+    # Tools and MCP servers (T12-T15)
     LOCAL_TOOLS_REPLACED = "LOCAL_TOOLS_REPLACED", "Runtime's local tool catalog replaced"
     MCP_SERVER_CREATED = "MCP_SERVER_CREATED", "MCP server created"
     MCP_SERVER_CHANGED = "MCP_SERVER_CHANGED", "MCP server settings changed"
@@ -51,13 +51,13 @@ class AuditAction(models.TextChoices):
     RELAY_FINDING_ACCEPTED = "RELAY_FINDING_ACCEPTED", "Relay finding accepted as the served definition"
     RELAY_FINDING_DISMISSED = "RELAY_FINDING_DISMISSED", "Relay finding dismissed"
     CONFIG_LOADED = "CONFIG_LOADED", "Configuration file loaded"
-    # Skill approvals (DESIGN S4-S10)
+    # Skill approvals (S4-S10)
     SKILL_GRANTED = "SKILL_GRANTED", "Skill approval granted"
     SKILL_GRANT_ESCALATED = "SKILL_GRANT_ESCALATED", "Session answer escalated to agent-wide"
     SKILL_ABORT_DENIED = "SKILL_ABORT_DENIED", "Unanswered skill denied on abort"
     SKILL_REQUEST_DENIED = "SKILL_REQUEST_DENIED", "Skill denied for one request only (nothing stored)"
     SKILL_ANSWER_SETTLED = "SKILL_ANSWER_SETTLED", "Answer settled by a grant another answer had just written"
-    # The two-person rule (DESIGN P3): one person's allow, recorded until enough have allowed
+    # The two-person rule (P3): one person's allow, recorded until enough have allowed
     APPROVAL_ALLOW_RECORDED = "APPROVAL_ALLOW_RECORDED", "One person's allow recorded (several must allow)"
     SESSION_CLEARED = "SESSION_CLEARED", "Session approvals cleared"
     SESSION_REVOKED = "SESSION_REVOKED", "Session approvals revoked"
@@ -67,12 +67,12 @@ class AuditAction(models.TextChoices):
     RULE_CREATED = "RULE_CREATED", "Skill rule created"
     RULE_CHANGED = "RULE_CHANGED", "Skill rule changed"
     RULE_DELETED = "RULE_DELETED", "Skill rule deleted"
-    # Tool argument rules and subjects (DESIGN U1, U5, U7)
+    # Tool argument rules and subjects (U1, U5, U7)
     TOOL_RULE_CREATED = "TOOL_RULE_CREATED", "Tool rule created"
     TOOL_RULE_CHANGED = "TOOL_RULE_CHANGED", "Tool rule changed"
     TOOL_RULE_DELETED = "TOOL_RULE_DELETED", "Tool rule deleted"
     TOOL_SUBJECT_SET = "TOOL_SUBJECT_SET", "Tool's subject argument set"
-    # Tool calls that ask (DESIGN U3, U4, U7): the twins of the skill events above
+    # Tool calls that ask (U3, U4, U7): the twins of the skill events above
     TOOL_GRANTED = "TOOL_GRANTED", "Tool approval granted for a subject pattern"
     TOOL_CALL_APPROVED = "TOOL_CALL_APPROVED", "One tool call approved, bound to its arguments' digest"
     TOOL_CALL_APPROVAL_USED = "TOOL_CALL_APPROVAL_USED", "An approved tool call was used"
@@ -81,10 +81,10 @@ class AuditAction(models.TextChoices):
         "TOOL_ANSWER_SETTLED",
         "Tool answer settled by a grant another answer had just written",
     )
-    # A request nobody answered in time, sent to the operators and the owner (DESIGN P2). Not
+    # A request nobody answered in time, sent to the operators and the owner (P2). Not
     # SKILL_GRANT_ESCALATED, a session answer made agent-wide (S6).
     REQUEST_ESCALATED = "REQUEST_ESCALATED", "Unanswered request sent to operators"
-    # Notifications (DESIGN P1, P2, P4)
+    # Notifications (P1, P2, P4)
     NOTIFICATION_CHANNEL_ADDED = "NOTIFICATION_CHANNEL_ADDED", "Notification channel added"
     NOTIFICATION_CHANNEL_REMOVED = "NOTIFICATION_CHANNEL_REMOVED", "Notification channel removed"
     NOTIFICATION_PREFERENCES_CHANGED = (

@@ -1,7 +1,7 @@
-"""What the audit log puts on the home (core.home, issue 17 item 1), for whoever may read it
-(auditors and operators): the recent warnings, the chain verification card with its
-Verify now button, the very card of the audit home, and the signed checkpoints card while
-signing is not keeping up (A4).
+"""What the audit log puts on the home (core.home), for whoever may read it (auditors and
+operators): the recent warnings, the chain verification card with its Verify now button,
+the very card of the audit home, and the signed checkpoints card while signing is not
+keeping up (A4).
 
 The warnings are counted as the log's own level filter reads them: a seq range on the
 (level, seq) index, its start found through the created_at index (clocks of several nodes

@@ -1,4 +1,4 @@
-"""The append-only, hash-chained audit log (DESIGN A1-A3).
+"""The append-only, hash-chained audit log (A1-A3).
 
 Rows are written only by `aimon_admin.audit.services.audit_record`. Every layer refuses
 to change or remove one: the model, its queryset, the admin, and a database trigger.

@@ -1,4 +1,4 @@
-"""The one writer of the audit log (DESIGN A1-A3)."""
+"""The one writer of the audit log (A1-A3)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Background work of the audit log (Celery): the chain verification (DESIGN A2), run by beat
-every hour and by a person's *Verify now*; the signed checkpoint (A4), by beat every
+"""Background work of the audit log (Celery): the chain verification (A2), run by beat every
+hour and by a person's *Verify now*; the signed checkpoint (A4), by beat every
 AIMON_AUDIT_CHECKPOINT_MINUTES."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Periodic verification of the audit chain, from a checkpoint (DESIGN A2).
+"""Periodic verification of the audit chain, from a checkpoint (A2).
 
 Walking a million events every hour would be wasteful, and the chain alone cannot see rows
 cut from its end: a log truncated after event k still verifies from the genesis hash. So

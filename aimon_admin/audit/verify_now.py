@@ -1,4 +1,4 @@
-"""*Verify now*: a person asks for the chain verification at once (DESIGN A2, issue 17).
+"""*Verify now*: a person asks for the chain verification at once (A2).
 
 Beat verifies the chain every hour; where no beat runs (`make run`: Celery eager, no beat) the
 home page said "Never verified" for good. Asking queues the same task beat runs

@@ -4,8 +4,8 @@ Every API error is JSON of one shape::
 
     {"error": "<code>", "detail": "<sentence>", "fields": {"<field>": ["<message>", ...]}}
 
-`fields` appears only on validation errors and names each offending field, unknown
-ones included (API.md: a typo like ``sesion_id`` must never be read as "no session").
+`fields` appears only on validation errors and names each offending field, unknown ones
+included (docs/api.md "Basics": a typo like ``sesion_id`` must never be read as "no session").
 """
 
 from __future__ import annotations
@@ -203,7 +203,7 @@ def validate_value(name: str, value: Any, field: serializers.Field | None = None
 
 
 class EnumField(serializers.ChoiceField):
-    """A choice field whose error names the allowed values (API.md)."""
+    """A choice field whose error names the allowed values (docs/api.md "Basics")."""
 
     def __init__(self, choices: Any, **kwargs: Any) -> None:
         super().__init__(choices, **kwargs)

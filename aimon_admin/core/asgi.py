@@ -2,7 +2,7 @@
 
 Django's ASGI handler reads a whole body before any Django middleware runs, and a
 chunked body has no Content-Length to check. This wrapper counts the bytes as they
-arrive and answers 413 as soon as the limit is passed (API.md: bodies over 1 MiB).
+arrive and answers 413 as soon as the limit is passed (docs/api.md: bodies over 1 MiB).
 """
 
 from __future__ import annotations

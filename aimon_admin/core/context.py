@@ -1,6 +1,6 @@
 """Who is acting and through which door, for the length of one request, command or task.
 
-The audit log records how each change was made (DESIGN A1): through the browser, the
+The audit log records how each change was made (A1): through the browser, the
 runtime API, the command line or a background task, and under which request id. The
 entry points bind these once; `audit_record` reads them, so no service has to thread
 them through its arguments.

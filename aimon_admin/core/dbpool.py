@@ -10,10 +10,10 @@ benchmarks/specials.py, 2026-12-01. It was removed.)
 Reconnecting. psycopg-pool replaces a lost connection in the background, retrying with an
 exponential back-off that doubles up to the pool's `reconnect_timeout` (5 min): after a long
 outage the next attempt could come half a minute after PostgreSQL was back, and every request
-meanwhile answered 503 (issue 13, item 12). `ReconnectingPool` caps the delay between two
-attempts at `RECONNECT_MAX_DELAY_SECONDS`, so a node serves again within about a second of the
-database's return, whatever the outage's length. While the database is down that costs one
-refused connection attempt a second per missing connection: nothing for a server to notice.
+meanwhile answered 503. `ReconnectingPool` caps the delay between two attempts at
+`RECONNECT_MAX_DELAY_SECONDS`, so a node serves again within about a second of the database's
+return, whatever the outage's length. While the database is down that costs one refused
+connection attempt a second per missing connection: nothing for a server to notice.
 psycopg-pool has no option for the cap: the subclass hands its own attempt object to the
 pool's `_add_connection` (the one method that creates one; read in psycopg-pool 3.3.3, the
 pinned version, and pinned by tests/core/test_dbpool_backoff.py and

@@ -1,14 +1,14 @@
 """Help: the product's own documentation (docs/*.md in the repository) served as pages at
-/help/ (issue 17), so a help link in the product stays inside it.
+/help/, so a help link in the product stays inside it.
 
 The Markdown is the same a reader sees in the repository; the pages differ in three ways.
 Links between the documents point to their pages here (`concepts.md#skill-rules` becomes
 /help/concepts/#skill-rules, anchors as GitHub writes them); a link to anything else in the
-repository (the README, the screenshots) keeps its text without the link. The design's rule
-numbers the documents give in brackets for readers of the code ("(T7, T9)") are left out,
-as are lines ending in the marker CODE_READERS. An inline code in capitals (`MUTATING`) is
-marked as a code shown on purpose (<code class="enum-code">), as {% words %} marks one.
-Code blocks are examples of the wire format, shown as sent.
+repository (the README, the screenshots) keeps its text without the link. The rule numbers
+the documents give in brackets for readers of the code ("(T7, T9)") are left out, as are
+lines ending in the marker CODE_READERS. An inline code in capitals (`MUTATING`) is marked
+as a code shown on purpose (<code class="enum-code">), as {% words %} marks one. Code blocks
+are examples of the wire format, shown as sent.
 """
 
 from __future__ import annotations

@@ -1,5 +1,4 @@
-"""The home page's sections: what needs doing, with live counts that link to their lists
-(issue 17 item 1).
+"""The home page's sections: what needs doing, with live counts that link to their lists.
 
 The home shows pending requests, the registry's review work, the audit chain and who is
 locked out, but core may import no app (tests/test_layers.py). So, as core.hooks does for

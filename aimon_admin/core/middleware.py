@@ -97,7 +97,7 @@ class RequestIdMiddleware(_DualMiddleware):
 
 
 class ApiBodyLimitMiddleware(_DualMiddleware):
-    """Refuse API bodies over the limit with 413 before anything reads them (API.md).
+    """Refuse API bodies over the limit with 413 before anything reads them (docs/api.md "Basics").
 
     Bodies without a Content-Length (chunked) are caught when read, by
     DATA_UPLOAD_MAX_MEMORY_SIZE and the API exception handler, which also answer 413.
@@ -169,12 +169,12 @@ _building = threading.local()
 class StyledErrorMiddleware:
     """A bare 405 (Django's method checks answer with an empty body) becomes the
     product's styled error page, or the API's JSON error body under the API's prefixes
-    (/api/ and the AuthZEN endpoints) (issue 8).
+    (/api/ and the AuthZEN endpoints).
 
     A view that meets an unreachable database (an OperationalError or InterfaceError,
-    the pool's timeout included) answers a styled 503 with Retry-After, never a 500
-    (issue 13): `process_exception`. One raised by a middleware above this one (the
-    session's read or save) reaches the 500 handler, which answers the same 503.
+    the pool's timeout included) answers a styled 503 with Retry-After, never a 500:
+    `process_exception`. One raised by a middleware above this one (the session's read
+    or save) reaches the 500 handler, which answers the same 503.
 
     Sync only, placed just above SyncStackMiddleware: no thread hop of its own.
     """

@@ -1,4 +1,4 @@
-"""Post/redirect/get for every form, errors kept (issue 17 item 6).
+"""Post/redirect/get for every form, errors kept.
 
 A form that fails its checks is not answered with a page (a reload would post it again,
 and a GET on the form's address would be a 405 that loses what was typed). Instead

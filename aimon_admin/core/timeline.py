@@ -1,4 +1,4 @@
-"""A request's timeline: what other apps add to it (issue 17 item 8).
+"""A request's timeline: what other apps add to it.
 
 The request page (approvals) shows when its request was opened, viewed and answered, and
 when people were notified of it, which only notifications knows. approvals may not import

@@ -43,7 +43,7 @@ ERROR_MESSAGES: dict[int | str, str] = {
         "changed. Try again in a few seconds."
     ),
     # A POST may have been committed just before the database went away, with only the
-    # page after it failing (issue 13, item 11): the approver must look, not assume.
+    # page after it failing: the approver must look, not assume.
     "503-post": (
         "The database cannot be reached just now. What you sent (an answer, or a change) may "
         "or may not have been saved: once the database is back, open the request's page (or "

@@ -1,4 +1,4 @@
-"""Plain words for the product's codes (issue 17): what a page says instead of MUTATING.
+"""Plain words for the product's codes: what a page says instead of MUTATING.
 
 The codes (`MUTATING`, `ABOVE_CEILING`, `SESSION` …) are the values of the TextChoices, the
 same in the database, the API and the audit log; their labels are the words people read

@@ -1,4 +1,4 @@
-"""What notifications can say and be (DESIGN P1-P4)."""
+"""What notifications can say and be (P1-P4)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ class NotificationEvent(models.TextChoices):
     TEST = "TEST", "Test message"
 
 
-# The wire names of the events (API.md "Notifications").
+# The wire names of the events: the `type` a webhook's body carries.
 EVENT_TYPES: dict[str, str] = {
     NotificationEvent.REQUESTED: "approval.requested",
     NotificationEvent.ANSWERED: "approval.answered",

@@ -1,7 +1,7 @@
-"""`load_config`'s `webhooks` section (API.md "Operator set-up from the command line"):
-organisation-wide signed webhooks (P4), read with the registry's configuration parser (every
-error at FILE:LINE, the whole file checked before anything is written) and applied in the
-same transaction as the file's servers, tool subjects and rules, all or nothing.
+"""`load_config`'s `webhooks` section: organisation-wide signed webhooks (P4), read with the
+registry's configuration parser (every error at FILE:LINE, the whole file checked before
+anything is written) and applied in the same transaction as the file's servers, tool subjects
+and rules, all or nothing.
 
 Format::
 
@@ -41,7 +41,7 @@ from aimon_admin.registry import config as registry_config
 from aimon_admin.registry.config import Config, ConfigError, ConfigResult
 
 WEBHOOK_KEYS = ("events", "secret", "url")
-# The wire names a file uses (API.md "Notifications"), to the stored events.
+# The wire names a file uses (the `type` of a webhook's body), to the stored events.
 EVENT_NAMES = {EVENT_TYPES[event]: str(event) for event in WEBHOOK_EVENTS}
 WEBHOOK_CONFLICT = (
     "a webhook named {name!r} already exists with {what}; the file says otherwise: change the "

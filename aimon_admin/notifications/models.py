@@ -1,4 +1,4 @@
-"""Channels people and operators chose, and every delivery to them (DESIGN P1, P2, P4).
+"""Channels people and operators chose, and every delivery to them (P1, P2, P4).
 
 A delivery is one message about one request's event to one channel: its row is made once
 (unique per request, channel and event), so however often the work that makes or sends it

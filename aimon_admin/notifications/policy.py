@@ -147,7 +147,7 @@ TEST_MESSAGE = Message(
 
 
 def webhook_payload(facts: RequestFacts | None, event: str, timestamp: dt.datetime) -> dict[str, object]:
-    """The body API.md fixes: type, timestamp, data.request (a test message: no request)."""
+    """The body every webhook carries: type, timestamp, data.request (a test: no request)."""
     body: dict[str, object] = {
         "type": EVENT_TYPES[event],
         "timestamp": timestamp.astimezone(dt.UTC).isoformat().replace("+00:00", "Z"),

@@ -14,7 +14,7 @@ class RegistryConfig(AppConfig):
         from aimon_admin.core import home as home_sections
         from aimon_admin.registry import home
 
-        # The operators' home: what waits for review and what fails (issue 17).
+        # The operators' home: what waits for review and what fails.
         home_sections.provide("registry", home.registry_section, order=home.ORDER)
         # The runtime's page lists, in its gateway.yaml, the MCP servers runtimes are served (G2).
         provide_mcp_servers(served_mcp_servers)

@@ -1,4 +1,4 @@
-"""The tool side-effect axes (DESIGN T1-T3), as stored in the database, API and audit."""
+"""The tool side-effect axes (T1-T3), as stored in the database, API and audit."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ class ToolDecision(models.TextChoices):
 
 
 class GateReason(models.TextChoices):
-    """Why the ceiling and gate decided as they did (API.md tool decisions)."""
+    """Why the ceiling and gate decided as they did (docs/api.md "Tools")."""
 
     ABOVE_CEILING = "ABOVE_CEILING", "Above this runtime's ceiling: hidden and refused"
     READ_ONLY_EXEMPT = "READ_ONLY_EXEMPT", "Read-only: never asks"
@@ -64,7 +64,7 @@ class GateReason(models.TextChoices):
     EXEMPT_AT_OR_BELOW = "EXEMPT_AT_OR_BELOW", "At or below the gate threshold: no question"
     NOT_EXEMPT = "NOT_EXEMPT", "Above the gate threshold: asks"
     UNATTENDED_NO_CHANNEL = "UNATTENDED_NO_CHANNEL", "Would ask, but nobody can be asked: denied"
-    # A tool call's whole chain (DESIGN part U) answers with these beside the gate's own.
+    # A tool call's whole chain (part U of docs/rules.md) answers with these beside the gate's own.
     DENIED_BY_RULE = "DENIED_BY_RULE", "Denied by an operator's rule"
     ALLOWED_BY_RULE = "ALLOWED_BY_RULE", "Allowed by an operator's rule"
     ASKED_BY_RULE = "ASKED_BY_RULE", "An operator's rule says to ask"
@@ -74,7 +74,7 @@ class GateReason(models.TextChoices):
 
 
 class ReviewFinding(models.TextChoices):
-    """An operator's finding on a MUTATING tool still at the default DESTRUCTIVE (seed §8.1).
+    """An operator's finding on a MUTATING tool still at the default DESTRUCTIVE (T2).
     The labels are what the review form and the tool page say."""
 
     CONFIRMED_DESTRUCTIVE = "CONFIRMED_DESTRUCTIVE", "Confirmed destructive: keep asking"

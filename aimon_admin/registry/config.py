@@ -1,4 +1,4 @@
-"""Operator configuration from a YAML file (`manage.py load_config`, API.md "Operator set-up").
+"""Operator configuration from a YAML file (`manage.py load_config`).
 
 The file is read with PyYAML's compose API, so every value keeps the line it came from
 and every error names `FILE:LINE`. The whole file is checked before anything is written;

@@ -3,8 +3,8 @@
 the answer is empty.
 
 `unattended_rules`: the operator's ALLOW rules that answer a runtime's unattended calls
-instead of the gate's refusal (DESIGN U5: pre-approvals, and plain ALLOW rules, which
-answer attended and unattended calls alike), by (server, tool). approvals registers it
+instead of the gate's refusal (U5: pre-approvals, and plain ALLOW rules, which answer
+attended and unattended calls alike), by (server, tool). approvals registers it
 (approvals/apps.py); the gate simulator and the worklist's forecast read it.
 """
 

@@ -75,7 +75,7 @@ def _parse_lines(text: str, separator: str, name_re: re.Pattern[str], error: str
     return values
 
 
-# What an operator may type into the server form's free-text boxes (issue 13 item 8).
+# What an operator may type into the server form's free-text boxes.
 SERVER_ARGS_MAX = 5000
 SERVER_SECRETS_MAX = 10_000
 
@@ -252,7 +252,7 @@ class ToolFilterForm(forms.Form):
 ATTENDED = "attended"
 UNATTENDED = "unattended"
 
-# The simulator's words for the gate's outcomes (seed §8.1); views map GateResult onto them.
+# The simulator's words for the gate's outcomes (T6-T8); views map GateResult onto them.
 OUTCOME_HIDDEN = "Hidden and refused"
 OUTCOME_NO_QUESTION = "No question"
 OUTCOME_ASKS = "Asks"

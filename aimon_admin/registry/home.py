@@ -1,13 +1,13 @@
-"""What the registry puts on the operators' home (core.home, issue 17 item 1): the Registry
-section, with what waits for review and what fails.
+"""What the registry puts on the operators' home (core.home): the Registry section, with what
+waits for review and what fails.
 
 - Changed definitions awaiting review (T15): the partial index `tool_awaiting_review`
   holds exactly those tools, so the count reads only them.
 - Open relay findings (T15): the (status, tool) index, counted up to 50.
 - MCP syncs that failed or are stuck: each enabled server's latest run (one subquery per
   server through the run's server index; servers are few), judged by `sync.run_trouble`.
-- Runtimes whose write tools would fail on unattended paths: the worklist's forecast (seed
-  §8.1, U5) for every enabled runtime. It depends on every present tool's axes, so it is the
+- Runtimes whose write tools would fail on unattended paths: the worklist's forecast
+  (T8, U5) for every enabled runtime. It depends on every present tool's axes, so it is the
   one figure that reads the whole tool table: not tool by tool as the worklist does, but as
   counts per owner and combination of axes (one GROUP BY query for all runtimes, read from
   the small index `tool_present_owner_axes` alone, a dozen rows per owner at most), then the

@@ -35,7 +35,7 @@ REVIEW_NOTE_MAX = 2000
 # fingerprint is of the definition as sent, so a longer one cut here still drifts as sent.
 TOOL_DESCRIPTION_MAX = 10_000
 
-# Item 9: a Streamable HTTP server is reached over HTTP: ftp://, file:// and host-less URLs are
+# A Streamable HTTP server is reached over HTTP: ftp://, file:// and host-less URLs are
 # refused when saved, not at the first sync.
 MCP_URL_MESSAGE = "Use an http:// or https:// URL with a host, e.g. https://mcp.example.com/mcp."
 MCP_URL_VALIDATOR = URLValidator(schemes=["http", "https"], message=MCP_URL_MESSAGE, code="http_url")
@@ -112,7 +112,7 @@ class McpServer(models.Model):
         return self.retired_at is not None
 
     def clean(self) -> None:
-        """Item 9: a Streamable HTTP URL is http(s) with a host, refused at save (full_clean)."""
+        """A Streamable HTTP URL is http(s) with a host, refused at save (full_clean)."""
         if self.transport == McpTransport.STREAMABLE_HTTP and self.url:
             try:
                 MCP_URL_VALIDATOR(self.url)
@@ -204,7 +204,7 @@ class Tool(models.Model):
     last_seen_at = models.DateTimeField()
     absent_since = models.DateTimeField(null=True, blank=True)
 
-    # Seed §8.1: an operator's finding on a MUTATING tool still at the default DESTRUCTIVE.
+    # An operator's finding on a MUTATING tool still at the default DESTRUCTIVE (T2).
     review_finding = models.CharField(max_length=40, choices=ReviewFinding.choices, blank=True, default="")
     review_note = models.TextField(blank=True, default="")
     reviewed_by = models.ForeignKey(

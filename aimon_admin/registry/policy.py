@@ -1,5 +1,5 @@
-"""DESIGN part T as pure functions: the ladder, the traits, the ceiling, the gate, and
-the one place MCP claims become traits. Standard library and enums only.
+"""Part T of docs/rules.md as pure functions: the ladder, the traits, the ceiling, the gate,
+and the one place MCP claims become traits. Standard library and enums only.
 """
 
 from __future__ import annotations

@@ -172,8 +172,8 @@ def subject_argument_of(row: tuple[str, str] | None) -> SubjectArgument:
 @dataclass(frozen=True)
 class ToolFactsQuery:
     """The two reads `tool_axes` and `subject_argument_for` make, as SQL for a caller that
-    runs them inside a statement of its own (the tool decision, approvals' DESIGN part U: one
-    round trip per call). Each SELECT gives at most one row: `axes_sql` the tool's
+    runs them inside a statement of its own (approvals' tool decision, part U of docs/rules.md:
+    one round trip per call). Each SELECT gives at most one row: `axes_sql` the tool's
     (side_effect_level, destructive_behavior, idempotency_behavior), `subject_sql` its
     (argument, kind); each with its parameters."""
 

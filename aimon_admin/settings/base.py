@@ -288,7 +288,7 @@ STORAGES = {
     },
 }
 
-# --- Request limits (API.md: bodies over 1 MiB are refused) -----------------------------------
+# --- Request limits (docs/api.md: bodies over 1 MiB are refused) ------------------------------
 API_MAX_BODY_BYTES = 1024 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = API_MAX_BODY_BYTES
 
@@ -392,7 +392,7 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     # Deep links put a link inside each operation's toggle button (nested controls, 19 px
-    # targets): off, so /api/docs/ passes axe-core like every other page (issue 8).
+    # targets): off, so /api/docs/ passes axe-core like every other page.
     "SWAGGER_UI_SETTINGS": {"deepLinking": False},
     "COMPONENT_SPLIT_REQUEST": True,
     # Operation ids and tags from the part after /api (v1_tool_decisions_create, tag v1), as
@@ -457,7 +457,7 @@ AIMON_AUDIT_SIGNING_KEY = os.environ.get(
 AIMON_AUDIT_CHECKPOINT_DIR = os.environ.get("AIMON_AUDIT_CHECKPOINT_DIR", str(BASE_DIR / "audit-checkpoints"))
 AIMON_AUDIT_CHECKPOINT_MINUTES = env_int("AIMON_AUDIT_CHECKPOINT_MINUTES", 15)
 
-# --- Notifications (DESIGN P1-P4) -------------------------------------------------------------
+# --- Notifications (P1-P4) --------------------------------------------------------------------
 # The address people open the product at: every message's one link starts with it.
 # Unset in production: https:// and the first name in DJANGO_ALLOWED_HOSTS.
 _public_host = next((h for h in ALLOWED_HOSTS if h and h != "*" and not h.startswith(".")), "")

@@ -1,4 +1,4 @@
-/* AIMON Admin's one script (issue 8), beside htmx. A static file, loaded with `defer`: the
+/* AIMON Admin's one script, beside htmx. A static file, loaded with `defer`: the
    Content-Security-Policy forbids inline scripts.
 
    1. htmx request failures become a toast saying what failed.

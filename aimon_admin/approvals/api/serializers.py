@@ -1,5 +1,5 @@
-"""Input and output shapes of the approvals runtime API (API.md "Skill decisions",
-"Approval requests", "Session commands", "Tools" and "Tool calls that ask").
+"""Input and output shapes of the approvals runtime API (docs/api.md "Deciding skills",
+"Asking a person: approval requests", "Clearing and revoking" and "Tools").
 
 Input serializers are strict: an unknown field is a 400 naming it, so a typo can never
 be read as "no session", and a field such as ``decision`` or ``approved`` can never
@@ -447,7 +447,7 @@ def request_body(request: ApprovalRequest) -> dict[str, Any]:
 
 
 def tool_request_body(request: ApprovalRequest) -> dict[str, Any]:
-    """A tool approval request as every endpoint returns it (API.md "Tool calls that ask").
+    """A tool approval request as every endpoint returns it.
     Load it as `approval_request_body` asks."""
     (item,) = request.items.all()
     answered_by = request.answered_by
@@ -477,7 +477,8 @@ def tool_request_body(request: ApprovalRequest) -> dict[str, Any]:
 def approval_request_body(
     request: ApprovalRequest, items: Iterable[ApprovalItem] | None = None
 ) -> dict[str, Any]:
-    """An approval request as every endpoint returns it (API.md "Approval requests").
+    """An approval request as every endpoint returns it (docs/api.md "Asking a person:
+    approval requests").
 
     Load it with ``select_related("answered_by")`` and ``prefetch_related("items")`` (or
     pass `items`) so rendering costs no further query.

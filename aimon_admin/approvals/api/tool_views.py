@@ -1,7 +1,7 @@
-"""The runtime API of tool calls that ask (API.md "Tools", "Tool calls that ask"; DESIGN
-part U): tool decisions, tool approval requests, their long-poll and cancel. The long-poll,
-the opening and the cancel are the skill requests' own (views.py), for a request of kind
-TOOL: one inbox, one expiry, one wake-up path.
+"""The runtime API of tool calls that ask (docs/api.md "Tools"; part U of docs/rules.md): tool
+decisions, tool approval requests, their long-poll and cancel. The long-poll, the opening and
+the cancel are the skill requests' own (views.py), for a request of kind TOOL: one inbox, one
+expiry, one wake-up path.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from aimon_admin.runtimes.authentication import token_refused
 
 
 def tool_decision_body(decided: services.ToolCallDecision) -> dict[str, Any]:
-    """A tool decision as the endpoint answers it (API.md "Tools", "Tool calls that ask")."""
+    """A tool decision as the endpoint answers it (docs/api.md "Tools")."""
     verdict, axes = decided.verdict, decided.axes
     body: dict[str, Any] = {
         "decision": verdict.decision.value,
@@ -231,8 +231,8 @@ def tool_approval_request_cancel(request: Request, request_id: str) -> Response:
 
 @csrf_exempt
 async def tool_approval_request_detail(request: HttpRequest, request_id: str) -> JsonResponse:
-    """Long-poll one tool approval request (API.md "Tool calls that ask"): the same wait, the
-    same wake-ups and the same expiry as a skill request's, one path for both kinds."""
+    """Long-poll one tool approval request: the same wait, the same wake-ups and the same
+    expiry as a skill request's, one path for both kinds."""
     try:
         return JsonResponse(await _detail(request, request_id, RequestKind.TOOL))
     except Exception as exc:

@@ -1,5 +1,6 @@
 """The approvals runtime API: skill and tool decisions, approval requests (of skills and of
-tool calls) and their long-poll, cancel, and the session commands (API.md; DESIGN S1-S13, U).
+tool calls) and their long-poll, cancel, and the session commands (docs/api.md; S1-S13 and
+part U of docs/rules.md).
 
 Every view acts for the runtime its token names; another runtime's request is a 404.
 No endpoint takes an answer: of approvals a runtime can only ask, cancel, clear and
@@ -311,7 +312,7 @@ def _authenticate(request: HttpRequest) -> RuntimeCaller | None:
 
 @csrf_exempt
 async def approval_request_detail(request: HttpRequest, request_id: str) -> JsonResponse:
-    """Long-poll one approval request (API.md): answer as soon as it leaves PENDING, or
+    """Long-poll one approval request (docs/api.md): answer as soon as it leaves PENDING, or
     after `wait` seconds (0-60, default 0) with its current state. Its errors are answered by
     the API's exception handler, as on every DRF view."""
     try:

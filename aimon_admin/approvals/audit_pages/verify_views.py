@@ -1,5 +1,5 @@
-"""*Verify now* on the audit home (issue 17): ask for the chain verification at once, and the
-Chain verification card htmx polls while one runs (aimon_admin.audit.verify_now).
+"""*Verify now* on the audit home: ask for the chain verification at once, and the Chain
+verification card htmx polls while one runs (aimon_admin.audit.verify_now).
 
 POST /audit/verify/ needs `audit.view_auditevent` (auditors and operators). Without htmx it
 answers with a redirect to the audit home and the outcome as a message (post/redirect/get);

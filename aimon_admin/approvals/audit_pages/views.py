@@ -59,7 +59,7 @@ REACH_WORDS = (
     "All sessions of runtime {runtime}",
     "no expiry",
     "survives Clear",
-    # Issue 13 item 5c: one agent-wide grant can also be revoked on its own.
+    # One agent-wide grant can also be revoked on its own.
     "holds until it is revoked, on its own or with Revoke agent-wide",
 )
 HASH_OK = "Its hash matches its content."

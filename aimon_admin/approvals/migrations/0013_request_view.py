@@ -1,4 +1,4 @@
-# The request page's "viewed" (issue 17 item 8): who first opened a request's page, and when.
+# The request page's "viewed": who first opened a request's page, and when.
 
 import django.db.models.deletion
 from django.conf import settings

@@ -164,7 +164,8 @@ def _decision_read(
     behind nginx, benchmarks/fused_decision.py, 4 alternating rounds of 5 s), the endpoint
     with the token in this statement used 1.25 ms of server CPU per decision (granian, nginx
     and the PostgreSQL backends) against 1.81 ms for the token looked up first and this read
-    after it: x0.69, 31% saved, so it stays (issue 14 item 3's bar is 10%).
+    after it: x0.69, 31% saved, so it stays (an optimisation like this stays only if it saves
+    at least 10%).
     """
     unique = sorted(set(skills))
     fused = token_digest is not None

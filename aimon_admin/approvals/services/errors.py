@@ -28,7 +28,7 @@ ESCALATION_REACH = (
     f"applies to all sessions of the runtime, has no expiry, survives clear, and holds {AGENT_WIDE_ENDS}"
 )
 REQUEST_DENY_REACH = "the runtime is told Deny for this request only; nothing is stored in any grant store"
-# Item 10 / S2: a second answer for a key a grant already holds (another request's answer).
+# S2: a second answer for a key a grant already holds (another request's answer).
 SETTLED_SAME_MESSAGE = (
     "{skill}: {who} gave the same answer a moment ago on another request ({how}); this request "
     "is answered by it."

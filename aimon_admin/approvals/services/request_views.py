@@ -1,5 +1,5 @@
-"""What a request's timeline says was seen (issue 17 item 8): who first opened its page, and
-when the runtime was first sent the request closed (woken, if it was waiting on it)."""
+"""What a request's timeline says was seen: who first opened its page, and when the runtime
+was first sent the request closed (woken, if it was waiting on it)."""
 
 from __future__ import annotations
 

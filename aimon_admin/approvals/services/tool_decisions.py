@@ -1,6 +1,6 @@
-"""A tool call's decision (DESIGN part U): the tool's axes and the gate, the call's subject,
-the operator's argument rules, this call's own approval, and the tool grants at each layer,
-put in order by `tool_policy.tool_chain_decide`.
+"""A tool call's decision (part U of docs/rules.md): the tool's axes and the gate, the call's
+subject, the operator's argument rules, this call's own approval, and the tool grants at each
+layer, put in order by `tool_policy.tool_chain_decide`.
 
 Sessions are touched and created as a skill decision does (S12: a principal fixed when first
 seen; an `invoking_session_id` never seen is refused, S3), through the same decision read.

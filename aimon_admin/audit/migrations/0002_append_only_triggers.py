@@ -1,4 +1,4 @@
-"""Install the triggers that refuse UPDATE and DELETE on audit events (DESIGN A2)."""
+"""Install the triggers that refuse UPDATE and DELETE on audit events (A2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""LOGIN_LOCKED_OUT and LOGIN_UNLOCKED (sign-in lockout, issue 7).
+"""LOGIN_LOCKED_OUT and LOGIN_UNLOCKED (sign-in lockout).
 
 On SQLite, replacing the action check constraint rebuilds the table, and the rebuild keeps
 only the indexes in the model state: the log-filter indexes 0005 made outside the state

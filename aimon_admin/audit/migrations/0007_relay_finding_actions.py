@@ -1,4 +1,4 @@
-"""RELAY_FINDING_RECORDED, _ACCEPTED and _DISMISSED (relay findings, issue 13, T15).
+"""RELAY_FINDING_RECORDED, _ACCEPTED and _DISMISSED (relay findings, T15).
 
 As in 0006: on SQLite, replacing the action check constraint rebuilds the table and loses
 the log-filter indexes 0005 made outside the model state, so they are made again.

@@ -1,5 +1,5 @@
 """SKILL_REQUEST_DENIED (S13's Deny this request, nothing stored) and SKILL_ANSWER_SETTLED
-(an answer met a grant another request's answer had just written; issue 13, item 10).
+(an answer met a grant another request's answer had just written).
 
 As in 0006 and 0007: on SQLite, replacing the action check constraint rebuilds the table
 and loses the log-filter indexes 0005 made outside the model state, so they are made again.

@@ -1,6 +1,5 @@
-"""The administration screens' actions (issue 17, item 7): a person deactivated or reactivated,
-a set-password link made for them; a runtime disabled, enabled or retired; an MCP server
-retired.
+"""The administration screens' actions: a person deactivated or reactivated, a set-password
+link made for them; a runtime disabled, enabled or retired; an MCP server retired.
 
 As in 0006-0008: on SQLite, replacing the action check constraint rebuilds the table and
 loses the log-filter indexes 0005 made outside the model state, so they are made again.

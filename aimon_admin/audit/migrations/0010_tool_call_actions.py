@@ -1,6 +1,6 @@
-"""Tool calls that ask (issue 15, DESIGN U3, U4, U7): a tool grant with its subject pattern, a
-call approved (with its digest) and its use, an unanswered tool call denied on abort, and a tool
-answer settled by another answer's grant.
+"""Tool calls that ask (U3, U4, U7): a tool grant with its subject pattern, a call approved
+(with its digest) and its use, an unanswered tool call denied on abort, and a tool answer
+settled by another answer's grant.
 
 As in 0006-0009: on SQLite, replacing the action check constraint rebuilds the table and
 loses the log-filter indexes 0005 made outside the model state, so they are made again.

@@ -1,5 +1,5 @@
-"""Tool argument rules and subjects (issue 15, DESIGN U1, U5, U7): a tool rule (pre-approvals
-included) created, changed or deleted, and a tool's subject argument set.
+"""Tool argument rules and subjects (U1, U5, U7): a tool rule (pre-approvals included)
+created, changed or deleted, and a tool's subject argument set.
 
 As in 0006-0010: on SQLite, replacing the action check constraint rebuilds the table and
 loses the log-filter indexes 0005 made outside the model state, so they are made again.

@@ -1,6 +1,6 @@
-"""Notifications (issue 16, DESIGN P1, P2, P4): a channel added or removed, a person's digest or
-quiet hours changed, a webhook's secret rotated, a channel marked broken or working again, a
-delivery given up.
+"""Notifications (P1, P2, P4): a channel added or removed, a person's digest or quiet hours
+changed, a webhook's secret rotated, a channel marked broken or working again, a delivery
+given up.
 
 As in 0006-0011: on SQLite, replacing the action check constraint rebuilds the table and
 loses the log-filter indexes 0005 made outside the model state, so they are made again.

@@ -1,5 +1,4 @@
-"""The product's small template components: one way to show a time (issue 8), one way to
-show a code (issue 17).
+"""The product's small template components: one way to show a time, one way to show a code.
 
 `{% when value %}` renders `<time datetime="…" title="…">3 minutes ago</time>` (or
 "in 4 minutes" for a time to come): relative text to read, the exact UTC time in ISO 8601

@@ -92,7 +92,7 @@ def _lease() -> dt.timedelta:
 
 def _escalation_rows(request: ApprovalRequest, now: dt.datetime) -> list[Delivery]:
     """Nobody answered in time (P2): the operators and the owner, each channel at once. Never
-    held: neither quiet hours nor a digest keep an escalation back (issue 16 item 6)."""
+    held: neither quiet hours nor a digest keep an escalation back."""
     return [
         Delivery(
             request=request,

@@ -1,4 +1,4 @@
-"""Input and output shapes of the registry's runtime API (API.md "Tools", "MCP servers").
+"""Input and output shapes of the registry's runtime API (docs/api.md "Tools", "MCP servers").
 
 Input serializers are strict (unknown fields are 400, naming them), except inside an
 MCP `tools/list` item, which is a server's verbatim output: its unknown fields are kept

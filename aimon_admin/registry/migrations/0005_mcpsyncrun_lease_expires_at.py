@@ -1,4 +1,4 @@
-# Written by hand (only this field): issue 13, item 13, the sync run's worker lease.
+# Written by hand (only this field): the sync run's worker lease.
 
 from django.db import migrations, models
 

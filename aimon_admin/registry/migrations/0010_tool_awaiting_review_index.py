@@ -1,6 +1,6 @@
-"""A partial index of the tools awaiting review (issue 17 item 1): the home counts them and
-the tools page's "awaiting review" filter pages through them in name order, neither reading
-every tool. It holds only the few flagged rows, so it is small and quick to build."""
+"""A partial index of the tools awaiting review: the home counts them and the tools page's
+"awaiting review" filter pages through them in name order, neither reading every tool. It
+holds only the few flagged rows, so it is small and quick to build."""
 
 from django.db import migrations, models
 

@@ -1,7 +1,7 @@
-"""An index of the present tools by owner (runtime or server) and axes (issue 17 item 1): the
-home's forecast of tools that would fail unattended counts them per owner and combination of
-axes, and with every column it reads in this small index (on PostgreSQL an index-only scan)
-it never reads the tools' wide rows (their claims, schemas and explanations)."""
+"""An index of the present tools by owner (runtime or server) and axes: the home's forecast of
+tools that would fail unattended counts them per owner and combination of axes, and with every
+column it reads in this small index (on PostgreSQL an index-only scan) it never reads the
+tools' wide rows (their claims, schemas and explanations)."""
 
 from django.db import migrations, models
 

@@ -403,8 +403,8 @@ def _definition_changed(
 def mcp_tools_relay(
     *, server: McpServer, runtime: AgentRuntime, listing: Sequence[Mapping[str, Any]]
 ) -> ListingResult:
-    """A runtime hands over a `tools/list` result it fetched itself (API.md). Its word
-    only: it serves nothing new and changes no tool but to raise an axis; what differs
+    """A runtime hands over a `tools/list` result it fetched itself (docs/api.md "MCP servers").
+    Its word only: it serves nothing new and changes no tool but to raise an axis; what differs
     from the served definition, and any tool no runtime is served, is kept as a finding
     attributed to the runtime (T15)."""
     actor = Actor.for_runtime(runtime)

@@ -1,5 +1,5 @@
-"""Operators' reviews: a changed definition accepted (T15), a destructive tool's finding
-(seed §8.1), and relay findings accepted or dismissed (T15)."""
+"""Operators' reviews: a changed definition accepted (T15), a destructive tool's finding (T2),
+and relay findings accepted or dismissed (T15)."""
 
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def tool_accept_definition(*, tool: Tool, actor: Actor) -> Tool:
 
 @transaction.atomic
 def tool_record_review(*, tool: Tool, finding: str, note: str, actor: Actor) -> Tool:
-    """Seed §8.1: record an operator's finding on a MUTATING tool at the default DESTRUCTIVE."""
+    """Record an operator's finding on a MUTATING tool at the default DESTRUCTIVE (T2)."""
     finding = ReviewFinding(finding)
     tool = Tool.objects.select_for_update().get(pk=tool.pk)
     if tool.side_effect_level != SideEffectLevel.MUTATING:

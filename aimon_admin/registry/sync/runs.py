@@ -12,14 +12,14 @@ nothing. On PostgreSQL a claim also holds a session advisory lock for the run, w
 with the worker's connection, so a duplicate of a sync still in progress steps aside
 instead of racing it.
 
-Leases (issue 13, item 13). A claim takes a lease on the run (`lease_expires_at`, LEASE
-from now) and a thread of the worker renews it every LEASE_RENEW_SECONDS until the run ends.
-A worker that is killed (its whole group: nothing acknowledges, nothing cleans up) stops
-renewing; once its lease lapses, `sync_runs_fail_stale` fails the run with its audit event,
-so *Sync now* works again within a minute instead of when the broker hands the message out
-again (its visibility timeout, ten minutes). It runs from beat and from `mcp_sync_request`,
-so it works without beat too. A worker that was only slow and finds its run failed
-writes nothing more: every write is fenced by the attempt and RUNNING.
+Leases. A claim takes a lease on the run (`lease_expires_at`, LEASE from now) and a thread
+of the worker renews it every LEASE_RENEW_SECONDS until the run ends. A worker that is
+killed (its whole group: nothing acknowledges, nothing cleans up) stops renewing; once its
+lease lapses, `sync_runs_fail_stale` fails the run with its audit event, so *Sync now* works
+again within a minute instead of when the broker hands the message out again (its visibility
+timeout, ten minutes). It runs from beat and from `mcp_sync_request`, so it works without
+beat too. A worker that was only slow and finds its run failed writes nothing more: every
+write is fenced by the attempt and RUNNING.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Operator and auditor pages for the registry: MCP servers (settings, sync, trust), the tool
-list and tool pages, the gate simulator and the NON_DESTRUCTIVE worklist (seed §8.1).
+list and tool pages, the gate simulator and the NON_DESTRUCTIVE worklist.
 
 Every rule comes from `policy` or a service; these views only gather, call and render.
 A page answers an htmx request with its named partial and a plain request with the page.

@@ -1,4 +1,4 @@
-"""The gate simulator and the NON_DESTRUCTIVE worklist, "Tools to review" on its page (seed §8.1)."""
+"""The gate simulator and the NON_DESTRUCTIVE worklist, "Tools to review" on its page."""
 
 from __future__ import annotations
 
@@ -190,7 +190,7 @@ Named = tuple[str | None, str, policy.ToolAxes]  # server, name, axes
 
 
 def _unattended_failures(tools: list[Named], ceiling: str, exempt: str) -> list[Named]:
-    """Write tools the gate would deny with nobody to ask (seed §8.1's forecast)."""
+    """Write tools the gate would deny with nobody to ask (T8: the worklist's forecast)."""
     return [
         tool
         for tool in tools

@@ -273,7 +273,7 @@ def tool_accept_view(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @permission_required("registry.change_tool", raise_exception=True)
 def tool_review_view(request: HttpRequest, pk: int) -> HttpResponse:
-    """Seed §8.1: record an operator's finding on a MUTATING tool still at DESTRUCTIVE."""
+    """Record an operator's finding on a MUTATING tool still at DESTRUCTIVE (T2)."""
     tool = _tool(pk)
     draft = f"tool-review:{tool.pk}"
 

@@ -1,4 +1,4 @@
-"""`python manage.py create_user NAME --role ROLE --password-stdin` (API.md)."""
+"""`python manage.py create_user NAME --role ROLE --password-stdin` (docs/operations.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The OpenID AuthZEN Authorization API 1.0 shapes of a tool decision (API.md "AuthZEN").
+"""The OpenID AuthZEN Authorization API 1.0 shapes of a tool decision (docs/api.md
+"AuthZEN: the tool decision for gateways").
 
 A tool call is an access evaluation: `subject` the end user (`{"type": "user", "id":
 principal}`), `resource` the tool (`{"type": "tool", "id": tool, "properties": {"server",

@@ -1,6 +1,6 @@
 """The tool decision as an OpenID AuthZEN Authorization API 1.0 policy decision point
-(API.md "AuthZEN"): `POST /access/v1/evaluation`, `POST /access/v1/evaluations` and the
-discovery document `GET /.well-known/authzen-configuration`.
+(docs/api.md "AuthZEN: the tool decision for gateways"): `POST /access/v1/evaluation`,
+`POST /access/v1/evaluations` and the discovery document `GET /.well-known/authzen-configuration`.
 
 Each evaluation is one call of `services.tool_call_decide`, as `POST /api/v1/tool-decisions`
 makes it: the same chain, the same sessions (created when first seen, a principal fixed, S12;

@@ -1,4 +1,4 @@
-"""`python manage.py verify_audit`: verify the audit chain (DESIGN A2).
+"""`python manage.py verify_audit`: verify the audit chain (A2).
 
     manage.py verify_audit                    # the whole chain; exit 1 naming the first bad event
     manage.py verify_audit --from-checkpoint  # only what was written since the last verification
