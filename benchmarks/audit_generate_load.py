@@ -1,8 +1,8 @@
 """`python benchmarks/audit_generate_load.py --events 1000000 --sessions 100000`: a large,
-realistic data set for the audit benchmarks (issue 5). A benchmark tool, never for a real
-installation, so it lives here and not among the product's management commands. It runs with
-the settings DJANGO_SETTINGS_MODULE names (benchmarks.settings if unset) against the database
-DATABASE_URL names; tests call `Command` through `call_command`.
+realistic data set for the audit benchmarks. A benchmark tool, never for a real installation,
+so it lives here and not among the product's management commands. It runs with the settings
+DJANGO_SETTINGS_MODULE names (benchmarks.settings if unset) against the database DATABASE_URL
+names; tests call `Command` through `call_command`.
 
 It writes ~90 days of a busy installation: people in each role, runtimes (and their tokens),
 `--sessions` approval sessions, approval requests whose skills are answered, denied,

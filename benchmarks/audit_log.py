@@ -1,4 +1,4 @@
-"""Server time of the audit log (/audit/events/) on PostgreSQL with 1,000,000 events (issue 5).
+"""Server time of the audit log (/audit/events/) on PostgreSQL with 1,000,000 events.
 
 Run by hand (never by CI), from the project root:
 

@@ -1,5 +1,5 @@
 """Server time of each role's home (/) at the demo data, then at 10,000 tools and 1,000,000
-audit events (issue 17 item 1: every home ≤ 100 ms).
+audit events (the target: every home ≤ 100 ms).
 
 Runs in a throwaway PostgreSQL database (created, filled, and dropped at the end; --keep keeps
 it for a second look) on the server DATABASE_URL names:

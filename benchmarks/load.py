@@ -31,7 +31,7 @@ MUTATING with the default gate, one exempt at MUTATING, one with a READ_ONLY cei
 that hold for a turn, a session (an allow, and a deny under an allowing rule) and the
 agent. The mix (benchmarks/load_mix.py) has 24 skill bodies and 25 tool bodies, sent in
 turn: every decision source of the chain and every gate reason, attended and unattended,
-each with the exact answer DESIGN S2-S3 and T5-T11 give, written out there by hand, not
+each with the exact answer S2-S3 and T5-T11 give, written out there by hand, not
 computed by our code. (The decisions only read: nothing grows during a run but the
 sessions' last-seen time and the tokens' last-used time.)
 

@@ -1,8 +1,8 @@
 """The state benchmarks/load.py seeds and the request mix it sends, with each exact answer.
 
-The expected bodies are written out by hand from DESIGN.md (S2, S3 for skills; T5-T11 for
-tools), not computed by the product's code, so a wrong decision under load cannot agree
-with itself.
+The expected bodies are written out by hand from the rules in docs/rules.md (S2, S3 for
+skills; T5-T11 for tools), not computed by the product's code, so a wrong decision under load
+cannot agree with itself.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""1,000 requests opened in a burst with 3 channels each (issue 16, figure 2; DESIGN P2).
+"""1,000 requests opened in a burst with 3 channels each (P2).
 
 Run by hand (never by CI), from the project root:
 

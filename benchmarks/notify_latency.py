@@ -1,4 +1,4 @@
-"""Request opened → first webhook delivered (issue 16, figure 1; DESIGN P1, P2).
+"""Request opened → first webhook delivered (P1, P2).
 
 Run by hand (never by CI), from the project root:
 

@@ -1,4 +1,6 @@
-"""Do the hot path's specials still pay in make prod's topology? Issue 14, item 3.
+"""Do the hot path's specials still pay in make prod's topology?
+
+Each must save at least 10% of the server CPU per request to stay.
 
 Run by hand (never by CI), from the project root; needs `wrk` and nginx:
 

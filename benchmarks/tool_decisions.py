@@ -16,17 +16,17 @@ threaded http.client loop) over keep-alive connections:
 
 * `/bench/baseline`: the same token lookup on the Bearer header, a small JsonResponse;
 * `/api/v1/tool-decisions`: the real endpoint, cycling through the registered tools;
-* the same endpoint with each call's `arguments` (issue 15, DESIGN part U), while 1,000
+* the same endpoint with each call's `arguments` (U1-U7), while 1,000
   argument rules (20 on each of 50 tools: ALLOW, ASK and DENY prefixes, some per runtime,
   pre-approvals) and those tools' subject arguments are in force.
 
 Rounds alternate baseline / decisions / decisions with arguments so drift hits them alike;
-the median of each is reported with their ratios. The targets: decisions at least 0.80 of
-the baseline, and decisions with arguments and 1,000 rules at least 0.90 of the plain
-decisions (issue 15). The rules are there for both decision series (it is one server). On a shared machine
-the wall-clock figures move with everyone else's load, so each round also reads the CPU
-time the server's processes spent (from /proc) and reports requests per server CPU
-second: the cost of each endpoint whatever else the machine is doing.
+the median of each is reported with their ratios. The targets: decisions at least 0.80 of the
+baseline, and decisions with arguments and 1,000 rules at least 0.90 of the plain decisions.
+The rules are there for both decision series (it is one server). On a shared machine the
+wall-clock figures move with everyone else's load, so each round also reads the CPU time the
+server's processes spent (from /proc) and reports requests per server CPU second: the cost of
+each endpoint whatever else the machine is doing.
 """
 
 from __future__ import annotations

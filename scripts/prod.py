@@ -74,7 +74,8 @@ WEB_GRACE_SECONDS = 10
 SOCKETS_TIMEOUT_SECONDS = 60
 # nginx waits this long for an upstream's answer: past a long-poll's longest wait (60 s).
 PROXY_READ_TIMEOUT_SECONDS = 90
-# The largest request body (API.md: 1 MiB); nginx holds up to this much in memory, never on disk.
+# The largest request body (docs/api.md: 1 MiB); nginx holds up to this much in memory,
+# never on disk.
 MAX_BODY_BYTES = 1024 * 1024
 # Routed to the ASGI server (`wait`): what may take long without using CPU. The long-polls
 # (docs/api.md: GET /api/v1/approval-requests/{id}[/]?wait=N and its tool-call twin under

@@ -7,12 +7,12 @@ the inbox, a request with the reach of "Always allow for this agent", the sessio
 request's escalation warning (then answered "Allow for this session", which makes the
 escalation the auditor's page lists), the session page and its revoke confirmation, the
 agent-wide page and its confirmation, the tools page and the escalated grants; the inbox and
-a request also at phone width. Then issue 17's pages: each role's home, the navigation (the
-sidebar at 1280 px, the phone's Menu open), a tool request's own page (Bash asking to run
-git push origin main, its subject highlighted, the server's claims beside the resolved axes,
-the pattern choice beside the buttons, and its timeline), People, Locked sign-ins and the
-dense audit log. The server and the temporary database are removed at the end,
-whatever happens.
+a request also at phone width. Then the pages of the homes: each role's home, the navigation
+(the sidebar at 1280 px, the phone's Menu open), a tool request's own page (Bash asking to
+run git push origin main, its subject highlighted, the server's claims beside the resolved
+axes, the pattern choice beside the buttons, and its timeline), People, Locked sign-ins and
+the dense audit log. The server and the temporary database are removed at the end, whatever
+happens.
 
 Installs nothing: it needs what `make install-dev` gives (Playwright's Python package) and
 Chromium at /usr/bin/chromium (apt-get install chromium); without either it says so and
@@ -316,8 +316,8 @@ def tour(browser: Any, url: str, credentials: dict[str, str], out: Path) -> None
 def tour_more(
     browser: Any, url: str, credentials: dict[str, str], out: Path, desktop: Any, phone: Any, contexts: dict
 ) -> None:
-    """Issue 17's pages: each role's home, the navigation at both widths, the tool request's
-    own page, and the administration screens (people, locked sign-ins)."""
+    """The homes and what came with them: each role's home, the navigation at both widths, the
+    tool request's own page, and the administration screens (people, locked sign-ins)."""
     from playwright.sync_api import expect
 
     # Someone fails to sign in five times as "intruder": a locked sign-in to list (the lock

@@ -1,7 +1,6 @@
-"""The documentation stays inside the repository (issue 17): every link in README.md and docs/
-points to a file of the repository that exists (and, for a heading, a heading that exists),
-and none leaves it — no web address, no path above the repository (the README once sent
-readers to ../shared/DESIGN.md, which a clone does not have)."""
+"""The documentation stays inside the repository: every link in README.md and docs/ points to
+a file of the repository that exists (and, for a heading, a heading that exists), and none
+leaves it — no web address, no path above the repository (a clone has nothing there)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The house's layers (issue 14 item 4): apps as rooms, imports as arrows, and only these arrows.
+"""The house's layers: apps as rooms, imports as arrows, and only these arrows.
 
 Every module under aimon_admin/ is parsed with `ast`; every import counts, wherever it is
 written (inside a function, under `if TYPE_CHECKING:`, relative or absolute, or a literal
@@ -145,8 +145,8 @@ TYPE_CHECKING_IMPORT = (
 @pytest.mark.parametrize(
     ("relative", "text", "edge"),
     [
-        # The ones the house had before issue 14: a TYPE_CHECKING import in core, demo data in
-        # core, the auditor's pages reading grants, runtimes reading registry's enum.
+        # The ones the house once had: a TYPE_CHECKING import in core, demo data in core, the
+        # auditor's pages reading grants, runtimes reading registry's enum.
         ("core/actors.py", TYPE_CHECKING_IMPORT, "core -> runtimes"),
         (
             "core/management/commands/demo_data.py",

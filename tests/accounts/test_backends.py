@@ -1,5 +1,5 @@
 """Permission checks read a person's access in one query, and answer as Django's own
-ModelBackend does (issue 14, the house: the answer click's sign-in and permissions)."""
+ModelBackend does (the answer click's sign-in and permissions)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`create_user` (API.md: operator set-up from the command line)."""
+"""`create_user`: operator set-up from the command line (README.md, docs/operations.md)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""The main navigation marks at most one item as the current page (issue 17 item 2: the
-Skill rules page marked two, Approvals at /approvals/ and Skill rules at /approvals/rules/),
-and it is the item whose address the page is under most closely."""
+"""The main navigation marks at most one item as the current page (the Skill rules page once
+marked two, Approvals at /approvals/ and Skill rules at /approvals/rules/), and it is the item
+whose address the page is under most closely."""
 
 from __future__ import annotations
 

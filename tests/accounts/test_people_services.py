@@ -1,6 +1,6 @@
-"""People administered by operators (issue 17, item 7): deactivated and reactivated, never
-deleted; roles changed; set-password links; the last operator kept. Each change is a row and
-its audit event (A1, A3)."""
+"""People administered by operators: deactivated and reactivated, never deleted; roles
+changed; set-password links; the last operator kept. Each change is a row and its audit
+event (A1, A3)."""
 
 from __future__ import annotations
 

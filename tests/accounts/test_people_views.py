@@ -1,6 +1,6 @@
-"""The administration pages for people and locked sign-ins (issue 17, item 7): operators
-only (approvers and auditors get a 403), every change a POST with its audit event, then a
-redirect (post/redirect/get), confirmation pages before a deactivation or an unlock."""
+"""The administration pages for people and locked sign-ins: operators only (approvers and
+auditors get a 403), every change a POST with its audit event, then a redirect
+(post/redirect/get), confirmation pages before a deactivation or an unlock."""
 
 from __future__ import annotations
 
@@ -144,7 +144,7 @@ def test_a_weak_password_is_refused_on_the_link_page_naming_why(operator: User) 
     )[0]
     visitor = Client()
     page = visitor.get(link, follow=True)
-    # Post/redirect/get (issue 17 item 6): the reasons shown again on a reload; no password kept.
+    # Post/redirect/get: the reasons shown again on a reload; no password kept.
     form_page = page.redirect_chain[-1][0]
     shown = assert_invalid_post_redirects_and_reloads(
         visitor,
@@ -160,7 +160,7 @@ def test_a_weak_password_is_refused_on_the_link_page_naming_why(operator: User) 
 def test_a_username_taken_or_reserved_is_refused_with_the_form_kept(operator: User, approver: User) -> None:
     client = signed_in(operator)
     for name, says in (("ALICE", "Somebody already has this username"), ("new", "names one of these pages")):
-        # Post/redirect/get (issue 17 item 6): kept on a reload too.
+        # Post/redirect/get: kept on a reload too.
         assert_invalid_post_redirects_and_reloads(
             client,
             reverse("accounts:person-create"),
@@ -181,7 +181,7 @@ def test_roles_change_is_saved_and_audited(operator: User, approver: User) -> No
 
 
 def test_the_last_operator_cannot_drop_their_role_and_is_told_why(operator: User) -> None:
-    # Post/redirect/get (issue 17 item 6): the roles as sent and why, on a reload too.
+    # Post/redirect/get: the roles as sent and why, on a reload too.
     page = assert_invalid_post_redirects_and_reloads(
         signed_in(operator),
         reverse("accounts:person-roles", args=["olivia"]),

@@ -67,8 +67,8 @@ def test_unknown_role_is_refused(approver: User) -> None:
 
 def test_failed_login_is_a_warning_event_without_the_password(client: Client, approver: User) -> None:
     # A1: failed logins are events; never a secret in them.
-    # Post/redirect/get (issue 17 item 6): the sign-in page says so, with the username kept and
-    # never the password, on a reload too.
+    # Post/redirect/get: the sign-in page says so, with the username kept and never the
+    # password, on a reload too.
     shown = assert_invalid_post_redirects_and_reloads(
         client,
         "/accounts/login/?next=/audit/",

@@ -1,6 +1,6 @@
-"""A username typed at sign-in lands in the audit log cut to a sane length (issue 13 item 8):
-anyone can type 150 characters there, no account needed, and it widened the auditor's
-overview to 1,840 px."""
+"""A username typed at sign-in lands in the audit log cut to a sane length: anyone can type
+150 characters there, no account needed, and one uncut widened the auditor's overview to
+1,840 px."""
 
 from __future__ import annotations
 

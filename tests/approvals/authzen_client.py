@@ -1,4 +1,4 @@
-"""An independent AuthZEN 1.0 client for the tests of the AuthZEN endpoints (API.md "AuthZEN").
+"""An independent AuthZEN 1.0 client for the tests of the AuthZEN endpoints (docs/api.md "AuthZEN").
 
 `Pep` is a policy enforcement point written from the specification's text alone: it finds the
 endpoints in the discovery document (checking the identifier as the specification says),

@@ -1,5 +1,6 @@
-"""The approvals runtime API (API.md "Skill decisions", "Approval requests", "Session
-commands"): whole bodies, every 4xx shape, another runtime's request → 404.
+"""The approvals runtime API (docs/api.md "Deciding skills", "Asking a person: approval
+requests", "Clearing and revoking"): whole bodies, every 4xx shape, another runtime's
+request → 404.
 
 People answer through the browser; here they answer through the service it calls.
 """
@@ -207,7 +208,7 @@ def unknown_invoking(session_id: str) -> dict[str, Any]:
 @pytest.mark.parametrize("session_id", [None, "s-1"])
 def test_an_unknown_invoking_session_is_refused_naming_the_field(
     api: APIClient, runtime: AgentRuntime, other_api: APIClient, session_id: str | None
-) -> None:  # S3, issue 13 item 5a: it silently created a session nobody owns
+) -> None:  # S3: it once silently created a session nobody owns
     decide(other_api, ["deploy"], session_id="s-other")  # another runtime's session is not ours
     for unknown in ("s-unknown", "s-other"):
         for call in (decide, open_request):
@@ -267,7 +268,7 @@ def test_skill_decisions_cost_a_few_queries(
 
 def test_a_decision_for_a_new_session_reads_its_session_row_once(
     api: APIClient, django_assert_num_queries: Any
-) -> None:  # S12: created at first sight, from the one read that found it absent (issue 14)
+) -> None:  # S12: created at first sight, from the one read that found it absent
     decide(api, ["deploy"], session_id="s-0", principal="alice")  # warm: token seen, rule index built
     with django_assert_num_queries(4) as queries:
         response = decide(api, ["deploy"], session_id="s-new", principal="alice")
@@ -281,7 +282,7 @@ def test_a_decision_for_a_new_session_reads_its_session_row_once(
     assert len([sql for sql in sqls if not sql.startswith(writes)]) == 1
 
 
-# --- Input errors (API.md "General") ---------------------------------------------------------------
+# --- Input errors (docs/api.md "Basics") ----------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -838,7 +839,7 @@ def test_clear_takes_no_fields(api: APIClient, granted: dict) -> None:
 
 def test_an_answer_after_a_wait_past_the_idle_ttl_is_what_skill_decisions_say(
     api: APIClient, approver: User, runtime: AgentRuntime, settings: Any
-) -> None:  # S7, S12 (issue 13 item 4: the request said ALLOW/SESSION, the chain said ASK)
+) -> None:  # S7, S12: never the request saying ALLOW/SESSION while the chain says ASK
     settings.AIMON_SESSION_IDLE_TTL_SECONDS = 600
     body = opened(api, ["deploy"], session_id="s-1", principal="alice")
     Session.objects.filter(runtime=runtime, session_id="s-1").update(
@@ -856,7 +857,7 @@ def test_an_answer_after_a_wait_past_the_idle_ttl_is_what_skill_decisions_say(
 
 def test_deny_this_request_reads_deny_with_scope_request_and_stores_nothing(
     api: APIClient, approver: User, runtime: AgentRuntime
-) -> None:  # S13 (issue 13 item 3)
+) -> None:  # S13
     body = opened(api, ["deploy", "notify"], principal="alice")  # no session at all
 
     answer(body, approver, Answer.DENY_REQUEST)

@@ -1,7 +1,7 @@
-"""The tool decision as an OpenID AuthZEN Authorization API 1.0 policy decision point (API.md
-"AuthZEN"; DESIGN part U), driven by the independent client of `authzen_client`: discovery,
-one evaluation (ALLOW, ASK, DENY), the same decision as POST /api/v1/tool-decisions, and the
-HTTPS binding (request ids, JSON errors, the body limit, no page policy)."""
+"""The tool decision as an OpenID AuthZEN Authorization API 1.0 policy decision point
+(docs/api.md "AuthZEN"; U1-U7), driven by the independent client of `authzen_client`:
+discovery, one evaluation (ALLOW, ASK, DENY), the same decision as POST /api/v1/tool-decisions,
+and the HTTPS binding (request ids, JSON errors, the body limit, no page policy)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""AuthZEN batches and refusals (API.md "AuthZEN"), driven by the independent client of
+"""AuthZEN batches and refusals (docs/api.md "AuthZEN"), driven by the independent client of
 `authzen_client`: top-level defaults, the three evaluations semantics, an evaluation that
 cannot be made; 401, and 400 naming the member for bad bodies, with nothing decided."""
 
@@ -225,7 +225,7 @@ def test_a_bad_evaluation_is_400_naming_the_member(pep: Pep, body: dict[str, Any
     ],
 )
 def test_bad_arguments_are_400_naming_the_problem(pep: Pep, raw: str, message: str) -> None:
-    # Issue 15, bad input: the tool decision's own checks, under the member's path.
+    # Bad input: the tool decision's own checks, under the member's path.
     resource = '{"type": "tool", "id": "Bash", "properties": {"arguments": ' + raw + "}}"
     body = (
         '{"subject": {"type": "user", "id": "alice"}, "action": {"name": "call"}, "resource": '

@@ -1,4 +1,4 @@
-"""Start-up checks of the approval settings (S12; issue 13, item 4)."""
+"""Start-up checks of the approval settings (S12)."""
 
 from __future__ import annotations
 

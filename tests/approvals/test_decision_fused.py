@@ -1,6 +1,7 @@
 """`POST /api/v1/skill-decisions` looks its token up in the decision's own read (one round
 trip in the common case): authentication answers exactly as on every endpoint, the
-answers are those of the token looked up first, and nothing outlives a revoke (S2, S3, S12; API.md).
+answers are those of the token looked up first, and nothing outlives a revoke (S2, S3, S12;
+docs/api.md).
 """
 
 from __future__ import annotations
@@ -125,7 +126,7 @@ def test_a_fork_is_one_query_and_reads_its_invoking_session(
     with django_assert_num_queries(1):
         got = answers(decide(api, ["deploy", "notify"], invoking_session_id="s-0"))
     assert got == [("deploy", "ALLOW", "INVOKING_SESSION"), ("notify", "DENY", "INVOKING_SESSION")]
-    # Issue 13 item 5a: an invoking session never seen is a 400 naming the field, on this path too.
+    # An invoking session never seen is a 400 naming the field, on this path too.
     refused = decide(api, ["deploy"], invoking_session_id="s-unseen")
     assert refused.status_code == 400
     assert list(refused.json()["fields"]) == ["invoking_session_id"]
@@ -177,7 +178,7 @@ def test_a_session_idle_past_its_ttl_loses_its_approvals_first(
 
 def test_a_revoked_token_is_401_on_the_next_call_and_writes_nothing(
     runtime: AgentRuntime, runtime_token: str
-) -> None:  # nothing cached across requests (issue 6)
+) -> None:  # nothing cached across requests
     api = client(runtime_token)
     answers(decide(api, ["deploy"], session_id="s-1"))
     token_revoke(token=token_row(runtime_token), actor=TEST_ACTOR)
@@ -187,7 +188,7 @@ def test_a_revoked_token_is_401_on_the_next_call_and_writes_nothing(
 
 
 def test_a_token_of_a_disabled_runtime_is_401_saying_so(runtime: AgentRuntime, runtime_token: str) -> None:
-    # Issue 17 item 7: the fused read refuses it as the authentication class does, in the same words.
+    # The fused read refuses it as the authentication class does, in the same words.
     api = client(runtime_token)
     answers(decide(api, ["deploy"], session_id="s-1"))
     runtime_disable(runtime=runtime, actor=TEST_ACTOR)

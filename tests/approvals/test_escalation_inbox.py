@@ -1,5 +1,5 @@
-"""Requests sent to the operators (DESIGN P2) in the inbox and on the operator's home: a
-count of them that opens the inbox showing just those, and a filter that reads or says no."""
+"""Requests sent to the operators (P2) in the inbox and on the operator's home: a count of them
+that opens the inbox showing just those, and a filter that reads or says no."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Exactly once: two sweeps on two nodes escalating the same requests at once (DESIGN P2).
+"""Exactly once: two sweeps on two nodes escalating the same requests at once (P2).
 
 Each request past its runtime's time is marked by a conditional UPDATE of `escalated_at`;
 of two sweeps that both read it as due, one marks it and writes its event, the other finds

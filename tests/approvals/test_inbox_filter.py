@@ -1,6 +1,6 @@
-"""The inbox's filters (issue 17 item 1: each count on the home opens the inbox showing what it
-counted): ?whose=mine keeps requests from the person's own sessions, ?kind=SKILL or TOOL one
-kind. They narrow what S13 lets the person see, never widen it."""
+"""The inbox's filters (each count on the home opens the inbox showing what it counted):
+?whose=mine keeps requests from the person's own sessions, ?kind=SKILL or TOOL one kind.
+They narrow what S13 lets the person see, never widen it."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""`load_config`'s toolSubjects, toolRules and skillRules (API.md "Operator set-up from the
-command line"; U1, U5, U7): read with every error at FILE:LINE, applied all or nothing, an
+"""`load_config`'s toolSubjects, toolRules and skillRules (operator set-up from the command
+line, README.md; U1, U5, U7): read with every error at FILE:LINE, applied all or nothing, an
 identical rule never added twice."""
 
 from __future__ import annotations
@@ -249,7 +249,7 @@ BAD_FILES = [
         "widestScope)",
     ),
     ("approvers: {}\n", "1: unknown key 'approvers' in the file"),
-    # Issue 15 bad input: an empty tool name, control characters.
+    # Bad input: an empty tool name, control characters.
     ("toolRules:\n  - {pattern: '(git:*)', action: DENY}\n", "2: toolRules[0].pattern: Name the tool"),
     (
         'toolRules:\n  - {pattern: "Bash(git\\e)", action: DENY}\n',

@@ -128,7 +128,7 @@ def test_an_answer_wakes_every_waiting_poll_in_process_at_once(
         assert poll.returned_at is not None
         assert poll.returned_at - answered_at < PROMPTLY
     assert wakeups.channel_for(request["id"]) not in wakeups._waiters  # unsubscribed
-    # The request's timeline says the runtime was woken (issue 17 item 8): sent while waiting.
+    # The request's timeline says the runtime was woken: sent while waiting.
     woken = ApprovalRequest.objects.get(pk=request["id"])
     assert woken.answer_sent_to_waiter is True
     assert woken.answer_sent_at is not None
@@ -278,7 +278,7 @@ def test_a_database_error_while_authenticating_is_503(
     assert (response.status_code, response.json()["error"]) == (503, "unavailable")
 
 
-# --- Waiting costs nothing while wake-ups work (issue 14) -------------------------------------------
+# --- Waiting costs nothing while wake-ups work ----------------------------------------------------
 
 
 class CountingReads:
@@ -307,7 +307,7 @@ def subscribed_in_redis(client: Any, request_id: str) -> Callable[[], bool]:
 @pytest.mark.redis
 def test_a_waiter_with_live_wake_ups_reads_its_row_only_at_start_and_at_its_deadline(
     live_server, runtime_token: str, open_request, redis_url: str, settings, monkeypatch: pytest.MonkeyPatch
-) -> None:  # type: ignore[no-untyped-def]  # S7, issue 14: idle waiters cost the database nothing
+) -> None:  # type: ignore[no-untyped-def]  # S7: idle waiters cost the database nothing
     settings.REDIS_URL = redis_url
     request = open_request()
     reads = CountingReads(monkeypatch)

@@ -471,7 +471,7 @@ CASES: list[tuple[str, type[models.Model], Builder, Builder]] = [
         lambda w: (saved(w.tool_rule(runtime=None)), w.tool_rule(runtime=None, action="ASK"))[1],
         lambda w: (saved(w.tool_rule(runtime=None)), w.tool_rule(runtime=None, server="git"))[1],
     ),
-    # Text a person or a runtime fills has a limit (issue 13 item 8).
+    # Text a person or a runtime fills has a limit.
     ("rule_note_length", SkillRule, lambda w: w.rule(note="n" * 1001), lambda w: w.rule(note="n" * 1000)),
     (
         "request_reason_length",

@@ -1,6 +1,6 @@
-"""DESIGN part S as pure functions: tables of cases, no database.
+"""Part S of docs/rules.md as pure functions: tables of cases, no database.
 
-Expected outcomes are written out by hand from DESIGN.md (or computed by a reference
+Expected outcomes are written out by hand from the rules (or computed by a reference
 written independently of the code under test), so a change to a rule fails a row.
 """
 
@@ -265,10 +265,10 @@ def test_abort_target_is_a_session_deny_and_never_agent_wide(key: tuple[bool, bo
         assert not target.escalated
 
 
-# --- The buttons offered (S4, S5, S13; labels from API.md) -----------------------------------------
+# --- The buttons offered (S4, S5, S13; labels from docs/concepts.md) ------------------------------
 
 
-def test_the_labels_read_exactly_as_api_md_and_design_s13_say() -> None:
+def test_the_labels_read_exactly_as_the_docs_and_s13_say() -> None:
     assert {answer: answer.label for answer in Answer} == {
         ONCE: "Allow once",
         FOR_SESSION: "Allow for this session",
@@ -320,7 +320,7 @@ def test_answers_offered_table(case: tuple, expected: list[Answer]) -> None:  # 
 
 
 def reference_offered(key: tuple[bool, bool, bool], may_grant_agent: bool, widest: str) -> list[Answer]:
-    """The rules of answers_offered() read straight off DESIGN S4/S6/S13 and API.md."""
+    """The rules of answers_offered() read straight off S4/S6/S13 and docs/concepts.md."""
     has_session, has_invoking, has_turn = key
     width = {"TURN": 0, "SESSION": 1, "AGENT": 2}[widest]
     session_held = has_session or has_invoking

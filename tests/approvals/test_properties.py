@@ -4,8 +4,8 @@ Each example gets a fresh runtime and plays a random sequence of requests (sessi
 session-with-invoking, no-session shapes; with or without a turn), answers by random people
 with random buttons, cancels, expiries, clears, revokes, agent-wide revokes, single revokes
 and rule changes. After every step the services' own reads (skills_decide, the rows) are
-checked against invariants of DESIGN part S, and against a small model of the stores kept
-here, written from DESIGN.md rather than from the code.
+checked against invariants of part S (docs/rules.md), and against a small model of the stores
+kept here, written from those rules rather than from the code.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ FORK_PAIRS = [("s-1", None), ("s-2", None), ("s-1", "t-1")]  # (invoking session
 _names = itertools.count(1)
 
 
-# --- The model: the stores as DESIGN.md describes them -------------------------------------------
+# --- The model: the stores as docs/rules.md describes them ----------------------------------------
 
 GrantKey = tuple[str, str | None, str, str]  # scope, session id, turn id, skill
 
@@ -144,7 +144,7 @@ class Model:
         return "ASK", "DEFAULT"
 
     def may_answer(self, who: str, request: ModelRequest) -> bool:
-        """S13, read straight off DESIGN.md."""
+        """S13, read straight off docs/rules.md."""
         if who == "audrey":
             return False
         if who == "olivia":
@@ -154,7 +154,7 @@ class Model:
         return who == "owen"
 
     def offered(self, who: str, request: ModelRequest, widest: str) -> set[str]:
-        """S4, S6, S13 and API.md: the buttons one person sees for one skill."""
+        """S4, S6, S13 and docs/concepts.md: the buttons one person sees for one skill."""
         agent_ok = who in AGENT_GRANTERS and widest == "AGENT"
         out = set()
         if request.turn and request.holder:

@@ -1,6 +1,5 @@
-"""What the browser's answer click costs the database (issue 14, the house), pinned on SQLite
-and on PostgreSQL: every check of S4, S5, S7 and S13 stays, each in as few round trips as
-it honestly takes."""
+"""What the browser's answer click costs the database, pinned on SQLite and on PostgreSQL:
+every check of S4, S5, S7 and S13 stays, each in as few round trips as it honestly takes."""
 
 from __future__ import annotations
 
@@ -75,7 +74,7 @@ def _check_answered(response: Any, approval: ApprovalRequest) -> None:
 
 def test_the_allow_for_this_session_click_runs_a_pinned_number_of_queries(
     client: Client, approver: User, runtime: AgentRuntime, django_assert_max_num_queries: Any
-) -> None:  # issue 14 (the house); S4, S5, S7, S13
+) -> None:  # S4, S5, S7, S13
     approval = _open(runtime, approver)
     client.force_login(approver)
     with django_assert_max_num_queries(ANSWER_CLICK_QUERIES[connection.vendor]) as queries:
@@ -83,7 +82,7 @@ def test_the_allow_for_this_session_click_runs_a_pinned_number_of_queries(
     _check_answered(response, approval)
     sqls = [q["sql"] or "" for q in queries.captured_queries]
     requests, grants = ApprovalRequest._meta.db_table, Grant._meta.db_table
-    # The request row read once (was 4 before issue 14), closed once (was twice).
+    # The request row read once (it used to be 4 times), closed once (it used to be twice).
     assert len([sql for sql in sqls if sql.startswith("SELECT") and f'"{requests}"' in sql]) == 1, sqls
     assert len([sql for sql in sqls if sql.startswith(f'UPDATE "{requests}"')]) == 1, sqls
     # The grant's key is not read before the insert that finds it free.

@@ -235,7 +235,7 @@ def test_two_people_answering_different_skills_at_once_close_the_request(
         assert sum(r.request_answered for r in results.values()) == 1  # type: ignore[union-attr]
 
 
-# --- Two requests for the same session and skill, answered at once (S2; issue 13, item 10) -----
+# --- Two requests for the same session and skill, answered at once (S2) ---------------------------
 
 SAME_KEY_ROUNDS = 20
 

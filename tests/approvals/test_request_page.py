@@ -1,7 +1,7 @@
-"""The request's own page (issue 17 item 8): the card in full and its timeline (opened,
-notified, viewed, answered), the reach next to every button, and a view that answers
-nothing (P1). Also the card's Deny the rest… (was Dismiss…) and the Clear / Revoke
-confirmations, each saying what it removes and what stays (S9, S10)."""
+"""The request's own page: the card in full and its timeline (opened, notified, viewed,
+answered), the reach next to every button, and a view that answers nothing (P1). Also the
+card's Deny the rest… (was Dismiss…) and the Clear / Revoke confirmations, each saying what it
+removes and what stays (S9, S10)."""
 
 from __future__ import annotations
 
@@ -226,9 +226,9 @@ def test_a_call_used_on_its_own_shows_when_the_runtime_used_it(runtime: AgentRun
 def test_the_answer_read_by_the_runtime_is_on_the_timeline_once(
     runtime: AgentRuntime, approver: User, api: APIClient
 ) -> None:
-    # Issue 17 item 8: when the runtime was sent the answer. A read while pending records
-    # nothing; the first read after the answer does ("Answer sent": it was not waiting then);
-    # later reads leave that time as it was.
+    # When the runtime was sent the answer. A read while pending records nothing; the first
+    # read after the answer does ("Answer sent": it was not waiting then); later reads leave
+    # that time as it was.
     request = ask(runtime, "deploy", session_id="s-1", principal="alice")
     assert api.get(f"/api/v1/approval-requests/{request.pk}").json()["status"] == "PENDING"
     assert ApprovalRequest.objects.get(pk=request.pk).answer_sent_at is None
@@ -252,8 +252,8 @@ def test_the_answer_read_by_the_runtime_is_on_the_timeline_once(
 
 
 def test_a_runtime_woken_by_the_answer_reads_woken(runtime: AgentRuntime, approver: User) -> None:
-    # Issue 17 item 8: the long-poll that was waiting records waited=True (test_longpoll); the
-    # page words it, with how the request closed.
+    # The long-poll that was waiting records waited=True (test_longpoll); the page words it,
+    # with how the request closed.
     request = ask(runtime, "deploy", session_id="s-1", principal="alice")
     request_answer(request=request, user=approver, answer=Answer.ALLOW_SESSION)
     request_answer_sent(request=ApprovalRequest.objects.get(pk=request.pk), waited=True)

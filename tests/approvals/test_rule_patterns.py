@@ -1,5 +1,5 @@
-"""Skill-rule patterns (issue 13 item 7): the grammar, the services that enforce it, the
-rules page (preview, confirmation for ALLOW *, flags on stored bad patterns)."""
+"""Skill-rule patterns: the grammar, the services that enforce it, the rules page (preview,
+confirmation for ALLOW *, flags on stored bad patterns)."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ from tests.conftest import TEST_ACTOR
     ],
 )
 def test_each_bad_pattern_is_refused_naming_its_problem(pattern: str, expected: list[str]) -> None:
-    # Issue 13 item 7: `***`, `[a-z` and `deploy prod` were accepted.
+    # `***`, `[a-z` and `deploy prod` were once accepted.
     assert skill_pattern_problems(pattern) == expected
 
 
@@ -144,7 +144,7 @@ def logged_in(user: User) -> Client:
 
 
 def test_a_new_rule_defaults_to_ask() -> None:
-    # Issue 13 item 7: the form defaulted to ALLOW.
+    # The form once defaulted to ALLOW.
     form = RuleForm()
     assert form["action"].value() == RuleAction.ASK
     assert 'value="ASK" selected' in str(form["action"])
@@ -153,7 +153,7 @@ def test_a_new_rule_defaults_to_ask() -> None:
 @pytest.mark.django_db
 @pytest.mark.parametrize("pattern", ["***", "[a-z", "deploy prod"])
 def test_the_rules_page_refuses_a_bad_pattern_naming_the_problem(operator: User, pattern: str) -> None:
-    # Shown after post/redirect/get (issue 17 item 6), as often as the page is reloaded.
+    # Shown after post/redirect/get, as often as the page is reloaded.
     response = logged_in(operator).post(
         "/approvals/rules/new/", {"pattern": pattern, "action": "ALLOW", "widest_scope": "AGENT"}, follow=True
     )
@@ -224,7 +224,7 @@ def test_check_pattern_without_script_shows_the_preview_and_saves_nothing(
         },
         follow=True,
     )
-    # A GET of the preview's own address (issue 17 item 6: a reload posts nothing).
+    # A GET of the preview's own address (a reload posts nothing).
     assert page.redirect_chain[0][1] == 303
     assert page.redirect_chain[0][0].startswith("/approvals/rules/preview/?pattern=deploy-%2A")
     assert page.status_code == 200
@@ -272,7 +272,7 @@ def test_the_rule_list_flags_stored_bad_patterns_and_allow_everything(operator: 
 
 @pytest.mark.django_db
 def test_a_get_on_the_rule_form_address_goes_to_the_rules_page(operator: User) -> None:
-    # Issue 13 item 6: reloading an invalid rule form's page was "405 Not possible this way".
+    # Reloading an invalid rule form's page was once "405 Not possible this way".
     response = logged_in(operator).get("/approvals/rules/new/")
     assert response.status_code == 302
     assert response["Location"] == "/approvals/rules/#new-rule"
@@ -280,7 +280,7 @@ def test_a_get_on_the_rule_form_address_goes_to_the_rules_page(operator: User) -
 
 @pytest.mark.django_db
 def test_a_long_note_is_cut_in_the_list_with_the_whole_note_on_hover(operator: User) -> None:
-    # Issue 13 item 8: a 20,000-character note broke the layout; now at most 1,000 are kept.
+    # A 20,000-character note once broke the layout; now at most 1,000 are kept.
     note = "word " * 200
     rules.rule_create(pattern="deploy-*", action=RuleAction.ASK, note=note.strip(), actor=TEST_ACTOR)
     html = logged_in(operator).get("/approvals/rules/").content.decode()
@@ -290,7 +290,7 @@ def test_a_long_note_is_cut_in_the_list_with_the_whole_note_on_hover(operator: U
 
 @pytest.mark.django_db
 def test_a_20000_character_note_is_refused_by_the_form_and_the_service(operator: User) -> None:
-    # Issue 13 item 8: such a note was saved.
+    # Such a note was once saved.
     response = logged_in(operator).post(
         "/approvals/rules/new/",
         {"pattern": "deploy-*", "action": "ASK", "widest_scope": "AGENT", "note": "n" * 20_000},

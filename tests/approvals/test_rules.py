@@ -172,8 +172,8 @@ def test_a_thousand_rules_agree_with_brute_force(runtime: AgentRuntime, other_ru
 
 
 def test_a_stored_allow_whose_pattern_breaks_the_grammar_is_read_as_ask(runtime: AgentRuntime) -> None:
-    # Issue 13 item 7: `***` (stored before the grammar) answered ALLOW for every skill of
-    # every runtime. Until an operator deletes it, the chain reads it as ASK; a bad DENY stays.
+    # `***` (stored before the grammar) answered ALLOW for every skill of every runtime. Until
+    # an operator deletes it, the chain reads it as ASK; a bad DENY stays.
     SkillRule.objects.create(pattern="***", action=RuleAction.ALLOW)
     SkillRule.objects.create(pattern="wipe?", action=RuleAction.DENY)
     create("zz", RuleAction.ASK)  # a change through the services: the index is rebuilt

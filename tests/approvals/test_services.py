@@ -1,4 +1,4 @@
-"""Skill approval services: each write checked as the row *and* its audit event (DESIGN S, A1, A3)."""
+"""Skill approval services: each write checked as the row *and* its audit event (S1-S13, A1, A3)."""
 
 from __future__ import annotations
 
@@ -280,7 +280,7 @@ def _decide(
 def test_a_decision_touches_its_session_and_only_reads_the_invoking_one(
     runtime: AgentRuntime, settings: object
 ) -> None:  # S1, S12
-    # Issue 13 item 5a, S3: an invoking session never seen is refused before anything is written.
+    # S3: an invoking session never seen is refused before anything is written.
     with pytest.raises(UnknownInvokingSessionError, match="'s-0'"):
         _decide(runtime, "s-1", "s-0", "alice")
     assert not Session.objects.exists()  # neither created
@@ -545,7 +545,7 @@ def test_a_session_answer_with_no_session_escalates_to_agent_wide_with_a_warning
     }
     for phrase in ("all sessions", "no expiry", "survives clear", AGENT_WIDE_ENDS):
         assert phrase in ESCALATION_REACH
-    # Issue 13 item 5c: never "only by Revoke agent-wide" while one can be revoked on its own.
+    # Never "only by Revoke agent-wide" while one can be revoked on its own.
     assert "only" not in ESCALATION_REACH
     assert AGENT_WIDE_ENDS == "until it is revoked, on its own or with Revoke agent-wide"
 
@@ -562,7 +562,7 @@ def test_a_session_answer_with_no_session_escalates_to_agent_wide_with_a_warning
 
 def test_an_escalated_grant_can_be_revoked_on_its_own_as_its_reach_says(
     runtime: AgentRuntime, operator: User
-) -> None:  # S5, S6, issue 13 item 5c: the words and the behaviour agree
+) -> None:  # S5, S6: the words and the behaviour agree
     request_answer(
         request=open_request(runtime, session_id=None, principal=None), user=operator, answer=FOR_SESSION
     )
@@ -596,7 +596,7 @@ def test_a_deny_with_no_session_escalates_for_operators_and_the_owner(
 
 def test_an_approver_may_only_deny_a_sessionless_request_for_that_request(
     owned_runtime: AgentRuntime, approver: User
-) -> None:  # S13 (issue 13 item 3: alice's Deny wrote an AGENT-scope DENY)
+) -> None:  # S13 (alice's Deny once wrote an AGENT-scope DENY)
     request = open_request(owned_runtime, session_id=None, principal="alice")
     assert answers_for(approver, request, item(request)) == [Answer.DENY_REQUEST]
 
@@ -1497,7 +1497,7 @@ def test_a_decision_by_ids_writes_what_the_session_needs_first(
     assert Grant.objects.get(session__session_id="s-1").revoke_reason == RevokeReason.EXPIRED
 
 
-# --- A late answer holds (S7, S12; issue 13, item 4) ----------------------------------------------
+# --- A late answer holds (S7, S12) ----------------------------------------------------------------
 
 
 def test_an_answer_after_waiting_past_the_idle_ttl_is_what_the_chain_answers(
@@ -1559,7 +1559,7 @@ def test_a_forks_late_answer_keeps_the_invoking_session_alive(
     assert decide(runtime, session_id="s-1") == {"deploy": (ALLOW, "SESSION")}
 
 
-# --- Two requests for the same key (S2; issue 13, item 10) ----------------------------------------
+# --- Two requests for the same key (S2) -----------------------------------------------------------
 
 
 def two_pending(runtime: AgentRuntime) -> tuple[ApprovalRequest, ApprovalRequest]:

@@ -1,5 +1,5 @@
-"""The answers to a tool request, as pure functions (DESIGN U3, S9, S13; no database): which
-buttons a person sees, which patterns each answer may carry, and what an abort denies."""
+"""The answers to a tool request, as pure functions (U3, S9, S13; no database): which buttons a
+person sees, which patterns each answer may carry, and what an abort denies."""
 
 from __future__ import annotations
 

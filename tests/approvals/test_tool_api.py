@@ -1,4 +1,4 @@
-"""Tool calls that ask, through the HTTP API (API.md "Tool calls that ask"; DESIGN part U):
+"""Tool calls that ask, through the HTTP API (docs/api.md "Tools"; U1-U7):
 `POST /tool-decisions` with the fields of part U, `POST /tool-approval-requests`, its long-poll
 and cancel; whole bodies, another runtime's request a 404, bad input a 400 naming the field."""
 
@@ -183,7 +183,7 @@ def test_the_principal_of_a_session_is_fixed(api: APIClient) -> None:  # S12
     ],
 )
 def test_bad_arguments_are_400_naming_the_problem(api: APIClient, raw: str, field: str, message: str) -> None:
-    # Issue 15, bad input: never a 5xx, the problem named.
+    # Bad input: never a 5xx, the problem named.
     for path in (TOOL_REQUESTS, DECISIONS):
         body = '{"tool": "Bash", "session_id": "s-1", "arguments": ' + raw + "}"
         response = api.generic("POST", path, body, content_type="application/json")
@@ -192,7 +192,7 @@ def test_bad_arguments_are_400_naming_the_problem(api: APIClient, raw: str, fiel
         assert fields[field][0].startswith(message), fields
 
 
-def test_nan_does_not_even_parse(api: APIClient) -> None:  # issue 15, bad input
+def test_nan_does_not_even_parse(api: APIClient) -> None:  # bad input
     body = '{"tool": "Bash", "session_id": "s-1", "arguments": {"n": NaN}}'
     for path in (TOOL_REQUESTS, DECISIONS):
         response = api.generic("POST", path, body, content_type="application/json")

@@ -1,7 +1,7 @@
 """`POST /api/v1/tool-decisions` looks its token up in the decision's own read, as the skill
 decision does: authentication answers exactly as on every endpoint (an unauthenticated caller
 never learns what was wrong with a body), and the answers are those of the token looked up
-first (DESIGN part U; API.md)."""
+first (U1-U7; docs/api.md)."""
 
 from __future__ import annotations
 

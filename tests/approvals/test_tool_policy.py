@@ -1,4 +1,4 @@
-"""DESIGN part U as pure functions (approvals/tool_policy.py): tables, no database.
+"""Part U of docs/rules.md as pure functions (approvals/tool_policy.py): tables, no database.
 
 The grammar of `Tool(pattern)`, what a subject pattern matches for an ALLOW and for a DENY
 (shell metacharacters, `..` steps, word ends), the arguments' problems and their canonical
@@ -116,7 +116,7 @@ def test_rule_text_parses(text: str, parsed: RuleText) -> None:
     ],
 )
 def test_rule_text_off_the_grammar_names_the_problem(text: str, problem: str) -> None:
-    # Issue 15 bad input: control characters or an empty tool name are refused at save.
+    # Bad input: control characters or an empty tool name are refused at save.
     with pytest.raises(RuleTextError) as caught:
         parse_rule_text(text)
     assert any(problem in each for each in caught.value.problems), caught.value.problems
@@ -261,7 +261,7 @@ def test_any_changed_value_changes_the_digest(first: str, second: str) -> None:
 
 
 def test_the_digest_is_sha256_of_the_canonical_json() -> None:
-    # API.md: `sha256:` + hex, recomputable by the runtime.
+    # The runtime API's contract: `sha256:` + hex, recomputable by the runtime.
     import hashlib
 
     expected = hashlib.sha256(b'{"a":1,"b":"x"}').hexdigest()
@@ -293,7 +293,7 @@ def _nested(depth: int) -> dict[str, Any]:
     ],
 )
 def test_arguments_unfit_for_a_call_name_the_problem(arguments: Any, problem: str) -> None:
-    # Issue 15 bad input: not an object, over 64 KiB, too deep, non-JSON numbers, lone surrogates.
+    # Bad input: not an object, over 64 KiB, too deep, non-JSON numbers, lone surrogates.
     found = arguments_problem(arguments)
     assert found is not None
     assert problem in found

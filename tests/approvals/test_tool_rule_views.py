@@ -153,7 +153,7 @@ def test_an_operator_saves_a_tool_rule(runtime: AgentRuntime, operator: User) ->
 @pytest.mark.parametrize(
     ("data", "shows"),
     [
-        # Issue 15 bad input: an empty tool name, control characters; named beside the field.
+        # Bad input: an empty tool name, control characters; named beside the field.
         ({"tool-text": "(git:*)", "tool-action": "DENY"}, [TOOL_NAME_EMPTY, 'value="(git:*)"']),
         (
             {"tool-text": "Bash(git\x1b)", "tool-action": "DENY"},

@@ -173,7 +173,7 @@ def test_a_pre_approval_is_one_runtimes_allow_and_says_so_in_its_event(runtime: 
     ],
 )
 def test_text_off_the_grammar_is_refused_with_the_problem_named(text: str, problem: str) -> None:
-    # Issue 15, bad input: patterns with control characters or an empty tool name are refused at save.
+    # Bad input: patterns with control characters or an empty tool name are refused at save.
     refused = _refusal(text=text, action="DENY")
     assert problem in " ".join(refused["text"])
 

@@ -1,5 +1,5 @@
-"""Tool calls that ask, at the service layer (DESIGN part U): the tool chain with its sessions,
-rules, grants and call approvals; tool requests opened, answered, aborted; their audit."""
+"""Tool calls that ask, at the service layer (U1-U7): the tool chain with its sessions, rules,
+grants and call approvals; tool requests opened, answered, aborted; their audit."""
 
 from __future__ import annotations
 
@@ -217,7 +217,7 @@ def test_a_call_the_chain_decides_is_answered_from_the_start(runtime: AgentRunti
 )
 def test_arguments_that_cannot_be_stored_or_digested_are_refused(
     runtime: AgentRuntime, arguments: dict, field: str
-) -> None:  # issue 15, bad input
+) -> None:  # bad input
     with pytest.raises(services.BadToolCallError) as refused:
         ask(runtime, arguments=arguments)
     assert refused.value.field == field

@@ -1,7 +1,7 @@
-"""A tool request in the browser (DESIGN U2, U3, S5, S13): the card shows the tool, its server's
-trust and raw claims beside the resolved axes in plain words, the arguments in full (escaped,
-long ones folded), the subject highlighted, the pattern picker and each button's reach; the
-answer carries the pattern picked; the session and agent pages list tool grants with theirs."""
+"""A tool request in the browser (U2, U3, S5, S13): the card shows the tool, its server's trust
+and raw claims beside the resolved axes in plain words, the arguments in full (escaped, long
+ones folded), the subject highlighted, the pattern picker and each button's reach; the answer
+carries the pattern picked; the session and agent pages list tool grants with theirs."""
 
 from __future__ import annotations
 
@@ -171,7 +171,7 @@ def test_an_mcp_tool_shows_its_server_trust_and_claims(
     html = logged_in(operator).get(f"/approvals/requests/{request.pk}/").content.decode()
 
     assert "on MCP server <code>git</code>" in html
-    # The trust in words, its code on hover (issue 17).
+    # The trust in words, its code on hover.
     assert 'title="IGNORE">Ignore the server&#x27;s claims</span>: its claims are shown' in html
     assert escape('"destructiveHint": false') in html
     assert "writes · destructive · not idempotent" in html  # IGNORE: the claims decide nothing

@@ -1,4 +1,4 @@
-"""The two-person rule (DESIGN P3): a rule may need 2 or 3 distinct people to allow.
+"""The two-person rule (P3): a rule may need 2 or 3 distinct people to allow.
 
 The request shows how many have allowed; the request's own principal never counts; one
 Deny denies; the grant is written, audited, with the last allow needed; each allow is

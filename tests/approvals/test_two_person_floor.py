@@ -100,7 +100,7 @@ def offered(request: ApprovalRequest) -> list[str]:
     return selectors.tool_call_patterns(request=request).allow
 
 
-def test_the_issue_scenario_alice_cannot_reach_git_push_from_git_status(
+def test_alice_cannot_reach_git_push_from_git_status(
     runtime: AgentRuntime, people: dict[str, User]
 ) -> None:  # P3
     push_floor()
@@ -265,7 +265,7 @@ def test_a_skill_grant_fewer_people_gave_does_not_allow_under_a_skill_rule(
 
 def test_through_the_api_the_runtime_is_told_ask(
     runtime: AgentRuntime, api: APIClient, people: dict[str, User]
-) -> None:  # P3: the issue's scenario end to end, as a runtime sees it
+) -> None:  # P3: alice and git push end to end, as a runtime sees it
     push_floor()
     opened = api.post(
         "/api/v1/tool-approval-requests",

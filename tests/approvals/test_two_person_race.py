@@ -1,5 +1,5 @@
-"""The two-person rule under concurrency (DESIGN P3): two people giving allows at the same
-instant produce exactly one grant, written with the last allow needed.
+"""The two-person rule under concurrency (P3): two people giving allows at the same instant
+produce exactly one grant, written with the last allow needed.
 
 On PostgreSQL two threads race in this process; on SQLite they race in a new process on a
 database file (as tests/approvals/test_races.py does, and for the same reason).

@@ -1,5 +1,5 @@
-"""The two-person rule in the browser (DESIGN P3): the rules forms, the inbox card and the
-request page ("1 of 2 approvals", who and when), and the answers through the views."""
+"""The two-person rule in the browser (P3): the rules forms, the inbox card and the request
+page ("1 of 2 approvals", who and when), and the answers through the views."""
 
 from __future__ import annotations
 

@@ -96,7 +96,7 @@ def test_anonymous_visitors_are_sent_to_sign_in(client: Client) -> None:
 def test_buttons_carry_the_fixed_labels_and_the_reach_of_always(
     runtime: AgentRuntime, operator: User
 ) -> None:
-    # S5: the reach is stated before the click; API.md fixes the labels.
+    # S5: the reach is stated before the click; docs/concepts.md fixes the labels.
     ask(runtime, "deploy", "notify", session_id="s-1", turn_id="t-1", principal="olivia")
     ask(runtime, "other", session_id="s-2")
     html = logged_in(operator).get("/approvals/").content.decode()
@@ -106,7 +106,7 @@ def test_buttons_carry_the_fixed_labels_and_the_reach_of_always(
     reach = "Always allow for this agent</strong> reaches every session of agent-one: the 2 sessions"
     assert reach in html
     assert "never expires, survives <em>Clear session</em>" in html
-    # Issue 13 item 5c: an agent-wide grant can be revoked on its own too; the words say so.
+    # An agent-wide grant can be revoked on its own too; the words say so.
     assert f"holds {AGENT_WIDE_ENDS}." in html
     assert "removed only by" not in html
 
@@ -311,7 +311,7 @@ def test_operators_write_rules_and_auditors_only_read_them(
     assert (rule.pattern, rule.action, rule.widest_scope, rule.runtime) == ("drop-*", "ASK", "SESSION", None)
     assert AuditEvent.objects.filter(action=AuditAction.RULE_CREATED).count() == 1
     # Refused by the service after the form's checks, and still kept through
-    # post/redirect/get with what was typed (issue 17 item 6).
+    # post/redirect/get with what was typed.
     assert_invalid_post_redirects_and_reloads(
         client,
         "/approvals/rules/new/",
@@ -338,7 +338,7 @@ def test_a_rule_capping_scope_removes_always_allow(runtime: AgentRuntime, operat
     assert "Allow for this session" in html
 
 
-# --- S13: a request with no session (issue 13, item 3) -------------------------------------------
+# --- S13: a request with no session ---------------------------------------------------------------
 
 
 def answer_labels(html: str, request: ApprovalRequest) -> list[str]:
@@ -459,7 +459,7 @@ def test_the_inbox_explains_deny_this_request_in_plain_words(
     )
 
 
-# --- Two requests for the same key (S2; issue 13, item 10) ----------------------------------------
+# --- Two requests for the same key (S2) -----------------------------------------------------------
 
 
 def test_the_second_answer_for_a_held_key_is_told_plainly_never_an_sql_message(

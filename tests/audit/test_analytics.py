@@ -444,7 +444,7 @@ def test_one_runtime_over_the_default_thirty_days(
     response = signed_in(operator).get(URL, {"runtime": "agent-one"})
 
     assert response.status_code == 200
-    # Issue 17: each run of days without a decision is one row; the rows still cover 30 days.
+    # Each run of days without a decision is one row; the rows still cover 30 days.
     shape = [row.days if isinstance(row, QuietDays) else row["day"] for row in response.context["rows"]]
     ten_days_ago = known.today - dt.timedelta(days=10)
     assert shape == [19, ten_days_ago, 7, known.d0, known.d1, known.today]

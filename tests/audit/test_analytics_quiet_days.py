@@ -1,5 +1,5 @@
-"""The daily analytics table folds days without a decision (issue 17: a 30-day view listed
-30 all-zero rows): one row per run of quiet days, saying how many; the charts keep every day."""
+"""The daily analytics table folds days without a decision (a 30-day view once listed 30
+all-zero rows): one row per run of quiet days, saying how many; the charts keep every day."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The hash chain as pure functions (DESIGN A2): canonical form, hashing, verification. No database."""
+"""The hash chain as pure functions (A2): canonical form, hashing, verification. No database."""
 
 from __future__ import annotations
 

@@ -101,7 +101,7 @@ def _cut_tail(from_seq: int, *, tree_too: bool, checkpoints_too: bool) -> None:
 )
 def test_a_cut_tail_is_refused(
     key: Any, triggers_dropped: None, tree_too: bool, checkpoints_too: bool, message: str
-) -> None:  # A4: the reviewer cut every event after the 59th; here after the 9th
+) -> None:  # A4: a review once cut every event after the 59th; here after the 9th
     record_events(12)
     checkpoints.checkpoint_sign()
     _cut_tail(10, tree_too=tree_too, checkpoints_too=checkpoints_too)

@@ -1,4 +1,4 @@
-"""Audit coverage: every service that changes state writes its event (DESIGN A1, A3).
+"""Audit coverage: every service that changes state writes its event (A1, A3).
 
 The table below has an entry for every public function of every service module (found by
 walking the package, so a new function without an entry fails
@@ -418,7 +418,7 @@ mcpServers:
 """
 
 
-# load_config's rule sections (approvals/config.py, issue 15).
+# load_config's rule sections (approvals/config.py).
 RULES_YAML = """\
 toolSubjects: {Bash: command}
 toolRules:
@@ -1457,7 +1457,7 @@ CASES: dict[str, list[Case]] = {
     "aimon_admin.audit.services.audit_verify_chain": [
         Case(run=lambda w: audit.audit_verify_chain(), reads="walks the chain, writes nothing")
     ],
-    # notifications (DESIGN P1, P2, P4)
+    # notifications (P1, P2, P4)
     "aimon_admin.notifications.services.channels.channel_add": [
         Case(
             run=lambda w: notifications.channel_add(

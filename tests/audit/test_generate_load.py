@@ -1,4 +1,4 @@
-"""`benchmarks/audit_generate_load.py` writes a realistic data set whose chain verifies (issue 5).
+"""`benchmarks/audit_generate_load.py` writes a realistic data set whose chain verifies.
 
 Small numbers, on whichever database the suite runs on: SQLite takes the executemany
 path, PostgreSQL the COPY path.

@@ -1,10 +1,10 @@
 """Every kind of tampering, done by raw SQL with the append-only triggers dropped, is caught (A2).
 
-Issue 5's list — edit, delete, reorder, insert — plus cutting the tail and re-chaining
-everything after an edit, each checked by a run from the last checkpoint and by a full run,
-on whichever database the suite runs on (SQLite and PostgreSQL). The log is 5 events, a
-verification (seq 6, whose checkpoint is also kept outside the log), then 5 more (7..11):
-the tampering lands after the checkpoint, where a run from it must look.
+Edit, delete, reorder, insert, plus cutting the tail and re-chaining everything after an
+edit, each checked by a run from the last checkpoint and by a full run, on whichever database
+the suite runs on (SQLite and PostgreSQL). The log is 5 events, a verification (seq 6, whose
+checkpoint is also kept outside the log), then 5 more (7..11): the tampering lands after the
+checkpoint, where a run from it must look.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Periodic verification from a checkpoint, its events, and the beat task (DESIGN A2).
+"""Periodic verification from a checkpoint, its events, and the beat task (A2).
 
 Tampering is done by raw SQL with the append-only triggers dropped (`triggers_dropped`).
 """

@@ -352,7 +352,7 @@ def test_a_filtered_export_reports_its_gaps_not_a_failure(
     out = verify_file(path)
 
     assert "OK: 3 events, seq 1..4, a filtered subset of the chain" in out
-    assert "1 gap (seqs not in the file: 3)" in out  # issue 17: was "1 gaps"
+    assert "1 gap (seqs not in the file: 3)" in out  # it once said "1 gaps"
 
 
 def test_an_export_starting_after_seq_1_is_a_subset_whose_first_link_is_not_checked(

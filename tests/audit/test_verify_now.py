@@ -1,7 +1,7 @@
-"""Verify now on the audit home (DESIGN A2, issue 17): under `make run` (Celery eager, no beat)
-the chain was "Never verified" for good. Asking runs the beat's own task, with the person as
-its actor, and the card shows the outcome; while a verification runs elsewhere, the card
-says so and polls until its outcome is recorded.
+"""Verify now on the audit home (A2): under `make run` (Celery eager, no beat) the chain was
+"Never verified" for good. Asking runs the beat's own task, with the person as its actor, and
+the card shows the outcome; while a verification runs elsewhere, the card says so and polls
+until its outcome is recorded.
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ def test_each_escalated_grant_states_its_reach_who_when_and_from_which_request(
     plain = text(page)
     assert (
         "Reach: All sessions of runtime agent-one, no expiry, survives Clear, "
-        "holds until it is revoked, on its own or with Revoke agent-wide." in plain  # issue 13 item 5c
+        "holds until it is revoked, on its own or with Revoke agent-wide." in plain
     )
     assert "Granted by owen" in plain
     assert str(grant.request_id) in page
@@ -192,7 +192,7 @@ def test_in_force_at_a_moment_answers_from_history(
 def test_in_force_says_what_it_cannot_read_on_its_page_the_form_kept(
     auditor: User, runtime: AgentRuntime, query: dict[str, str], field: str, message: str
 ) -> None:
-    # Issue 17: a sentence naming the field, on the page with its form as typed.
+    # A sentence naming the field, on the page with its form as typed.
     response = logged_in(auditor).get(reverse("audit:in-force"), query)
     assert response.status_code == 400
     page = html.unescape(response.content.decode())
@@ -207,8 +207,8 @@ def test_in_force_says_what_it_cannot_read_on_its_page_the_form_kept(
 
 
 def test_in_force_at_is_a_utc_date_time_picker(auditor: User, runtime: AgentRuntime) -> None:
-    # Issue 17: "At" is a native date-time picker, in UTC; a moment given with its offset
-    # (as the event page's links give it) shows as the same moment in UTC.
+    # "At" is a native date-time picker, in UTC; a moment given with its offset (as the event
+    # page's links give it) shows as the same moment in UTC.
     client = logged_in(auditor)
     page = client.get(reverse("audit:in-force"), {"runtime": runtime.name}).content.decode()
     assert 'name="at" type="datetime-local" value="">' in page

@@ -46,7 +46,7 @@ def test_a_settings_change_shows_each_changed_field_before_and_after(
     event = AuditEvent.objects.get(action=AuditAction.RUNTIME_SETTINGS_CHANGED)
     page = logged_in(auditor).get(reverse("audit:event", args=[event.seq])).content.decode()
     compare = page[page.index('<table class="audit-compare">') : page.index("</table>")]
-    # Recorded codes read as words, each code on hover (issue 17).
+    # Recorded codes read as words, each code on hover.
     assert (
         ROW.format(
             key="ceiling",

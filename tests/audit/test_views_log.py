@@ -1,6 +1,6 @@
 """The audit log page: combinable filters kept in the URL, keyset pages with no COUNT
 and no OFFSET, htmx fragments, and any filter that cannot be read said in a sentence
-beside its field, on the page with the form kept as typed (A1, issue 17)."""
+beside its field, on the page with the form kept as typed (A1)."""
 
 from __future__ import annotations
 
@@ -121,8 +121,8 @@ def test_time_range_filters_take_dates_and_date_times(auditor: User, runtime: Ag
 def test_a_filter_that_cannot_be_read_is_said_on_the_page_the_form_kept(
     auditor: User, runtime: AgentRuntime, query: str, field: str, problem: str
 ) -> None:
-    # Fail closed: never a 500, never the whole log shown as if it were filtered; and
-    # (issue 17) the page stays, its form as typed, the sentence beside the field.
+    # Fail closed: never a 500, never the whole log shown as if it were filtered; and the
+    # page stays, its form as typed, the sentence beside the field.
     response = logged_in(auditor).get(f"{LOG}?{query}")
     assert response.status_code == 400
     page = html.unescape(response.content.decode())
@@ -139,8 +139,8 @@ def test_a_filter_that_cannot_be_read_is_said_on_the_page_the_form_kept(
 def test_a_filter_error_reads_as_a_sentence_and_keeps_the_other_filters(
     auditor: User, runtime: AgentRuntime
 ) -> None:
-    # Issue 17: it read "The filter 'runtime' no runtime is named 'nope'", on a 400 page
-    # with no form.
+    # It once read "The filter 'runtime' no runtime is named 'nope'", on a 400 page with no
+    # form.
     response = logged_in(auditor).get(LOG, {"runtime": "nope", "actor": "alice", "level": "WARNING"})
     page = html.unescape(response.content.decode())
     assert "Runtime: No runtime is named 'nope'." in page
@@ -161,9 +161,9 @@ def test_an_unreadable_filter_sent_by_htmx_is_shown_in_the_results(auditor: User
 
 
 def test_times_are_utc_date_time_pickers_showing_the_same_bounds(auditor: User) -> None:
-    # Issue 17: Since and Until are native date-time pickers in UTC; a date or a time with
-    # an offset, given in the address, shows as the same bound; text that is no time stays
-    # a text box holding it, beside its error.
+    # Since and Until are native date-time pickers in UTC; a date or a time with an offset,
+    # given in the address, shows as the same bound; text that is no time stays a text box
+    # holding it, beside its error.
     client = logged_in(auditor)
     page = client.get(LOG, {"since": "2025-01-31", "until": "2025-01-31"}).content.decode()
     assert 'name="since" type="datetime-local" value="2025-01-31T00:00">' in page
@@ -199,7 +199,7 @@ def test_until_includes_the_whole_last_unit_typed(typed: str, end: bool, moment:
 
 
 def test_rows_show_the_exact_utc_time_with_the_relative_one_on_hover(auditor: User) -> None:
-    # Issue 17: times were only relative ("less than a minute ago").
+    # Times were once only relative ("less than a minute ago").
     event = write(subject="timed")
     page = logged_in(auditor).get(LOG).content.decode()
     row = re.search(rf'<tr data-seq="{event.seq}".*?</tr>', page, re.S).group(0)

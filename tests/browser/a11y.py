@@ -2,7 +2,7 @@
 
 axe-core comes bundled in the axe-playwright-python wheel (no download at run time). A page
 passes when axe finds no violation of impact *serious* or *critical* against WCAG 2.x A and
-AA (issue 8); lesser findings are returned for whoever wants to look at them.
+AA; lesser findings are returned for whoever wants to look at them.
 """
 
 from __future__ import annotations

@@ -10,9 +10,9 @@ pages there with `shot(page, name)`: test-artifacts/screenshots/<test name>/<nn>
 (`make test` runs the suite on both databases at once: test-artifacts/sqlite/screenshots/
 and test-artifacts/postgresql/screenshots/.)
 
-A test runs at desktop width unless it asks for a `device` (issue 8: the journeys also pass
-on a phone): `@at_both_widths` runs it once at 1280x800 and once at 390x844, touch and
-mobile viewport on.
+A test runs at desktop width unless it asks for a `device` (the journeys also pass on a
+phone): `@at_both_widths` runs it once at 1280x800 and once at 390x844, touch and mobile
+viewport on.
 """
 
 from __future__ import annotations
@@ -215,7 +215,7 @@ def log_in(live_server: LiveServer) -> LogIn:
 
 def follow_nav(page: Page, name: str) -> None:
     """Click the main navigation's link `name`, opening the Menu first where the navigation
-    is behind it (narrow screens, issue 17 item 2)."""
+    is behind it (narrow screens)."""
     toggle = page.locator("button.nav-toggle")
     if toggle.is_visible() and toggle.get_attribute("aria-expanded") != "true":
         toggle.click()
@@ -232,7 +232,7 @@ def click_through(page: Page, control: Locator) -> None:
         control.click()
 
 
-# --- Fitting a phone (issue 8) -------------------------------------------------------------------
+# --- Fitting a phone ------------------------------------------------------------------------------
 
 TAP_TARGET = 44  # px, each side: WCAG 2.5.5's target size, what a thumb needs
 # The class of the nearest ancestor that scrolls or clips the element sideways and cuts part
@@ -286,7 +286,7 @@ def assert_tappable(page: Page, controls: Locator) -> int:
 
 def main_page(page: Page, shot: Shot, name: str) -> None:
     """One of a journey's main pages, as it is now: no sideways scrolling, no serious or
-    critical axe-core violation (issue 8), and kept as a screenshot."""
+    critical axe-core violation, and kept as a screenshot."""
     from tests.browser import a11y  # looked up at each call
 
     assert_fits_width(page)

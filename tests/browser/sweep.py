@@ -1,4 +1,4 @@
-"""Every HTML page of the product, for the page-by-page sweeps (issue 8).
+"""Every HTML page of the product, for the page-by-page sweeps.
 
 The pages come from the URL configuration, walked by the authorization matrix
 (tests/security/test_authorization_matrix.py): each route whose GET a signed-in person (or

@@ -1,5 +1,5 @@
-"""Accessibility in a real browser (issue 8, part 3): axe-core on every page, the keyboard,
-focus, the inbox's live region, and phone-width layouts.
+"""Accessibility in a real browser: axe-core on every page, the keyboard, focus, the inbox's
+live region, and phone-width layouts.
 
 Every HTML page of the product (tests/browser/sweep.py: from the URL configuration, so a
 new page is swept once it has its row in the authorization matrix), with realistic data,

@@ -1,6 +1,6 @@
-"""The decision analytics table in the browser (issue 17): at 1280 px it fits its box (it
-overflowed), on a phone it scrolls inside its own region, and days without a decision are
-folded into one row per quiet stretch (30 all-zero rows were listed)."""
+"""The decision analytics table in the browser: at 1280 px it fits its box (it overflowed),
+on a phone it scrolls inside its own region, and days without a decision are folded into one
+row per quiet stretch (30 all-zero rows were listed)."""
 
 from __future__ import annotations
 

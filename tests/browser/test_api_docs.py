@@ -1,4 +1,4 @@
-"""/api/docs/ in the browser (issue 17): the product's header above Swagger UI and a way back,
+"""/api/docs/ in the browser: the product's header above Swagger UI and a way back,
 everything loaded from this server, at both widths."""
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""The approval journey in a real browser (issue: skill approvals): a runtime asks over
-the API, the person sees the request arrive without reloading, answers *Allow for this
-session*, the waiting long-poll returns ALLOW, a forked sub-agent inherits it, the person
-revokes it, and the next decision is ASK again. At desktop and at phone width (issue 8);
-each main page is kept as a screenshot and checked with axe-core."""
+"""The skill approval journey in a real browser: a runtime asks over the API, the person sees
+the request arrive without reloading, answers *Allow for this session*, the waiting long-poll
+returns ALLOW, a forked sub-agent inherits it, the person revokes it, and the next decision
+is ASK again. At desktop and at phone width; each main page is kept as a screenshot and
+checked with axe-core."""
 
 from __future__ import annotations
 
@@ -139,8 +139,8 @@ def test_an_approver_may_only_deny_a_sessionless_request_for_that_request(
     runtime: AgentRuntime,
     runtime_token: str,
 ) -> None:
-    # S13 (issue 13, item 3): alice is not the runtime's owner nor an operator, so an answer
-    # that would hold for every session is not hers; she may refuse this one request only.
+    # S13: alice is not the runtime's owner nor an operator, so an answer that would hold for
+    # every session is not hers; she may refuse this one request only.
     status, created = call(
         live_server,
         runtime_token,

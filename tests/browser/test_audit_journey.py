@@ -1,9 +1,9 @@
-"""The auditor's journey in a real browser (issue 5): a runtime asks with no session, the
-runtime's owner answers "for this session" on the card that warns it becomes agent-wide,
-and the auditor finds that escalated grant on the escalations page, opens its audit
-event, filters the log (htmx, kept in the URL) and exports the filtered log as JSON Lines
-whose lines verify against the chain (S6, A1, A2). At desktop and at phone width (issue
-8); each main page is kept as a screenshot and checked with axe-core."""
+"""The auditor's journey in a real browser: a runtime asks with no session, the runtime's
+owner answers "for this session" on the card that warns it becomes agent-wide, and the
+auditor finds that escalated grant on the escalations page, opens its audit event, filters
+the log (htmx, kept in the URL) and exports the filtered log as JSON Lines whose lines verify
+against the chain (S6, A1, A2). At desktop and at phone width; each main page is kept as a
+screenshot and checked with axe-core."""
 
 from __future__ import annotations
 

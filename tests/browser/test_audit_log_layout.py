@@ -1,9 +1,8 @@
-"""The audit log as dense as an admin's log (issue 17 item 5), in Chromium: at 1280 px one
-line per event (50 rows well under the ~5,500 px they took), long values cut to their
-cell, "anonymous" never broken, the header stuck to the top while the rows scroll, and
-the exact UTC time with the relative one on hover; at 390 px nothing scrolls sideways but
-the table, inside its own region. A filter that cannot be read is said beside its field,
-the form kept."""
+"""The audit log as dense as an admin's log, in Chromium: at 1280 px one line per event (50
+rows well under the ~5,500 px they took), long values cut to their cell, "anonymous" never
+broken, the header stuck to the top while the rows scroll, and the exact UTC time with the
+relative one on hover; at 390 px nothing scrolls sideways but the table, inside its own
+region. A filter that cannot be read is said beside its field, the form kept."""
 
 from __future__ import annotations
 

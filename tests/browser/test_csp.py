@@ -1,4 +1,4 @@
-"""The Content-Security-Policy in a real browser (issue 7, part 4).
+"""The Content-Security-Policy in a real browser.
 
 Every main page is opened, and its htmx controls clicked, in Chromium with a listener for
 `securitypolicyviolation` events and CSP console errors; any violation fails the test.

@@ -1,4 +1,4 @@
-"""The visual design's component rules, pinned (issue 8, part 4).
+"""The visual design's component rules, pinned.
 
 - Dates: every template shows a time through the `{% when %}` tag (aimon_admin/core/
   templatetags/ui.py), so every <time> on every swept page carries the exact UTC time, ISO
@@ -386,7 +386,7 @@ def test_every_field_reference_points_at_something_on_every_page_and_invalid_for
         response = operator.post(
             reverse(name), {"name": "", "pattern": "", "transport": "STDIO"}, follow=True
         )
-        # The form again, with its errors, after post/redirect/get (issue 17 item 6).
+        # The form again, with its errors, after post/redirect/get.
         assert response.redirect_chain[0][1] == 303, name
         assert response.status_code == 200, name
         html = response.content.decode()

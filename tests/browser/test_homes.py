@@ -1,6 +1,6 @@
-"""The homes in the browser (issue 17 item 1), at 1280 and 390 px: each role's home fits the
-width, passes axe-core, its counts are tappable links, and one click on a count opens the
-list it counts. Verify now works from the home as from the audit home."""
+"""The homes in the browser, at 1280 and 390 px: each role's home fits the width, passes
+axe-core, its counts are tappable links, and one click on a count opens the list it counts.
+Verify now works from the home as from the audit home."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 13 items 6 and 8 in the browser: a new token is shown once and a reload issues no
+"""Tokens and long values in the browser: a new token is shown once and a reload issues no
 second one; long values (at the limits the forms and the database now hold) wrap or are cut
 instead of widening a page at 1280 px."""
 
@@ -32,7 +32,7 @@ pytestmark = pytest.mark.parametrize("device", ["desktop"])
 def test_a_new_token_is_shown_once_and_a_reload_issues_no_second_one(
     live_server: LiveServer, page: Page, log_in: LogIn, operator: User, runtime: AgentRuntime
 ) -> None:
-    # Issue 13 item 6: the page showing the token was the POST's answer; a reload issued another.
+    # The page showing the token was once the POST's answer; a reload issued another.
     log_in(page, operator)
     page.goto(f"{live_server.url}/runtimes/{runtime.name}/")
     page.locator("input[name=label]").fill("ci host")
@@ -66,9 +66,9 @@ def test_long_values_do_not_widen_any_page_at_1280px(
     runtime: AgentRuntime,
     make_user: Callable[..., User],
 ) -> None:
-    # Issue 13 item 8: a 100,000-character description, a 20,000-character note and a
-    # 150-character username typed at sign-in widened pages to 1,840 px. Now the longest
-    # value each field holds, without a space to break at, must fit.
+    # A 100,000-character description, a 20,000-character note and a 150-character username
+    # typed at sign-in widened pages to 1,840 px. Now the longest value each field holds,
+    # without a space to break at, must fit.
     runtime_update_settings(
         runtime=runtime,
         ceiling=runtime.ceiling,

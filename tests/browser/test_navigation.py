@@ -1,5 +1,4 @@
-"""The main navigation in the browser (issue 17 item 2) and the administration pages on a
-phone (item 7).
+"""The main navigation in the browser and the administration pages on a phone.
 
 At 390 px the navigation is behind the top bar's Menu button, a disclosure: it opens and
 closes by keyboard, says which in aria-expanded, and Tab goes from it into the menu; Escape

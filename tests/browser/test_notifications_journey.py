@@ -1,8 +1,8 @@
-"""Reaching a person, in a real browser (issue 16; DESIGN P1): Alice adds an ntfy-style channel
-on her notifications page and presses *Send a test*; a runtime asks on her behalf; the
-message arrives at a local ntfy-style receiver (Apprise's ntfy URL pointed at 127.0.0.1) with
-the request's link as its tap and Open action; the link, opened signed out, asks for sign-in
-and then lands on the request, which answers nothing until she clicks. At desktop and at phone
+"""Reaching a person, in a real browser (P1): Alice adds an ntfy-style channel on her
+notifications page and presses *Send a test*; a runtime asks on her behalf; the message
+arrives at a local ntfy-style receiver (Apprise's ntfy URL pointed at 127.0.0.1) with the
+request's link as its tap and Open action; the link, opened signed out, asks for sign-in and
+then lands on the request, which answers nothing until she clicks. At desktop and at phone
 width; each main page is kept as a screenshot and checked with axe-core."""
 
 from __future__ import annotations

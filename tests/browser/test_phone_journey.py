@@ -1,8 +1,8 @@
-"""Approving and revoking from a phone (issue 8, part 2): at 390x844 with touch, the inbox,
-a request, the session page with Clear and Revoke and their confirmations, and the
-agent-wide page with Revoke agent-wide all fit the screen (no sideways scrolling), and
-every answer, revoke and confirm button is at least 44x44 px and inside the screen's width.
-Each is used, not only looked at: the answers and revokes land (S4, S10, S11)."""
+"""Approving and revoking from a phone: at 390x844 with touch, the inbox, a request, the
+session page with Clear and Revoke and their confirmations, and the agent-wide page with
+Revoke agent-wide all fit the screen (no sideways scrolling), and every answer, revoke and
+confirm button is at least 44x44 px and inside the screen's width. Each is used, not only
+looked at: the answers and revokes land (S4, S10, S11)."""
 
 from __future__ import annotations
 

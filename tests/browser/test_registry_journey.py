@@ -1,8 +1,8 @@
-"""The operator's registry journey in a real browser (issue: tool and MCP registry):
-register a real MCP server through the form, sync it and watch the outcome, read the trust
-confirmation, trust the server's claims, see the axes change, and check the gate simulator's outcomes.
-At desktop and at phone width (issue 8); each main page is kept as a screenshot and checked
-with axe-core."""
+"""The operator's journey through the tool and MCP registry in a real browser: register a
+real MCP server through the form, sync it and watch the outcome, read the trust confirmation,
+trust the server's claims, see the axes change, and check the gate simulator's outcomes. At
+desktop and at phone width; each main page is kept as a screenshot and checked with
+axe-core."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Relay findings in a real browser (issue 13 item 2, T15): a runtime relays a poisoned
-definition of a synced tool; the operator finds it on the tools page, reads it on the
-tool's page (as text, never markup), dismisses one and accepts another through the
-confirmation page, each followed by a redirect. At desktop and at phone width."""
+"""Relay findings in a real browser (T15): a runtime relays a poisoned definition of a synced
+tool; the operator finds it on the tools page, reads it on the tool's page (as text, never
+markup), dismisses one and accepts another through the confirmation page, each followed by a
+redirect. At desktop and at phone width."""
 
 from __future__ import annotations
 

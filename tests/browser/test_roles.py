@@ -80,8 +80,8 @@ def test_wrong_password_shows_an_error_and_stays_on_the_login_page(
     page.get_by_role("button", name="Sign in").click()
 
     expect(page.locator(".form-error[role=alert]")).to_contain_text("enter a correct username and password")
-    # Post/redirect/get (issue 17 item 6): the sign-in page again, the username kept, never
-    # the password; a reload shows the same and posts nothing.
+    # Post/redirect/get: the sign-in page again, the username kept, never the password; a
+    # reload shows the same and posts nothing.
     expect(page).to_have_url(re.compile(rf"^{re.escape(login_url)}\?draft=[\w-]+$"))
     expect(page.locator("nav[aria-label=Main]")).to_have_count(0)
     expect(page.locator("input[name=username]")).to_have_value(operator.username)
@@ -113,7 +113,7 @@ def test_auditor_reads_runtimes_but_cannot_create_change_or_issue_tokens(
     page.get_by_role("link", name=runtime.name).click()
     expect(page).to_have_url(f"{live_server.url}/runtimes/{runtime.name}/")
     settings = page.locator("#runtime-settings")
-    # The ceiling in words, its code on hover (issue 17).
+    # The ceiling in words, its code on hover.
     expect(settings.locator("dl.facts")).to_contain_text(SideEffectLevel(runtime.ceiling).label)
     expect(settings.locator(f'dl.facts [title="{runtime.ceiling}"]')).to_have_count(1)
     expect(settings.locator("form, select, input, textarea")).to_have_count(0)

@@ -1,6 +1,6 @@
-"""The skill-rules page in the browser (issue 13 item 7): the preview follows the pattern as
-it is typed, a bad pattern is named before saving, a new rule is ASK, and an ALLOW for every
-skill is saved only once its confirmation is ticked."""
+"""The skill-rules page in the browser: the preview follows the pattern as it is typed, a bad
+pattern is named before saving, a new rule is ASK, and an ALLOW for every skill is saved only
+once its confirmation is ticked."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""`make screenshots` (issue 8, "Done means"): scripts/screenshots.py, run into a temporary
-folder, writes every screenshot the README shows, each a real PNG of the expected size, and
-leaves neither its server nor its database behind.
+"""`make screenshots`: scripts/screenshots.py, run into a temporary folder, writes every
+screenshot the README shows, each a real PNG of the expected size, and leaves neither its
+server nor its database behind.
 
 The script always runs on its own temporary SQLite database, so the test runs once, on the
 SQLite run; tests/browser/conftest.py deselects it on the PostgreSQL run.

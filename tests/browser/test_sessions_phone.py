@@ -1,6 +1,6 @@
-"""My sessions on a phone (issue 17): at 390 px the sessions table shows each session as a
-stack of "label: value" lines, every column there to read, with nothing cut off and no
-sideways scroll, not even inside the table's own region."""
+"""My sessions on a phone: at 390 px the sessions table shows each session as a stack of
+"label: value" lines, every column there to read, with nothing cut off and no sideways
+scroll, not even inside the table's own region."""
 
 from __future__ import annotations
 

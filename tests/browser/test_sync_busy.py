@@ -1,6 +1,6 @@
-"""Sync now shows that it is busy (issue 17 item 6), in Chromium: while its request is in
-flight the button is disabled and reads "Syncing…" (htmx's hx-disabled-elt and the
-htmx-request class), then the run's own progress takes over until its outcome."""
+"""Sync now shows that it is busy, in Chromium: while its request is in flight the button is
+disabled and reads "Syncing…" (htmx's hx-disabled-elt and the htmx-request class), then the
+run's own progress takes over until its outcome."""
 
 from __future__ import annotations
 

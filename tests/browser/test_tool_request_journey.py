@@ -1,8 +1,8 @@
-"""A tool call's question reaches an answer, in a real browser (issue 15; DESIGN U1-U3, U7): a
-runtime asks to run Bash with `git push origin main`; the approver sees the arguments and what
-the tool does, picks the prefix `git push:*` and answers *Allow for this session*; the waiting
-long-poll returns; `git push origin dev` is then ALLOW without asking while `rm -rf /` asks;
-the auditor finds the grant with its pattern. At desktop and at phone width; each main page is
+"""A tool call's question reaches an answer, in a real browser (U1-U3, U7): a runtime asks to
+run Bash with `git push origin main`; the approver sees the arguments and what the tool does,
+picks the prefix `git push:*` and answers *Allow for this session*; the waiting long-poll
+returns; `git push origin dev` is then ALLOW without asking while `rm -rf /` asks; the
+auditor finds the grant with its pattern. At desktop and at phone width; each main page is
 kept as a screenshot and checked with axe-core."""
 
 from __future__ import annotations

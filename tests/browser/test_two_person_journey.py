@@ -1,6 +1,6 @@
-"""The two-person rule in a real browser (DESIGN P3): an operator writes a rule needing two
-people, a runtime asks, one approver allows and is told it waits for another person, and a
-second approver, in their own browser, completes it: the waiting long-poll returns ALLOW."""
+"""The two-person rule in a real browser (P3): an operator writes a rule needing two people,
+a runtime asks, one approver allows and is told it waits for another person, and a second
+approver, in their own browser, completes it: the waiting long-poll returns ALLOW."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Verify now in the browser (issue 17): the auditor's click verifies the chain and the card
-shows the outcome in place, at both widths."""
+"""Verify now in the browser: the auditor's click verifies the chain and the card shows the
+outcome in place, at both widths."""
 
 from __future__ import annotations
 

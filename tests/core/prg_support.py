@@ -1,4 +1,4 @@
-"""One check of post/redirect/get with errors kept (issue 17 item 6), for every form's tests."""
+"""One check of post/redirect/get with errors kept, for every form's tests."""
 
 from __future__ import annotations
 

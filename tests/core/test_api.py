@@ -1,4 +1,4 @@
-"""API error shapes (API.md "General"): JSON 4xx naming the field, 413, 401, 404, never 5xx."""
+"""API error shapes (docs/api.md "Basics"): JSON 4xx naming the field, 413, 401, 404, never 5xx."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The ASGI body limit: chunked bodies over 1 MiB are refused with 413 (API.md)."""
+"""The ASGI body limit: chunked bodies over 1 MiB are refused with 413 (docs/api.md)."""
 
 from __future__ import annotations
 

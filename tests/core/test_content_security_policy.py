@@ -23,7 +23,7 @@ def test_the_api_docs_page_carries_the_policy(client: Client) -> None:
     assert HEADER in client.get("/api/docs/")
 
 
-def test_the_json_api_carries_none(api: APIClient) -> None:  # issue 14: decisions stay lean
+def test_the_json_api_carries_none(api: APIClient) -> None:  # decisions stay lean
     answered = api.post("/api/v1/skill-decisions", {"skills": ["deploy"]}, format="json")
     refused = APIClient().post("/api/v1/skill-decisions", {"skills": ["deploy"]}, format="json")
 

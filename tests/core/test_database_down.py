@@ -1,4 +1,4 @@
-"""An unreachable database is a styled 503 with Retry-After, never a 500 (issue 13, item 11).
+"""An unreachable database is a styled 503 with Retry-After, never a 500.
 
 The database is the outside world here: `connection.execute_wrapper` makes every query (or
 only the session's write) fail as psycopg does when PostgreSQL is gone, and the real views
@@ -101,7 +101,7 @@ def test_a_page_with_the_database_down_is_a_styled_503(approver: User) -> None:
 
 
 def test_an_htmx_answer_with_the_database_down_says_it_may_have_been_saved(approver: User) -> None:
-    # item 11: the approver must look at the request page, not assume either way.
+    # The approver must look at the request page, not assume either way.
     client = signed_in(approver)
     request_id = uuid.uuid4()
     with database_down():

@@ -1,8 +1,8 @@
 """The pooled connection check, against the real PostgreSQL: a connection the server closed
-never reaches a request (issue 6: PostgreSQL down and back, nothing answered from a dead
-connection). The product's pool (aimon_admin/core/backends/postgresql) checks with
-psycopg-pool's standard check, as Django passes it with CONN_HEALTH_CHECKS; a socket-first
-check bought nothing measurable in make prod's topology (benchmarks/specials.py) and went."""
+never reaches a request (PostgreSQL down and back, nothing answered from a dead connection).
+The product's pool (aimon_admin/core/backends/postgresql) checks with psycopg-pool's standard
+check, as Django passes it with CONN_HEALTH_CHECKS; a socket-first check bought nothing
+measurable in make prod's topology (benchmarks/specials.py) and went."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def test_the_product_pool_checks_with_psycopg_pools_standard_check() -> None:
 def test_a_connection_the_server_closed_is_replaced_not_lent(
     pool: ConnectionPool, conninfo: dict[str, Any]
 ) -> None:
-    # Issue 6: PostgreSQL restarted under the pool; a request must get a live connection.
+    # PostgreSQL restarted under the pool; a request must get a live connection.
     pids = []
     for _ in range(2):
         with pool.connection() as conn:

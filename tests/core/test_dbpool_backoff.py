@@ -1,4 +1,4 @@
-"""The pool's reconnect back-off has a cap (issue 13, item 12; aimon_admin/core/dbpool.py).
+"""The pool's reconnect back-off has a cap (aimon_admin/core/dbpool.py).
 
 The end-to-end proof, a real outage and a real return, is
 tests/faults/test_postgres_long_outage.py; these pin the pieces it rests on.

@@ -1,4 +1,4 @@
-"""No page shows a raw stack trace or an unstyled error (issue 8, part 4).
+"""No page shows a raw stack trace or an unstyled error.
 
 Each error a browser can meet is made through the real stack with DEBUG off, as in
 production: 400 (a host outside ALLOWED_HOSTS), 403 (a role without the permission),

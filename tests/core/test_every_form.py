@@ -1,7 +1,7 @@
-"""Every form in the product answers its POST with a redirect (issue 17 item 6): a form that
-fails its checks goes back to its page through core.prg (post/redirect/get, what was typed
-and its errors kept), a button or a confirmation goes on to the page it changed. So a
-reload never posts again, and never meets "405 Not possible this way".
+"""Every form in the product answers its POST with a redirect: a form that fails its checks
+goes back to its page through core.prg (post/redirect/get, what was typed and its errors
+kept), a button or a confirmation goes on to the page it changed. So a reload never posts
+again, and never meets "405 Not possible this way".
 
 The forms are found in the templates; what each address answers an empty POST is the
 authorization matrix's table (tests/security/test_authorization_matrix.py), run there for
@@ -78,7 +78,7 @@ def test_the_scan_finds_the_forms_it_should() -> None:
 
 
 def test_every_form_answers_its_post_with_a_redirect() -> None:
-    # Issue 17 item 6: an invalid form answered with a page is posted again on a reload.
+    # An invalid form answered with a page is posted again on a reload.
     problems = []
     for template, addresses in forms_in_templates().items():
         for address in sorted(addresses):

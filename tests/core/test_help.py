@@ -1,6 +1,6 @@
-"""Help (issue 17): the product serves its own documentation, docs/*.md, at /help/, so the
-help links on its pages stay inside it; the pages leave out the design's rule numbers that
-the documents keep for readers of the code."""
+"""Help: the product serves its own documentation, docs/*.md, at /help/, so the help links
+on its pages stay inside it; the pages leave out the rule ids (docs/rules.md) that the
+documents keep for readers of the code."""
 
 from __future__ import annotations
 

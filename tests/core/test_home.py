@@ -1,5 +1,5 @@
-"""The homes per role (issue 17 item 1): what needs doing, each count a link to the list it
-counts, each section once, and what to do first when there is nothing to count.
+"""The homes per role: what needs doing, each count a link to the list it counts, each
+section once, and what to do first when there is nothing to count.
 
 Counts are asserted against data made here through the services; each count's link is then
 opened and shown to list exactly what was counted (the filtered inbox, the tools awaiting
@@ -145,8 +145,8 @@ def ids(*requests: ApprovalRequest) -> set[str]:
 def test_the_approver_home_counts_the_requests_they_may_answer_and_each_count_opens_them(
     requests_world: dict[str, Any], approver: User
 ) -> None:
-    # Issue 17 item 1 (S13: an approver answers their own requests, and as a runtime's owner
-    # its requests that are nobody's): mine and all, by kind.
+    # S13 (an approver answers their own requests, and as a runtime's owner its requests that
+    # are nobody's): mine and all, by kind.
     owned = runtime_create(name="alices-agent", owner=approver, actor=TEST_ACTOR)
     nightly = ask_skills(owned, "nightly-backup")
     html = home(approver)
@@ -255,7 +255,7 @@ def registry_world(runtime: AgentRuntime, other_runtime: AgentRuntime) -> dict[s
 def test_the_operator_home_counts_the_registry_work_and_each_count_opens_its_list(
     registry_world: dict[str, Any], operator: User
 ) -> None:
-    # Issue 17 item 1: tools awaiting review, relay findings, syncs in trouble, the forecast.
+    # Tools awaiting review, relay findings, syncs in trouble, the forecast.
     held = Tool.objects.get(server=registry_world["files"], name="write_file")
     assert held.awaiting_review
     found = figures(home(operator))
@@ -276,7 +276,7 @@ def test_the_operator_home_counts_the_registry_work_and_each_count_opens_its_lis
 def test_the_forecast_counts_what_the_worklist_counts_for_each_runtime(
     registry_world: dict[str, Any], operator: User, runtime: AgentRuntime, other_runtime: AgentRuntime
 ) -> None:
-    # Seed §8.1, U5: the home's forecast is the worklist's, runtime by runtime, rules included.
+    # U5: the home's forecast is the worklist's, runtime by runtime, rules included.
     from aimon_admin.approvals.choices import RuleAction
     from aimon_admin.approvals.tool_rules import tool_rule_create
 
@@ -448,9 +448,8 @@ def test_each_home_makes_a_bounded_number_of_queries(
             assert client.get(reverse("core:home")).status_code == 200
 
 
-def test_a_figure_words_its_label_for_its_count() -> (
-    None
-):  # issue 17: "1 tool request", not "1 tool requests"
+def test_a_figure_words_its_label_for_its_count() -> None:
+    # "1 tool request", not "1 tool requests".
     from aimon_admin.core.home import Figure
 
     pair = ("tool request", "tool requests")

@@ -1,4 +1,4 @@
-"""The server log: a refused request is one line; a server error keeps its traceback (issue 17).
+"""The server log: a refused request is one line; a server error keeps its traceback.
 
 Django hands the exception it answered to its `django.request` logger, so every 403 from a
 role check printed a full stack trace. A 4xx is the product working: its line (status,
@@ -48,7 +48,7 @@ def server_log() -> Iterator[io.StringIO]:
 def test_a_403_is_logged_as_one_line_without_traceback(
     approver: User, caplog: pytest.LogCaptureFixture, server_log: io.StringIO
 ) -> None:
-    # Issue 17: every 403 printed a full traceback into the server log.
+    # Every 403 once printed a full traceback into the server log.
     client = Client()
     client.force_login(approver)
     assert client.get(reverse("runtimes:list")).status_code == 403

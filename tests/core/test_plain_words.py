@@ -1,4 +1,4 @@
-"""Words, not codes (issue 17 item 3): what a person reads on any page is plain words.
+"""Words, not codes: what a person reads on any page is plain words.
 
 Every HTML page the authorization matrix knows (tests/security/test_authorization_matrix.py
 walks the URL configuration) is opened as every person who may open it, with demo-like data
@@ -8,13 +8,13 @@ So is what an empty POST of every form sends back (its errors and messages), and
 pages in other states (a bad filter, the simulator on another runtime, the error pages).
 
 A page fails if its visible text holds a bare enum code (a value of any TextChoices of the
-product: MUTATING, NON_IDEMPOTENT, ABOVE_CEILING, SESSION …), a rule number of the design
-("(S13)", "T6", "U1-U7"), "§", "seed" or a design document's name. What people do not read
-as text is not looked at: attributes such as title (where the `{% words %}` tag keeps the
-exact code, on hover) and data-*, scripts and styles. A code meant to be read, in a details
-line for operators, is written by the same tag as <code class="enum-code">, and only there
-is a code not bare. JSON shown as it was sent or recorded (<pre class="json">: a runtime's
-declaration, an audit event's details) is the wire contract, codes and all.
+product: MUTATING, NON_IDEMPOTENT, ABOVE_CEILING, SESSION …), a rule id ("(S13)", "T6",
+"U1-U7"), "§", "seed" or a design document's name. What people do not read as text is not
+looked at: attributes such as title (where the `{% words %}` tag keeps the exact code, on
+hover) and data-*, scripts and styles. A code meant to be read, in a details line for
+operators, is written by the same tag as <code class="enum-code">, and only there is a code
+not bare. JSON shown as it was sent or recorded (<pre class="json">: a runtime's declaration,
+an audit event's details) is the wire contract, codes and all.
 """
 
 from __future__ import annotations
@@ -364,7 +364,7 @@ def sweep(words: WordsWorld) -> tuple[dict[str, list[str]], set[str]]:
 
 
 def test_pages_and_messages_say_plain_words_not_codes(words_world: WordsWorld) -> None:
-    # Issue 17 item 3: codes (MUTATING, ABOVE_CEILING, "(S13)", "seed §8.1") leave what people read.
+    # Codes (MUTATING, ABOVE_CEILING, "(S13)", "§8.1") leave what people read.
     found, read = sweep(words_world)
     # Signed in as each person the whole way (a sign-out on the way once left the rest of the
     # sweep reading the sign-in page): most of the product's pages were read.
@@ -390,8 +390,8 @@ def schema_texts(node: Any, where: str = "") -> Iterator[tuple[str, str]]:
 
 
 def test_the_api_documentation_names_no_rule_numbers() -> None:
-    # Issue 17 item 3: /api/docs/ is read by people too. Its enum codes are the wire contract
-    # and stay; the design's rule numbers ("(S9)", "T6-T9") do not.
+    # /api/docs/ is read by people too. Its enum codes are the wire contract and stay; the
+    # rule ids ("(S9)", "T6-T9") do not.
     out = StringIO()
     call_command("spectacular", stdout=out)
     pattern = re.compile(f"{RULE_NUMBER}|{'|'.join(OTHER_MARKS)}")

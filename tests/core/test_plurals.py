@@ -1,4 +1,4 @@
-"""Counts in words: one wording for exactly one, another for every other number (issue 17:
+"""Counts in words: one wording for exactly one, another for every other number (never
 "1 approvals removed")."""
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def test_lockout_page_words_one_minute_and_one_attempt() -> None:
 def test_clearing_a_session_with_one_approval_says_one_approval(
     runtime: AgentRuntime, approver: User
 ) -> None:
-    # Issue 17: "Session cleared: 1 approvals removed."
+    # It once read "Session cleared: 1 approvals removed."
     request, _ = request_create(
         RequestInput(runtime=runtime, skills=["deploy"], session_id="s-1", principal="alice")
     )

@@ -1,6 +1,6 @@
-"""Post/redirect/get with errors kept (issue 17 item 6): an invalid POST keeps what was
-typed (never a password) and its errors in the session and redirects to the form's page,
-which shows them again, as often as it is reloaded."""
+"""Post/redirect/get with errors kept: an invalid POST keeps what was typed (never a
+password) and its errors in the session and redirects to the form's page, which shows them
+again, as often as it is reloaded."""
 
 from __future__ import annotations
 

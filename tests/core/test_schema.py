@@ -43,7 +43,7 @@ def test_docs_page_loads_nothing_from_the_internet(client: Client) -> None:
 
 def test_each_decision_endpoint_documents_its_own_body() -> None:
     # The plain views' schema-only classes shared one function, so the skill decision was
-    # documented with the tool decision's body and answer (issue 14: one API style).
+    # documented with the tool decision's body and answer; every endpoint is a DRF view now.
     out = io.StringIO()
     call_command("spectacular", stdout=out)
     paths = yaml.safe_load(out.getvalue())["paths"]
@@ -63,7 +63,7 @@ def test_each_decision_endpoint_documents_its_own_body() -> None:
 
 
 def test_docs_page_carries_the_products_header_and_a_way_back(client: Client) -> None:
-    # Issue 17: /api/docs/ had no header and no way back to the product.
+    # /api/docs/ once had no header and no way back to the product.
     html = client.get("/api/docs/").content.decode()
     header = re.search(r'<header class="docs-topbar">.*?</header>', html, re.S)
     assert header is not None

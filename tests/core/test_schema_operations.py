@@ -1,6 +1,6 @@
 """Every operation of the OpenAPI schema describes what its view really takes and returns
-(issue 17: `POST /api/v1/skill-decisions` was documented with the tool decision's summary,
-body and answer).
+(`POST /api/v1/skill-decisions` was once documented with the tool decision's summary, body
+and answer).
 
 The test walks every operation of the served schema (/api/schema/) and asks the running
 view, not a list kept beside it:
@@ -117,7 +117,7 @@ DECISION = {
     "principal": None,
 }
 
-# An AuthZEN evaluation of the same call, every member set (API.md "AuthZEN").
+# An AuthZEN evaluation of the same call, every member set (docs/api.md "AuthZEN").
 AUTHZEN_EVALUATION = {
     "subject": {"type": "user", "id": "alice"},
     "resource": {

@@ -74,7 +74,6 @@ def test_navigation_fits_the_role(request: pytest.FixtureRequest, fixture: str, 
 def test_navigation_is_grouped_by_job_and_shows_only_groups_with_a_page(
     request: pytest.FixtureRequest, fixture: str, groups: list[str]
 ) -> None:
-    # Issue 17 item 2.
     client = Client()
     client.force_login(request.getfixturevalue(fixture))
     import re

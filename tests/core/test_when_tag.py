@@ -1,7 +1,7 @@
-"""The one date component, `{% when %}` (issue 8, issue 17): relative text with the exact UTC
-time in ISO 8601 in its title, or (show='exact') the exact time as text with the relative
-one in its title; the datetime attribute is always the exact time. Its template is the only
-one that writes a <time> element."""
+"""The one date component, `{% when %}`: relative text with the exact UTC time in ISO 8601 in
+its title, or (show='exact') the exact time as text with the relative one in its title; the
+datetime attribute is always the exact time. Its template is the only one that writes a
+<time> element."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def test_the_tag_renders_a_time_element_with_the_exact_time_on_hover() -> None:
 
 
 def test_show_exact_turns_it_round_the_relative_time_on_hover() -> None:
-    # Issue 17: the audit log reads the exact UTC time, with the relative one on hover.
+    # The audit log reads the exact UTC time, with the relative one on hover.
     when = timezone.now() - timedelta(minutes=3)
     stamp = exact(when)
     text = exact_text(when)
@@ -68,7 +68,7 @@ def test_values_are_escaped() -> None:
 
 
 def test_no_template_but_the_tags_own_writes_a_time_element() -> None:
-    # Issue 17: one {% when %} tag; a hand-written <time> could leave out the exact time.
+    # One {% when %} tag; a hand-written <time> could leave out the exact time.
     assert "<time" in THE_TAGS_TEMPLATE.read_text()
     templates = [
         path

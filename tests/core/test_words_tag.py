@@ -1,6 +1,6 @@
-"""Plain words for codes (issue 17): `{% words %}` shows a stored code as the words people read,
-the code on hover, and (for operators, on request) as a details line; core.words holds the
-words each app registers for its enums, one meaning per code within a kind."""
+"""Plain words for codes: `{% words %}` shows a stored code as the words people read, the
+code on hover, and (for operators, on request) as a details line; core.words holds the words
+each app registers for its enums, one meaning per code within a kind."""
 
 from __future__ import annotations
 

@@ -77,7 +77,7 @@ def test_demo_data_twice_keeps_the_same_people_token_and_requests(demo: Path) ->
 
 
 def test_the_demo_runs_without_debug_and_without_a_secret_key() -> None:
-    # Issue 8: the demo's error pages are the product's own, never Django's debug pages.
+    # The demo's error pages are the product's own, never Django's debug pages.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "AIMON_", "DATABASE_"))}
     env.update(AIMON_DEMO="1", DJANGO_SETTINGS_MODULE="aimon_admin.settings.base", PYTHONPATH=str(ROOT))
     code = (

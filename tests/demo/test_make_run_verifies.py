@@ -1,5 +1,5 @@
-"""`make run` verifies the audit chain before it serves (issue 17): there is no Celery beat
-under the embedded default, and the audit home said "Never verified" for good."""
+"""`make run` verifies the audit chain before it serves: there is no Celery beat under the
+embedded default, and the audit home said "Never verified" for good."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Channel writes (P1, P4; issue 16 "Bad input" at save): each audited in its transaction, no
+"""Channel writes (P1, P4; bad input refused at save): each audited in its transaction, no
 event or page ever holding a webhook secret or an Apprise URL's token; a URL the library
-cannot parse, an address this server may not send to, the product itself — each refused
-with plain words naming the field."""
+cannot parse, an address this server may not send to, the product itself — each refused with
+plain words naming the field."""
 
 from __future__ import annotations
 
@@ -105,7 +105,7 @@ def test_removing_a_channel_stops_what_waited_and_keeps_its_log(approver: User, 
 
 
 def test_preferences_are_audited_with_before_and_after(approver: User) -> None:
-    # Issue 16 item 6.
+    # Digests and quiet hours.
     actor = Actor.for_user(approver)
     services.preference_set(
         user=approver, digest_minutes=30, quiet_start=dt.time(22), quiet_end=dt.time(7),

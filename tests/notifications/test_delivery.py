@@ -1,4 +1,4 @@
-"""Delivery to real receivers (P1, P2, P4; issue 16 "Real parts in tests" and "Bad input").
+"""Delivery to real receivers, and bad input refused (P1, P2, P4).
 
 A local HTTP server receives the webhook and verifies its Standard Webhooks signature with
 the standardwebhooks library's own verifier; ntfy- and JSON-style receivers stand in for chat
@@ -211,7 +211,7 @@ def test_a_tool_request_says_its_tool_and_never_a_secret_argument_or_token(
 def test_the_answer_is_sent_to_webhooks_that_take_it(
     open_request: Callable[..., ApprovalRequest], person: User, django_capture_on_commit_callbacks: Any
 ) -> None:
-    # API.md Notifications: approval.answered.
+    # The webhook events (README.md, Notifications): approval.answered.
     with http_receiver() as receiver:
         _hook, secret = webhook(receiver.url())
         request = open_request(session_id="s-1", principal="alice")
@@ -440,7 +440,7 @@ def test_a_webhook_test_message_is_signed_too(django_capture_on_commit_callbacks
 def test_a_digest_sends_the_requests_still_waiting_in_one_message(
     open_request: Callable[..., ApprovalRequest], person: User, django_capture_on_commit_callbacks: Any
 ) -> None:
-    # Issue 16 item 6: one message every N minutes naming each request still waiting.
+    # A digest: one message every N minutes naming each request still waiting.
     services.preference_set(
         user=person, digest_minutes=15, quiet_start=None, quiet_end=None, timezone_name="UTC", actor=OPS
     )
@@ -477,7 +477,7 @@ def test_a_digest_sends_the_requests_still_waiting_in_one_message(
 def test_quiet_hours_hold_a_message_until_they_end(
     open_request: Callable[..., ApprovalRequest], person: User
 ) -> None:
-    # Issue 16 item 6: during quiet hours nothing but escalations reaches them.
+    # During quiet hours nothing but escalations reaches them.
     now = timezone.now()
     start = (now - dt.timedelta(hours=1)).time().replace(second=0, microsecond=0)
     end = (now + dt.timedelta(hours=1)).time().replace(second=0, microsecond=0)

@@ -1,6 +1,6 @@
-"""Escalation (DESIGN P2, issue 16 items 4 and 6): a request nobody answered in its runtime's
-time goes to the operators and the runtime's owner through their channels, and to the
-organisation's webhooks as `approval.escalated`, once, whatever their quiet hours and digests.
+"""Escalation (P2): a request nobody answered in its runtime's time goes to the operators and
+the runtime's owner through their channels, and to the organisation's webhooks as
+`approval.escalated`, once, whatever their quiet hours and digests.
 
 Real receivers as in test_delivery: a local HTTP server (the webhook verified with the
 Standard Webhooks library, chat channels addressed by Apprise's json:// scheme) and aiosmtpd.
@@ -222,7 +222,7 @@ def test_an_escalation_answered_before_it_is_sent_tells_no_person(
     assert receiver.got == []
 
 
-# --- Quiet hours and digests never hold an escalation back (issue 16 item 6) ---------------------
+# --- Quiet hours and digests never hold an escalation back ----------------------------------------
 
 
 def test_quiet_hours_and_a_digest_do_not_hold_an_escalation(

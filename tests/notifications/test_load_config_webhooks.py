@@ -1,4 +1,4 @@
-"""`load_config`'s webhooks (API.md "Operator set-up from the command line"; P4): read with
+"""`load_config`'s webhooks (operator set-up from the command line, README.md; P4): read with
 every error at FILE:LINE, nothing applied when anything is wrong, a given secret checked, a
 made one printed once and never audited, the address guarded as on the notifications page."""
 

@@ -88,7 +88,7 @@ def test_a_tool_request_names_the_tool_and_its_subject_never_the_arguments() -> 
 
 
 def test_the_webhook_body_is_the_documented_shape() -> None:
-    # API.md Notifications: type, timestamp, data.request with id, kind, runtime, session_id,
+    # The webhook contract: type, timestamp, data.request with id, kind, runtime, session_id,
     # principal, skills or tool, subject, url.
     body = policy.webhook_payload(facts(), NotificationEvent.REQUESTED, EXPIRES)
     assert body["type"] == "approval.requested"
@@ -117,7 +117,7 @@ def test_the_webhook_body_is_the_documented_shape() -> None:
 
 
 def test_a_digest_names_each_request_with_its_link() -> None:
-    # Issue 16 item 6: one message for several requests.
+    # A digest: one message for several requests.
     message = policy.digest_message(
         [facts(), facts(id="aa11", url="http://aimon.test/approvals/requests/aa11/")]
     )
@@ -148,7 +148,7 @@ def test_a_digest_names_each_request_with_its_link() -> None:
     ],
 )
 def test_which_addresses_a_channel_may_point_at(address: str, allow_private: bool, refused: bool) -> None:
-    # Server-side request forgery (issue 16, Bad input).
+    # Server-side request forgery (bad input).
     problem = policy.address_problem("host.example", address, allow_private=allow_private)
     assert (problem is not None) == refused
     if refused:
@@ -244,7 +244,7 @@ def test_the_product_itself_is_recognised_by_host_and_port() -> None:
 def test_quiet_hours_in_the_persons_time_zone(
     now: str, start: str, end: str, zone: str, until: str | None
 ) -> None:
-    # Issue 16 item 6: quiet hours hold a message until they end (they may wrap midnight).
+    # Quiet hours hold a message until they end (they may wrap midnight).
     got = policy.quiet_until(
         dt.datetime.fromisoformat(now).replace(tzinfo=dt.UTC),
         start=dt.time.fromisoformat(start),

@@ -293,7 +293,7 @@ def test_a_filter_that_cannot_be_read_is_a_400_naming_it(operator: User, query: 
     ],
 )
 def test_every_empty_list_says_what_to_do_next(operator: User, path: str) -> None:
-    # As every page's empty state does (issue 8): a link to the next step.
+    # As every page's empty state does: a link to the next step.
     page = logged_in(operator).get(path).content.decode()
     (empty,) = re.findall(r'<p class="empty">(.*?)</p>', page, re.S)
     assert re.search(r'<a [^>]*href="[^"]+"', empty), empty

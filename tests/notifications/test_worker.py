@@ -1,5 +1,5 @@
-"""A burst of requests with a real Celery worker, PostgreSQL and Redis (P2; issue 16: "a burst
-of requests gets each delivery exactly once").
+"""A burst of requests with a real Celery worker, PostgreSQL and Redis (P2): a burst of
+requests gets each delivery exactly once.
 
 The test opens requests in this process (tasks queued in Redis, not run eagerly), the first
 ones before any worker runs (the queue holds them: nothing lost), then starts a prefork

@@ -1,5 +1,5 @@
 """Two web nodes, one PostgreSQL database and one Redis: what one node writes, the other
-holds at once (DESIGN "Scale", S2, S4, S10, A2).
+holds at once (S2, S4, S10, A2; docs/operations.md, "More than one machine").
 
 Each test starts two uvicorn processes on their own ports against the test database (the
 tests are transactional, so what they set up is committed and visible to the nodes) and

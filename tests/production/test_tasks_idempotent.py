@@ -1,5 +1,5 @@
-"""Every Celery task is safe to run twice (issue 6: late acks redeliver a task whose worker
-died, so any task may run again after it did its work).
+"""Every Celery task is safe to run twice (late acks redeliver a task whose worker died, so
+any task may run again after it did its work).
 
 Each task runs twice here, as a redelivery would (the same message, the same task id),
 and the second run must change nothing: no second grant, no second audit event, no row
@@ -60,7 +60,7 @@ def _no_checkpoint_outside_the_log() -> Iterator[None]:
 
 
 def test_expiring_due_requests_twice_denies_each_skill_once(runtime: AgentRuntime, approver: User) -> None:
-    # S9 + issue 6: the second sweep finds nothing due and writes nothing.
+    # S9: the second sweep finds nothing due and writes nothing.
     due = [
         request_create(
             RequestInput(runtime=runtime, skills=["deploy", "notify"], session_id=f"s-{n}", principal="alice")
@@ -98,8 +98,8 @@ def test_expiring_due_requests_twice_denies_each_skill_once(runtime: AgentRuntim
 
 
 def test_a_redelivered_chain_verification_records_its_outcome_once(runtime: AgentRuntime) -> None:
-    # A2 + issue 6: the same delivery twice writes one AUDIT_CHAIN_VERIFIED event; a new
-    # task (the next beat tick) writes its own.
+    # A2: the same delivery twice writes one AUDIT_CHAIN_VERIFIED event; a new task (the next
+    # beat tick) writes its own.
     assert verify_chain.apply(task_id="verify-1").get() == AuditAction.AUDIT_CHAIN_VERIFIED
     after_first = audit_rows()
     assert verify_chain.apply(task_id="verify-1").get() is None
@@ -130,7 +130,7 @@ def catalog_server(db: None) -> Iterator[McpServer]:
 def test_an_mcp_sync_delivered_twice_stores_the_listing_once(
     catalog_server: McpServer, operator: User
 ) -> None:
-    # T12 + A3 + issue 6: the second delivery finds the run finished and writes nothing.
+    # T12 + A3: the second delivery finds the run finished and writes nothing.
     run = mcp_sync_request(server=catalog_server, actor=Actor.for_user(operator))  # task not run yet
 
     assert sync_mcp_server.apply(args=[run.pk], task_id="sync-1").get() == SyncStatus.SUCCEEDED
@@ -144,7 +144,7 @@ def test_an_mcp_sync_delivered_twice_stores_the_listing_once(
 
 
 def test_failing_stale_syncs_twice_fails_each_run_once(catalog_server: McpServer, operator: User) -> None:
-    # Issue 6: a stale run is failed once, with one event; the second sweep finds none.
+    # A stale run is failed once, with one event; the second sweep finds none.
     run = mcp_sync_request(server=catalog_server, actor=Actor.for_user(operator))
     McpSyncRun.objects.filter(pk=run.pk).update(
         status=SyncStatus.RUNNING, attempts=1, started_at=timezone.now() - dt.timedelta(hours=2)

@@ -1,4 +1,4 @@
-"""The registry's runtime API (API.md "Tools", "MCP servers"): whole bodies, every rule."""
+"""The registry's runtime API (docs/api.md "Tools", "MCP servers"): whole bodies, every rule."""
 
 from __future__ import annotations
 
@@ -300,7 +300,7 @@ def test_more_than_two_thousand_tools_are_400(api: APIClient) -> None:
             {"tools[0].input_schema": ["Must be a JSON object."]},
         ),
         ({"tools": [{"name": "a", "description": 3}]}, {"tools[0].description": ["Not a valid string."]}),
-        (  # issue 13 item 8: a description has a limit, as names do
+        (  # a description has a limit, as names do
             {"tools": [{"name": "a", "description": "d" * 10_001}]},
             {"tools[0].description": ["Ensure this field has no more than 10000 characters."]},
         ),
@@ -740,7 +740,7 @@ def test_a_decision_costs_one_query_the_token_lookup_in_it(api: APIClient) -> No
 
     for body in bodies:
         # One statement reads the token, the tool's axes and subject argument, the sessions,
-        # the grants and the rule set's version (DESIGN part U), as the skill decision does.
+        # the grants and the rule set's version (U1-U7), as the skill decision does.
         with CaptureQueriesContext(connection) as queries:
             assert decide(api, **body).status_code == 200
         assert len(queries) == 1, [q["sql"] for q in queries]
@@ -1020,7 +1020,7 @@ def test_a_changed_definition_with_any_json_in_its_claims_is_kept_verbatim(
 
 def test_a_relay_does_not_undo_a_hold_or_serve_a_riskier_tool_to_a_read_only_runtime(
     api: APIClient, other_runtime: AgentRuntime
-) -> None:  # T15, T6: the issue's scenario through the public API
+) -> None:  # T15, T6: the poisoned-relay scenario, through the public API
     server = make_server("git", trust=AnnotationTrust.TRUST)
     probe_read_only = {"name": "probe", "annotations": {"readOnlyHint": True}}
     sync(server, [probe_read_only])

@@ -1,6 +1,6 @@
-"""A tool's description is stored and served at most TOOL_DESCRIPTION_MAX characters (issue
-13 item 8): an MCP server's longer one is cut at write, the fingerprint stays that of the
-definition as sent (so the same listing is no drift), and the database refuses a longer one."""
+"""A tool's description is stored and served at most TOOL_DESCRIPTION_MAX characters: an MCP
+server's longer one is cut at write, the fingerprint stays that of the definition as sent
+(so the same listing is no drift), and the database refuses a longer one."""
 
 from __future__ import annotations
 

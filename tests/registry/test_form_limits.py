@@ -1,5 +1,5 @@
-"""The server form's free-text boxes have a limit (issue 13 item 8): past it the form is
-shown again naming the field, and nothing is saved."""
+"""The server form's free-text boxes have a limit: past it the form is shown again naming the
+field, and nothing is saved."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Which runtime the gate simulator and the worklist open on (issue 17).
+"""Which runtime the gate simulator and the worklist open on.
 
 They opened on the alphabetically first runtime, a disabled one included. Now: the runtime
 this user last chose there (while it is enabled), else the enabled runtime whose token was

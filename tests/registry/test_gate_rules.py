@@ -139,9 +139,9 @@ def test_the_rules_of_several_runtimes_at_once_are_each_ones_own(
 def test_the_homes_forecast_is_the_worklists_for_each_runtime(
     runtime: AgentRuntime, other_runtime: AgentRuntime, tools: None, operator: User
 ) -> None:
-    # Seed §8.1, U5 (issue 17 item 1): counted by axes for every runtime at once, the home's
-    # forecast is the worklist's, tool by tool, rules included: make answered whole, rm not
-    # (destructive), agent-two's deploy only for calls its pattern matches.
+    # U5: counted by axes for every runtime at once, the home's forecast is the worklist's,
+    # tool by tool, rules included: make answered whole, rm not (destructive), agent-two's
+    # deploy only for calls its pattern matches.
     client = logged_in(operator)
     failing = {
         name: client.get("/registry/simulator/worklist/", {"runtime": name}).context["failing"]

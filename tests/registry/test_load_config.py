@@ -1,4 +1,4 @@
-"""`manage.py load_config FILE.yaml` (API.md "Operator set-up"): MCP servers from YAML,
+"""`manage.py load_config FILE.yaml` (operator set-up, README.md): MCP servers from YAML,
 every error naming FILE:LINE, and nothing of a bad file applied (T13)."""
 
 from __future__ import annotations
@@ -276,7 +276,7 @@ ERRORS = [
         "mcpServers:\n  web:\n    url: ftp://files.example\n",
         "3: url must be an http or https URL, not 'ftp://files.example'",
     ),
-    (  # issue 13 item 9: a URL with no host is refused at load, not at the first sync
+    (  # a URL with no host is refused at load, not at the first sync
         "mcpServers:\n  web:\n    url: http:///mcp\n",
         "3: url must be an http or https URL, not 'http:///mcp'",
     ),

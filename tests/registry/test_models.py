@@ -454,7 +454,7 @@ def test_active_syncs_of_different_servers_do_not_clash() -> None:
     assert McpSyncRun.objects.filter(status__in=[SyncStatus.QUEUED, SyncStatus.RUNNING]).count() == 3
 
 
-# --- Text limits (issue 13 item 8) ---------------------------------------------------------------
+# --- Text limits ----------------------------------------------------------------------------------
 
 
 def test_a_review_note_past_its_limit_is_refused_by_the_form_full_clean_and_the_database(

@@ -1,6 +1,6 @@
-"""DESIGN part T as pure functions: tables of cases, no database.
+"""Part T of docs/rules.md as pure functions: tables of cases, no database.
 
-Every expected outcome below is written out by hand from DESIGN.md, never recomputed with
+Every expected outcome below is written out by hand from the rules, never recomputed with
 the logic under test, so a change to a rule fails a row.
 """
 
@@ -578,8 +578,8 @@ LOWERED_TABLE: list[tuple[Any, Any, list[str]]] = [
     ({"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True}, {}, []),
     # Mixed: one lower, one higher -> the lower one is reported.
     ({"destructiveHint": False}, {"destructiveHint": True, "idempotentHint": True}, ["idempotentHint"]),
-    # Issue 13: read-only -> mutating non-destructive is MORE risk. The raw destructiveHint
-    # went down, but a read-only tool was already non-destructive (T5): compare resolved axes.
+    # Read-only -> mutating non-destructive is MORE risk. The raw destructiveHint went down,
+    # but a read-only tool was already non-destructive (T5): compare resolved axes.
     ({"readOnlyHint": True}, {"readOnlyHint": False, "destructiveHint": False}, []),
     ({"readOnlyHint": True, "destructiveHint": True}, {"readOnlyHint": False, "destructiveHint": False}, []),
     ({"readOnlyHint": True, "idempotentHint": True}, {"destructiveHint": False}, []),
@@ -613,7 +613,7 @@ AXES_LOWERED_TABLE: list[tuple[ToolAxes, ToolAxes, list[str]]] = [
     (ToolAxes(MU, ND, NIDEM), ToolAxes(RO, ND, NIDEM), ["side_effect_level"]),
     (ToolAxes(MU, D, NIDEM), ToolAxes(MU, ND, NIDEM), ["destructive_behavior"]),
     (ToolAxes(MU, D, NIDEM), ToolAxes(MU, D, IDEM), ["idempotency_behavior"]),
-    (ToolAxes(RO, ND, NIDEM), ToolAxes(MU, ND, NIDEM), []),  # issue 13: a raise
+    (ToolAxes(RO, ND, NIDEM), ToolAxes(MU, ND, NIDEM), []),  # a raise
     (ToolAxes(RO, D, NIDEM), ToolAxes(MU, ND, NIDEM), []),  # T5: read-only was never destructive
     (ToolAxes(RO, ND, IDEM), ToolAxes(MU, D, NIDEM), []),
     (ToolAxes(MU, D, NIDEM), ToolAxes(MU, D, NIDEM), []),

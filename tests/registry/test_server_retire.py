@@ -1,6 +1,6 @@
-"""An MCP server retired (issue 17, item 7): disabled for good, its stored secrets erased,
-its row, tools and history kept; frozen against edits, trust switches, syncs and
-configuration files; its page's Retire… is an operator's, after a confirmation.
+"""An MCP server retired: disabled for good, its stored secrets erased, its row, tools and
+history kept; frozen against edits, trust switches, syncs and configuration files; its page's
+Retire… is an operator's, after a confirmation.
 
 A server could already be disabled (`enabled`, reversible, also set by configuration files);
 retiring adds what disabling cannot: a server that is gone stays gone, and no credential for

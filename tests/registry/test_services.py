@@ -1,4 +1,4 @@
-"""Registry writes and reads: the row *and* its audit event (DESIGN T1-T15, A1, A3)."""
+"""Registry writes and reads: the row *and* its audit event (T1-T15, A1, A3)."""
 
 from __future__ import annotations
 
@@ -702,7 +702,7 @@ def test_a_relay_claiming_less_risk_lowers_no_axis(runtime: AgentRuntime) -> Non
 
 def test_a_relay_of_the_old_read_only_listing_neither_clears_a_hold_nor_lowers_risk(
     runtime: AgentRuntime, other_runtime: AgentRuntime
-) -> None:  # T15, T6: the issue's scenario, at the service layer
+) -> None:  # T15, T6: the poisoned-relay scenario, at the service layer
     server = make_server(trust=AnnotationTrust.TRUST)
     probe_read_only = item("probe", {"readOnlyHint": True})
     record(server, probe_read_only)
@@ -946,7 +946,7 @@ def test_after_a_finding_is_closed_the_same_relay_opens_a_new_one(
 @pytest.mark.parametrize("ceiling", ["READ_ONLY", "MUTATING"])
 def test_tools_for_model_serves_exactly_the_levels_permits_allows(
     runtime: AgentRuntime, ceiling: str
-) -> None:  # T1, T6 (issue 13 item 5b)
+) -> None:  # T1, T6
     set_runtime(runtime, ceiling=ceiling, exempt="READ_ONLY")
     local_tools_replace(
         runtime=runtime,
@@ -1283,7 +1283,7 @@ def test_a_review_is_refused_for_a_read_only_tool(runtime: AgentRuntime) -> None
 
 
 def test_an_unknown_review_finding_is_refused(runtime: AgentRuntime) -> None:
-    # T2 (seed 8.1 review of the destructive default): unknown findings are errors.
+    # T2 (the review of the destructive default): unknown findings are errors.
     local_tools_replace(runtime=runtime, tools=[{"name": "deploy"}], actor=TEST_ACTOR)
     with pytest.raises(ValueError, match="ReviewFinding"):
         tool_record_review(tool=local(runtime, "deploy"), finding="FINE", note="", actor=TEST_ACTOR)
@@ -1458,7 +1458,7 @@ def test_a_streamable_http_server_refuses_a_url_that_is_not_http_with_a_host(url
 
 def test_accepting_a_finding_with_an_over_long_description_stores_it_cut(
     runtime: AgentRuntime, operator: User
-) -> None:  # T15 with the description limit (issue 13 item 8): no 5xx, the finding keeps it whole
+) -> None:  # T15 with the description limit: no 5xx, the finding keeps it whole
     server = make_server()
     record(server, item("probe", description="served"))
     long_text = "x" * (TOOL_DESCRIPTION_MAX * 2)

@@ -1,4 +1,4 @@
-"""MCP sync against real SDK servers, over stdio and streamable HTTP (DESIGN T10-T15, A3).
+"""MCP sync against real SDK servers, over stdio and streamable HTTP (T10-T15, A3).
 
 The servers are in tests/registry/mcp_servers; stdio ones are child processes, HTTP ones
 run in-process under uvicorn. Syncs go through `mcp_sync_request` and the Celery task,

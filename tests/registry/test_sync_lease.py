@@ -1,4 +1,4 @@
-"""A sync run's worker lease (issue 13, item 13; DESIGN A1-A3).
+"""A sync run's worker lease (A1-A3).
 
 A killed worker group left its run RUNNING, and *Sync now* refused ("already queued or
 running") until the broker handed the message out again, ten minutes later. The running
@@ -67,7 +67,7 @@ def failures(server: McpServer) -> list[AuditEvent]:
 
 
 def test_a_run_whose_lease_lapsed_is_failed_with_its_audit_event(server: McpServer) -> None:
-    # A3 + item 13: seconds after its worker stopped renewing, not ten minutes.
+    # A3: seconds after its worker stopped renewing, not ten minutes.
     run = running(server, lease_in=dt.timedelta(seconds=-1), started_ago=dt.timedelta(seconds=30))
     assert fail_stale_mcp_syncs.apply().get() == 1
     run.refresh_from_db()

@@ -1,6 +1,6 @@
-"""Which MCP syncs need an operator (issue 17 item 1: the home counts them, and the servers
-list filtered with ?sync=attention lists them): a latest run that failed, or one stuck (its
-worker's lease lapsed, or queued with no worker taking it)."""
+"""Which MCP syncs need an operator (the home counts them, and the servers list filtered with
+?sync=attention lists them): a latest run that failed, or one stuck (its worker's lease
+lapsed, or queued with no worker taking it)."""
 
 from __future__ import annotations
 

@@ -383,7 +383,7 @@ def test_an_invalid_server_form_is_shown_again_naming_the_field_and_never_echoes
         assert html.lstrip().startswith("<form")
         assert "<html" not in html
         assert expected in html
-    else:  # post/redirect/get, kept on a reload (issue 17 item 6); secrets never kept
+    else:  # post/redirect/get, kept on a reload; secrets never kept
         html = assert_invalid_post_redirects_and_reloads(
             client, "/registry/servers/new/", data, page="/registry/servers/new/", shows=[expected]
         )
@@ -396,7 +396,7 @@ def test_an_invalid_server_form_is_shown_again_naming_the_field_and_never_echoes
 
 def test_editing_an_http_server_to_an_ftp_url_is_refused_naming_the_url(
     http_server: McpServer, operator: User
-) -> None:  # issue 13 item 9: refused at save, not at the first sync
+) -> None:  # refused at save, not at the first sync
     data = {"transport": "STREAMABLE_HTTP", "url": "ftp://mcp.example.com/mcp", "timeout_seconds": "30"}
     html = assert_invalid_post_redirects_and_reloads(
         logged_in(operator),
@@ -508,7 +508,7 @@ def test_sync_button_queues_a_run_whose_progress_polls_until_it_finishes(
             ' hx-trigger="every 1s"'
         )
         assert 'data-status="QUEUED"' in html
-        assert "disabled>Syncing…</button>" in html  # busy until the run ends (issue 17 item 6)
+        assert "disabled>Syncing…</button>" in html  # busy until the run ends
     assert run.requested_by == operator
     assert AuditEvent.objects.get(action=AuditAction.MCP_SYNC_REQUESTED).actor == operator
     run.refresh_from_db()  # the eager task ran when the transaction committed
@@ -615,7 +615,7 @@ def test_trust_confirmation_lists_exactly_the_changing_tools_and_changes_nothing
     assert [name for name, _ in rows] == ["read_file", "write_file"]
     assert "1 other keeps theirs" in page
     cells = {name: " ".join(re.sub(r"<[^>]+>", "", body).split()) for name, body in rows}
-    # The axes in words, each code on hover (issue 17).
+    # The axes in words, each code on hover.
     assert cells["read_file"] == "Writes → Read-only Destructive → Not destructive Not idempotent"
     assert cells["write_file"] == "Writes Destructive → Not destructive Not idempotent → Idempotent"
     assert 'title="MUTATING">Writes</span> → <span class="badge badge-level" data-level="READ_ONLY"' in page
@@ -630,7 +630,7 @@ def test_trust_confirmation_lists_exactly_the_changing_tools_and_changes_nothing
     )
     assert response.redirect_chain == [("/registry/servers/files/", 302)]
     trusted = views.TRUST_CHANGED.format(name="files", trust=AnnotationTrust.TRUST.label, changed=2)
-    assert trusted in html_lib.unescape(response.content.decode())  # the trust in words (issue 17)
+    assert trusted in html_lib.unescape(response.content.decode())  # the trust in words
     server.refresh_from_db()
     assert server.annotation_trust == AnnotationTrust.TRUST
     read_file = Tool.objects.get(name="read_file")
@@ -658,8 +658,8 @@ def test_a_confirmation_of_a_list_that_has_since_changed_is_refused(
         new_tool=READ_ONLY_CLAIMS,
     )
     mcp_tools_record(server=server, listing=everything, actor=TEST_ACTOR, complete=True)
-    # Issue 17 item 6: the answer is a redirect to the page with the list as it is now (a
-    # reload posts nothing), which says why.
+    # The answer is a redirect to the page with the list as it is now (a reload posts
+    # nothing), which says why.
     response = client.post(
         "/registry/servers/files/trust/", {"trust": "TRUST", "preview": digest}, follow=True
     )
@@ -848,7 +848,7 @@ def test_tool_page_shows_claims_axes_explanations_trust_and_fingerprint(
     assert "&quot;x-vendor&quot;: 1" in page
     assert "readOnlyHint: expected true or false, got &#x27;yes&#x27;; treated as absent" in page
     for explanation in tool.explanations.values():
-        assert f'title="{explanation}"' in page  # as stored, on hover; in words as text (issue 17)
+        assert f'title="{explanation}"' in page  # as stored, on hover; in words as text
     assert ">the server&#x27;s claims are ignored: claims not used → writes<" in page
     assert 'data-trust="IGNORE"' in page  # resolved under (T12)
     assert "Open world</dt><dd>No" in page  # T14
@@ -1191,8 +1191,8 @@ def test_an_invalid_finding_re_renders_the_row_with_200_naming_the_field(
 def test_an_invalid_finding_without_htmx_is_shown_again_and_a_reload_keeps_it(
     runtime: AgentRuntime, local_tools: None, operator: User
 ) -> None:
-    # Issue 17 item 6: post/redirect/get to the review page, what was typed and where to
-    # return kept; a service refusal (a read-only tool) too.
+    # Post/redirect/get to the review page, what was typed and where to return kept; a
+    # service refusal (a read-only tool) too.
     bash = tool_id("bash")
     back = "/registry/simulator/worklist/?runtime=agent-one"
     page = assert_invalid_post_redirects_and_reloads(

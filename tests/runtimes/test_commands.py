@@ -1,4 +1,4 @@
-"""`create_runtime` (API.md): the token alone on the last line, only its hash stored."""
+"""`create_runtime` (docs/api.md): the token alone on the last line, only its hash stored."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The decision endpoints answer their errors as every API view does (API.md "General"): DRF
-views, the skill decision with its lazy (fused) authentication included."""
+"""The decision endpoints answer their errors as every API view does (docs/api.md "Basics"):
+DRF views, the skill decision with its lazy (fused) authentication included."""
 
 from __future__ import annotations
 

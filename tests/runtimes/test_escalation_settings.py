@@ -1,5 +1,5 @@
-"""A runtime's escalation time (DESIGN P2, issue 16 item 4): set by operators on its page
-(post/redirect/get), from the command line, bounded, and audited with its other settings."""
+"""A runtime's escalation time (P2): set by operators on its page (post/redirect/get), from
+the command line, bounded, and audited with its other settings."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""A runtime disabled, enabled and retired (issue 17, item 7): each a row change with its
-audit event (A1, A3); never a deleted row; a retired runtime's tokens revoked at once.
+"""A runtime disabled, enabled and retired: each a row change with its audit event (A1, A3);
+never a deleted row; a retired runtime's tokens revoked at once.
 
 Disabled: its tokens are refused until it is enabled again (reversible).
 Retired: disabled for good, its tokens revoked, its settings frozen, its name kept.

@@ -1,7 +1,7 @@
-"""The runtime page's Disable, Enable and Retire (issue 17, item 7): operators only (approvers
-and auditors 403), a confirmation page before a disable or a retire, each a POST that
-redirects back (post/redirect/get) with its audit event; a retired runtime's page shows its
-settings without a form and offers no token."""
+"""The runtime page's Disable, Enable and Retire: operators only (approvers and auditors
+403), a confirmation page before a disable or a retire, each a POST that redirects back
+(post/redirect/get) with its audit event; a retired runtime's page shows its settings
+without a form and offers no token."""
 
 from __future__ import annotations
 
@@ -104,7 +104,7 @@ def test_retire_lists_the_tokens_it_revokes_then_freezes_the_page(
     assert "Disable…" not in page
     assert ">Enable<" not in page
     listed = text(client.get(reverse("runtimes:list")))
-    assert "agent-one Writes Read-only" in listed  # the ceiling and threshold in words (issue 17)
+    assert "agent-one Writes Read-only" in listed  # the ceiling and threshold in words
     assert "Retired" in listed
 
 

@@ -1,5 +1,5 @@
 """Runtime constraints: text a person fills has a limit, in the form, full_clean() and the
-database (issue 13 item 8)."""
+database."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def test_a_description_at_the_limit_is_kept_and_one_past_it_refused_by_full_clea
 
 
 def test_the_service_refuses_a_description_past_the_limit() -> None:
-    # Issue 13 item 8: a 100,000-character description was saved.
+    # A 100,000-character description was once saved.
     with pytest.raises(ValidationError):
         runtime_create(name="wordy", description="d" * 100_000, actor=TEST_ACTOR)
     assert not AgentRuntime.objects.filter(name="wordy").exists()

@@ -1,5 +1,5 @@
-"""Every token-authenticated endpoint refuses the token of a disabled or retired runtime
-(issue 17, item 7): a 401 that says why, and nothing changed.
+"""Every token-authenticated endpoint refuses the token of a disabled or retired runtime: a
+401 that says why, and nothing changed.
 
 The endpoints come from the URL configuration (the authorization matrix's walk), so an
 endpoint added later is checked without touching this file; each is called with every

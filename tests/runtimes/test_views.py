@@ -119,7 +119,7 @@ def test_operator_creates_a_runtime(operator: User) -> None:
 
 
 def test_create_form_names_the_bad_field_and_a_reload_keeps_it(operator: User, runtime: AgentRuntime) -> None:
-    # Issue 17 item 6: post/redirect/get, what was typed and the errors kept.
+    # Post/redirect/get, what was typed and the errors kept.
     page = assert_invalid_post_redirects_and_reloads(
         logged_in(operator),
         "/runtimes/new/",
@@ -177,7 +177,7 @@ def test_settings_without_htmx_redirect_back_with_a_message(runtime: AgentRuntim
 
 
 def test_issued_token_is_shown_once_after_a_redirect_and_works(runtime: AgentRuntime, operator: User) -> None:
-    # Issue 13 item 6: post/redirect/get; the token waits server-side for one read.
+    # Post/redirect/get; the token waits server-side for one read.
     client = logged_in(operator)
     response = client.post("/runtimes/agent-one/tokens/", {"label": "host-1"})
     issued = RuntimeToken.objects.get(label="host-1")
@@ -200,7 +200,7 @@ def test_issued_token_is_shown_once_after_a_redirect_and_works(runtime: AgentRun
 def test_reloading_the_issued_token_page_issues_nothing_and_says_it_was_shown(
     runtime: AgentRuntime, operator: User
 ) -> None:
-    # Issue 13 item 6: a reload issued a second active token with the same label.
+    # A reload once issued a second active token with the same label.
     client = logged_in(operator)
     location = client.post("/runtimes/agent-one/tokens/", {"label": "host-1"})["Location"]
     first = client.get(location).content.decode()
@@ -227,7 +227,7 @@ def test_an_issued_token_is_shown_only_in_the_session_that_issued_it(
 def test_a_get_on_a_form_address_goes_to_the_runtime_page_not_405(
     runtime: AgentRuntime, operator: User, url: str
 ) -> None:
-    # Issue 13 item 6: reloading an invalid form's page (or opening its address) is no 405.
+    # Reloading an invalid form's page (or opening its address) is no 405.
     response = logged_in(operator).get(url)
     assert response.status_code == 302
     assert response["Location"] == "/runtimes/agent-one/"
@@ -237,7 +237,7 @@ def test_a_get_on_a_form_address_goes_to_the_runtime_page_not_405(
 def test_an_invalid_token_form_is_shown_again_with_its_error_and_a_reload_keeps_it(
     runtime: AgentRuntime, operator: User
 ) -> None:
-    # Issue 17 item 6: a reload gave "405 Not possible this way" and lost the label.
+    # A reload once gave "405 Not possible this way" and lost the label.
     assert_invalid_post_redirects_and_reloads(
         logged_in(operator),
         "/runtimes/agent-one/tokens/",
@@ -251,7 +251,7 @@ def test_an_invalid_token_form_is_shown_again_with_its_error_and_a_reload_keeps_
 def test_invalid_settings_without_htmx_are_shown_again_and_a_reload_keeps_them(
     runtime: AgentRuntime, operator: User
 ) -> None:
-    # Issue 17 item 6: the settings form without htmx (no script), post/redirect/get.
+    # The settings form without htmx (no script), post/redirect/get.
     assert_invalid_post_redirects_and_reloads(
         logged_in(operator),
         "/runtimes/agent-one/settings/",

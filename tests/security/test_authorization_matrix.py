@@ -168,7 +168,7 @@ SIGN_IN_POST = _row(**dict.fromkeys(("anonymous", *TOKENS), SEE_OTHER), **dict.f
 EXPECTED: dict[str, Expect] = {
     "core:home": only_get(approvers(OK) | {"auditor": OK}),
     "core:healthz": only_get(everyone(OK)),
-    # The documentation in docs/ as pages (issue 17): the repository's own, to everyone.
+    # The documentation in docs/ as pages: the repository's own, to everyone.
     "core:help": only_get(everyone(OK)),
     "core:help-page": only_get(everyone(OK)),
     # A signed-in person is sent on from the sign-in page; others' empty form is sent back to it.
@@ -176,7 +176,7 @@ EXPECTED: dict[str, Expect] = {
     "accounts:logout": Expect(get=everyone(NOT_ALLOWED), post=everyone(MOVED)),
     # A set-password link's page is for whoever holds the link (here a token that never was).
     "accounts:set-password": Expect(get=everyone(OK), post=everyone(OK)),
-    # Administration (issue 17 item 7): operators only; auditors do not read people either.
+    # Administration: operators only; auditors do not read people either.
     "accounts:people": only_get(operators(OK)),
     "accounts:person-create": Expect(get=operators(OK), post=operators(SEE_OTHER)),  # invalid: back to it
     "accounts:person": only_get(operators(OK)),
@@ -190,7 +190,7 @@ EXPECTED: dict[str, Expect] = {
     "runtimes:list": only_get(readers()),
     "runtimes:create": Expect(get=operators(OK), post=operators(SEE_OTHER)),  # invalid form: back to it
     "runtimes:detail": only_get(readers()),
-    # GET: to the runtime page; an invalid form back to it (post/redirect/get, issue 17 item 6).
+    # GET: to the runtime page; an invalid form back to it (post/redirect/get).
     "runtimes:settings": Expect(get=operators(MOVED), post=operators(SEE_OTHER)),
     "runtimes:token-issue": Expect(get=operators(MOVED), post=operators(MOVED)),  # to the page that shows it
     "runtimes:token-issued": only_get(operators(OK)),  # "already shown": the token waits in a session
@@ -200,7 +200,7 @@ EXPECTED: dict[str, Expect] = {
     "runtimes:retire": Expect(get=operators(OK), post=operators(MOVED)),
     # Registry
     "registry:server-list": only_get(readers()),
-    # An invalid form is sent back to its page (post/redirect/get, issue 17 item 6).
+    # An invalid form is sent back to its page (post/redirect/get).
     "registry:server-create": Expect(get=operators(OK), post=operators(SEE_OTHER)),
     "registry:server-detail": only_get(readers()),
     "registry:server-edit": Expect(get=operators(OK), post=operators(SEE_OTHER)),
@@ -234,7 +234,7 @@ EXPECTED: dict[str, Expect] = {
     "approvals:agent": only_get(agent_managers(OK)),
     "approvals:agent-revoke": Expect(get=agent_managers(OK), post=agent_managers(MOVED)),
     "approvals:rules": only_get(readers()),
-    # GET: to the rules page; an invalid form back to it (post/redirect/get, issue 17 item 6).
+    # GET: to the rules page; an invalid form back to it (post/redirect/get).
     "approvals:rule-create": Expect(get=operators(MOVED), post=operators(SEE_OTHER)),
     "approvals:rule-preview": only_get(operators(OK)),  # what a pattern matches, before saving
     "approvals:rule-delete": Expect(get=operators(OK), post=operators(MOVED)),
@@ -242,7 +242,7 @@ EXPECTED: dict[str, Expect] = {
     "approvals:tool-rule-create": Expect(get=operators(MOVED), post=operators(SEE_OTHER)),
     "approvals:tool-rule-preview": only_get(operators(OK)),
     "approvals:tool-rule-delete": Expect(get=operators(OK), post=operators(MOVED)),
-    # Notifications (issue 16): a person's own channels (Alice's here), operators' webhooks,
+    # Notifications: a person's own channels (Alice's here), operators' webhooks,
     # the delivery log for operators and auditors.
     "notifications:channels": only_get(approvers(OK)),
     "notifications:channel-add": Expect(get=approvers(MOVED), post=approvers(SEE_OTHER)),  # invalid form
@@ -264,7 +264,7 @@ EXPECTED: dict[str, Expect] = {
     "audit:escalations": only_get(readers()),
     "audit:in-force": only_get(readers()),
     "audit:analytics": only_get(readers()),
-    # Verify now (issue 17): the chain verification, asked for at once; its card, polled.
+    # Verify now: the chain verification, asked for at once; its card, polled.
     "audit:verify": only_post(readers(MOVED)),
     "audit:verification": only_get(readers()),
     # A4: signed checkpoints and proofs. This world has no signing key and no checkpoint: the
@@ -279,7 +279,7 @@ EXPECTED: dict[str, Expect] = {
     "api:runtime-self": Expect(
         get=api(token=OK, other_token=OK), post=api(token=NOT_ALLOWED, other_token=NOT_ALLOWED)
     ),
-    # DRF views, the decisions too (issue 14): the token before the method.
+    # DRF views, the decisions too: the token before the method.
     "api:skill-decisions": Expect(
         get=api(token=NOT_ALLOWED, other_token=NOT_ALLOWED),
         post=api(token=BAD, other_token=BAD),  # {} lacks skills
@@ -667,7 +667,7 @@ def test_authorization_matrix(key: str, caller: str, world: World) -> None:
 
 
 def test_the_matrix_counts_its_cases() -> None:
-    # The figure reported for issue 7: URL patterns x callers (each run with GET and POST).
+    # The figure to report: URL patterns x callers (each run with GET and POST).
     assert len(CASES) == len(ROUTES) * len(CALLERS)
     print(f"authorization matrix: {len(ROUTES)} URLs x {len(CALLERS)} callers = {len(CASES)} cases")
 

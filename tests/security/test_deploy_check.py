@@ -1,4 +1,4 @@
-"""`manage.py check --deploy` under production settings (issue 7, part 4).
+"""`manage.py check --deploy` under production settings.
 
 Runs the real command in a child process with the production settings module
 (aimon_admin.settings.base, not the test settings) and a production-like environment:

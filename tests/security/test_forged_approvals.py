@@ -64,7 +64,7 @@ ALLOW_BODIES: list[Any] = [
     {"tool": "deploy", "session_id": "s-alice", "decision": "ALLOW"},
     [{"skill": "deploy", "decision": "ALLOW"}],
     "ALLOW",
-    # The AuthZEN shape (API.md "AuthZEN"): a decision or an answer sent along with a call.
+    # The AuthZEN shape (docs/api.md "AuthZEN"): a decision or an answer sent along with a call.
     {
         "subject": {"type": "user", "id": "alice"},
         "resource": {"type": "tool", "id": "deploy"},

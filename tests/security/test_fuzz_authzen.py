@@ -1,6 +1,6 @@
-"""Hypothesis fuzzing of the AuthZEN endpoints (issue 15 item 7, bad input): beside
-Schemathesis' run over the schema (test_schemathesis.py, which covers them too), bodies near
-the valid shape, mutated member by member, which a generator from the schema rarely reaches.
+"""Hypothesis fuzzing of the AuthZEN endpoints (bad input): beside Schemathesis' run over the
+schema (test_schemathesis.py, which covers them too), bodies near the valid shape, mutated
+member by member, which a generator from the schema rarely reaches.
 
 - Any body: never a 5xx; 200 is a Decision (true only without context), 400 names members by
   their path, 409 is a session's principal conflict.
@@ -88,7 +88,7 @@ def calls(draw: st.DrawFn) -> dict[str, Any]:
 
 
 def as_evaluation(call: dict[str, Any]) -> dict[str, Any]:
-    """The same call in the AuthZEN shape (API.md "AuthZEN")."""
+    """The same call in the AuthZEN shape (docs/api.md "AuthZEN")."""
     properties = {"server": call["server"]}
     if "arguments" in call:
         properties["arguments"] = call["arguments"]

@@ -1,4 +1,4 @@
-"""Hypothesis fuzzing of the MCP claims parser (issue 7, part 3).
+"""Hypothesis fuzzing of the MCP claims parser.
 
 Annotations are whatever JSON a server sends (T10). `parse_hints`, `resolve` and the
 drift and fingerprint helpers take any of it without raising, never read a wrong-typed

@@ -1,6 +1,6 @@
-"""Hypothesis fuzzing of the YAML loader (issue 7, part 3): `config_parse` turns any bytes
-into a Config or a ConfigError naming FILE:LINE, never anything else (T13: a file with any
-error changes nothing, so it must be refused cleanly)."""
+"""Hypothesis fuzzing of the YAML loader: `config_parse` turns any bytes into a Config or a
+ConfigError naming FILE:LINE, never anything else (T13: a file with any error changes
+nothing, so it must be refused cleanly)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Hypothesis fuzzing of load_config's rule sections (issue 15): toolSubjects, toolRules and
-skillRules of any shape give a Config or a ConfigError naming FILE:LINE, never anything else;
-what is accepted follows the grammar (U1) and the pre-approval rule (U5)."""
+"""Hypothesis fuzzing of load_config's rule sections: toolSubjects, toolRules and skillRules
+of any shape give a Config or a ConfigError naming FILE:LINE, never anything else; what is
+accepted follows the grammar (U1) and the pre-approval rule (U5)."""
 
 from __future__ import annotations
 

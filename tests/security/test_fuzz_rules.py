@@ -1,6 +1,6 @@
-"""Hypothesis fuzzing of the skill-pattern matcher (issue 7, part 3): `RuleIndex.lookup`
-never raises on any pattern or skill name, agrees with a scan of every rule, and its memory
-never changes an answer (S2: the rules layer of the chain)."""
+"""Hypothesis fuzzing of the skill-pattern matcher: `RuleIndex.lookup` never raises on any
+pattern or skill name, agrees with a scan of every rule, and its memory never changes an
+answer (S2: the rules layer of the chain)."""
 
 from __future__ import annotations
 

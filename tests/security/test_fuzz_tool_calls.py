@@ -1,5 +1,5 @@
-"""Hypothesis fuzzing of the tool-call endpoints (issue 15, bad input): `POST /tool-decisions`
-and `POST /tool-approval-requests` take any body, raw bytes included, and answer a 2xx, a 4xx
+"""Hypothesis fuzzing of the tool-call endpoints (bad input): `POST /tool-decisions` and
+`POST /tool-approval-requests` take any body, raw bytes included, and answer a 2xx, a 4xx
 naming what is wrong, or a 409 — never a 5xx. Arguments that pass are stored exactly as sent
 and their digest is the RFC 8785 one; a decision's answer is only ever ALLOW, ASK or DENY.
 
@@ -179,7 +179,7 @@ def test_arguments_that_pass_are_stored_as_sent_with_their_canonical_digest(
 @budget(40, HealthCheck.function_scoped_fixture)
 @given(raw=raw_arguments)
 @pytest.mark.usefixtures("tools")
-def test_hostile_raw_arguments_are_a_4xx(api: APIClient, raw: str) -> None:  # issue 15, bad input
+def test_hostile_raw_arguments_are_a_4xx(api: APIClient, raw: str) -> None:  # bad input
     for path in PATHS:
         body = '{"tool": "Bash", "session_id": "s-1", "arguments": ' + raw + "}"
         response = api.generic("POST", path, body, content_type="application/json")

@@ -1,4 +1,4 @@
-"""A hostile MCP server against the sync (issue 7, part 3).
+"""A hostile MCP server against the sync.
 
 tests/registry/test_sync.py already covers servers that never answer (initialize or
 tools/list, stdio and HTTP), write garbage, exit, loop their cursor, page forever, send

@@ -1,4 +1,4 @@
-"""Sign-in throttling (issue 7, part 4): django-axes on the custom login view.
+"""Sign-in throttling: django-axes on the custom login view.
 
 A username is locked out from one address after AXES_FAILURE_LIMIT failed sign-ins; the
 lockout is our styled error page (429) and an audit event; every failed attempt is still
@@ -71,7 +71,7 @@ def test_limit_reached_locks_out_with_styled_page_and_audits_it(client: Client, 
     page = response.content.decode()
     assert LOCKOUT_TITLE in page
     assert 'class="card narrow"' in page  # templates/core/error.html, inside base.html
-    assert "ask an operator, who can unlock it on their Locked sign-ins page" in page  # issue 17
+    assert "ask an operator, who can unlock it on their Locked sign-ins page" in page
 
     failed = _events(AuditAction.LOGIN_FAILED, person.username)
     assert len(failed) == LIMIT
@@ -120,7 +120,7 @@ def test_unlock_login_command_lifts_the_lockout_and_is_audited(client: Client, p
 
     out = StringIO()
     call_command("unlock_login", person.username, stdout=out)
-    assert f"unlocked {person.username} (1 failure record cleared)" in out.getvalue()  # issue 17
+    assert f"unlocked {person.username} (1 failure record cleared)" in out.getvalue()
     unlocked = _events(AuditAction.LOGIN_UNLOCKED, person.username)
     assert len(unlocked) == 1
     assert unlocked[0].details == {"attempt_records_cleared": 1}

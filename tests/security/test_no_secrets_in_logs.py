@@ -1,4 +1,4 @@
-"""Secrets never in logs or the audit log (issue 7, part 4; A1: "never a secret").
+"""Secrets never in logs or the audit log (A1: "never a secret").
 
 One run does everything that handles a secret — sign-in with the right and a wrong
 password, a runtime token issued on the page and used on the API (and a wrong token),

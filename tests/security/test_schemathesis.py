@@ -1,4 +1,4 @@
-"""Schemathesis against the served OpenAPI schema, in-process (issue 7, part 3).
+"""Schemathesis against the served OpenAPI schema, in-process.
 
 Every operation of /api/schema/ gets at least 100 generated requests from an authenticated
 runtime, then the stateful phase chains operations through the links Schemathesis infers
@@ -182,7 +182,7 @@ def _bounded(case: Any) -> None:
 
 
 def test_the_authzen_endpoints_are_fuzzed_too() -> None:
-    # Issue 15 item 7: the run covers every operation of the served schema, so these must be in it.
+    # The run covers every operation of the served schema, so these must be in it.
     paths = schema.raw_schema["paths"]
     fuzzed = {(method.upper(), path) for path, item in paths.items() for method in item}
     assert {
