@@ -393,8 +393,8 @@ def start_worker(product: Product, tmp_path: Path) -> Iterator[Callable[..., Pro
 
 # --- The folder's time budget ---------------------------------------------------------------------
 
-# About 190 s on an idle two-core machine: issue 13's long outage, lapsed lease and browser
-# click added some 70 s to the folder's first 120 s; the rest is room for a loaded machine.
+# About 190 s on an idle two-core machine: some 120 s for the outages, plus some 70 s for the
+# long outage, the lapsed lease and the browser click; the rest is room for a loaded machine.
 FOLDER_BUDGET_SECONDS = 300
 
 
@@ -404,7 +404,7 @@ class FolderOverBudget(Exception):
 
 @pytest.fixture(scope="package", autouse=True)
 def _folder_budget() -> Iterator[None]:
-    """Every wait here is bounded; this bounds them all together (issue 6: CI, in time).
+    """Every wait here is bounded; this bounds them all together, so the folder ends in time.
 
     Past the budget the running test fails, and its fixtures stop what it started.
     """

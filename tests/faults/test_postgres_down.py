@@ -1,4 +1,4 @@
-"""PostgreSQL goes down under a running web node, then comes back (issue 6; fail closed).
+"""PostgreSQL goes down under a running web node, then comes back (fail closed).
 
 With the database gone nothing can be decided or recorded: every decision endpoint
 answers 503 with a JSON body that says so and a Retry-After, within the connection
@@ -128,7 +128,7 @@ def test_postgres_down_answers_503_never_allow_and_the_node_recovers_by_itself(
 def test_postgres_down_pages_and_answers_are_a_styled_503_and_the_request_page_shows_what_holds(
     product: Product, private_postgres: PrivatePostgres, start_node: Callable[..., Node]
 ) -> None:
-    # Issue 13, item 11: the browser got HTTP 500 "Something went wrong" for its answers.
+    # The browser's answers must never get a bare HTTP 500 "Something went wrong".
     node: Node = start_node()
     who = product.run("people", tag="pgweb")
     node.wait_ready()

@@ -1,7 +1,7 @@
-"""An approver's click while PostgreSQL is down, in Chromium (issue 13, item 11).
+"""An approver's click while PostgreSQL is down, in Chromium.
 
-The answer POSTs got HTTP 500 "Something went wrong", and a click committed just before the
-stop looked failed. Now htmx's failure toast says the database is unreachable and that the
+An answer POST must not get HTTP 500 "Something went wrong", nor a click committed just before
+the stop look failed: htmx's failure toast says the database is unreachable and that the
 answer may or may not have been saved (the server's own words, from its 503); nothing on the
 card is swapped away; and once PostgreSQL is back the request's page shows what holds.
 """

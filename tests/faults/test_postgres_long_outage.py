@@ -1,4 +1,4 @@
-"""After a long PostgreSQL outage a web node serves again within seconds (issue 13, item 12).
+"""After a long PostgreSQL outage a web node serves again within seconds.
 
 psycopg-pool retries a lost connection with an exponential back-off (1, 2, 4, 8, 16 s …):
 after 330 s down, one worker's next attempt was 26 s after PostgreSQL returned. The

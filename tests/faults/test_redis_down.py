@@ -1,4 +1,4 @@
-"""Redis goes down under a running web node, then comes back (issue 6; DESIGN S2, S7, S10, A1-A3).
+"""Redis goes down under a running web node, then comes back (S2, S7, S10, A1-A3).
 
 Redis carries only hints and copies (wake-ups, the cache, the broker); PostgreSQL holds
 every decision. So with Redis gone, decisions stay exact, every request that can be

@@ -1,4 +1,4 @@
-"""A Celery worker is killed in the middle of an MCP sync (issues 6, 13; DESIGN T10-T12, T15, A1-A3).
+"""A Celery worker is killed in the middle of an MCP sync (T10-T12, T15, A1-A3).
 
 A real worker on the private Redis broker runs a sync against a stdio MCP server that
 hangs in ``tools/list``; the worker is SIGKILLed there (its whole process group: nothing
@@ -8,7 +8,7 @@ RUNNING run again and finishes it. Until then the stored tools are exactly what 
 completed sync left; afterwards, exactly the new listing; never a mix.
 
 With the broker's default visibility timeout (ten minutes) the run would sit at RUNNING
-that long (issue 13, item 13): the worker's lease on the run lapses instead, within seconds,
+that long: the worker's lease on the run lapses instead, within seconds,
 and *Sync now* fails the dead worker's run (audited) and starts a new one.
 """
 
@@ -38,7 +38,7 @@ pytestmark = pytest.mark.postgres
 # Short, so the killed worker's message is handed out again within the test.
 VISIBILITY_TIMEOUT_SECONDS = 2
 SYNC_WITHIN_SECONDS = 40.0  # a worker's boot (several seconds on a busy machine) included
-# Issue 13, item 13: a run whose worker is gone is found within a minute (by *Sync now* here;
+# A run whose worker is gone is found within a minute (by *Sync now* here;
 # beat's sweep, every LEASE_CHECK_SECONDS, would find it by then as well).
 DEAD_WORKER_FOUND_WITHIN_SECONDS = 60.0
 assert LEASE.total_seconds() + LEASE_CHECK_SECONDS <= DEAD_WORKER_FOUND_WITHIN_SECONDS
@@ -240,7 +240,7 @@ def lease_of(product: Product, run_id: int) -> Any:
 def test_a_killed_worker_group_is_found_by_its_lapsed_lease_and_sync_now_works_again(
     product: Product, start_worker: Callable[..., Process], tmp_path: Path
 ) -> None:
-    # Issue 13, item 13: the broker's default visibility timeout (ten minutes), so nothing is
+    # The broker's default visibility timeout (ten minutes), so nothing is
     # handed out again within this test: only the lease can free the server.
     first_worker = start_worker()
     who, server = synced_server(product, first_worker, tmp_path, "lease")
