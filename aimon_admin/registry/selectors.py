@@ -62,34 +62,6 @@ def tool_lookup(*, runtime: AgentRuntime, name: str, server: str | None) -> Tool
     ).first()
 
 
-@dataclass(frozen=True)
-class ToolDecisionResult:
-    tool: Tool | None
-    axes: policy.ToolAxes
-    result: policy.GateResult
-
-
-def tool_decide(
-    *, runtime: AgentRuntime, name: str, server: str | None, attended: bool
-) -> ToolDecisionResult:
-    tool = tool_lookup(runtime=runtime, name=name, server=server)
-    axes = tool.axes if tool is not None else policy.UNREGISTERED
-    result = policy.gate_decision(
-        axes,
-        ceiling=runtime.ceiling,
-        exempt_at_or_below=runtime.exempt_at_or_below,
-        attended=attended,
-    )
-    return ToolDecisionResult(tool=tool, axes=axes, result=result)
-
-
-@dataclass(frozen=True)
-class ToolGateAnswer:
-    registered: bool
-    axes: policy.ToolAxes
-    result: policy.GateResult
-
-
 # `tool_axes` as plain SQL. The sources are literals, not parameters, so SQLite can use the
 # partial unique indexes (runtime, name) and (server, name) that cover one source each.
 _LOCAL_AXES_SQL_FOR = (
@@ -120,18 +92,6 @@ def tool_axes(*, runtime: AgentRuntime, name: str, server: str | None) -> policy
     if row is None:
         return None
     return policy.ToolAxes(SideEffectLevel(row[0]), DestructiveBehavior(row[1]), IdempotencyBehavior(row[2]))
-
-
-def tool_gate(*, runtime: AgentRuntime, name: str, server: str | None, attended: bool) -> ToolGateAnswer:
-    """`tool_decide` without loading the tool: what the decision endpoint answers (T6-T9)."""
-    axes = tool_axes(runtime=runtime, name=name, server=server)
-    result = policy.gate_decision(
-        axes or policy.UNREGISTERED,
-        ceiling=runtime.ceiling,
-        exempt_at_or_below=runtime.exempt_at_or_below,
-        attended=attended,
-    )
-    return ToolGateAnswer(registered=axes is not None, axes=axes or policy.UNREGISTERED, result=result)
 
 
 # Plain SQL for the same reason as `tool_axes`: it runs on every tool decision. One row at most

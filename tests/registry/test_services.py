@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from aimon_admin.accounts.models import User
+from aimon_admin.approvals.services import ToolCallDecision, tool_call_decide
 from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.core.actors import Actor
@@ -24,7 +25,7 @@ from aimon_admin.registry.choices import (
     ToolSource,
 )
 from aimon_admin.registry.models import MCP_URL_MESSAGE, TOOL_DESCRIPTION_MAX, McpServer, RelayFinding, Tool
-from aimon_admin.registry.selectors import tool_decide, tools_for_model
+from aimon_admin.registry.selectors import tools_for_model
 from aimon_admin.registry.services import (
     DEFINITION_NOT_AWAITING_REVIEW,
     FINDING_NOT_OPEN,
@@ -131,6 +132,20 @@ def set_runtime(runtime: AgentRuntime, *, ceiling: str, exempt: str) -> AgentRun
     )
     runtime.refresh_from_db()
     return runtime
+
+
+def decide(
+    runtime: AgentRuntime, tool: str, server: str | None = "files", *, attended: bool
+) -> ToolCallDecision:
+    """A decision on a call of `tool` as the decision endpoint makes it (T6-T9); attended: in a
+    session."""
+    return tool_call_decide(runtime=runtime, tool=tool, server=server, session_id="s-1" if attended else None)
+
+
+def gate(runtime: AgentRuntime, tool: str, *, attended: bool) -> tuple[str, str]:
+    """What a decision on the MCP tool `files/<tool>` answers: (decision, reason)."""
+    verdict = decide(runtime, tool, attended=attended).verdict
+    return verdict.decision, verdict.reason
 
 
 # --- local_tools_replace ----------------------------------------------------------------------
@@ -368,8 +383,7 @@ def test_decisions_read_the_stored_axes_never_the_claims(runtime: AgentRuntime) 
     record(server, item("read", {"readOnlyHint": True}))
     # Claims rewritten behind the services' back are not re-read at decision time.
     Tool.objects.filter(server=server).update(claims={"readOnlyHint": False, "destructiveHint": True})
-    decided = tool_decide(runtime=runtime, name="read", server="files", attended=False)
-    assert decided.result == policy.GateResult(ToolDecision.ALLOW, GateReason.READ_ONLY_EXEMPT)
+    assert gate(runtime, "read", attended=False) == (ToolDecision.ALLOW, GateReason.READ_ONLY_EXEMPT)
 
 
 def test_the_fingerprint_of_the_whole_definition_is_stored() -> None:  # T15
@@ -468,8 +482,7 @@ def test_a_change_claiming_less_risk_is_held_under_trust(runtime: AgentRuntime) 
     }
     # Held means decided as the worst case: even a runtime exempting MUTATING is asked.
     set_runtime(runtime, ceiling="MUTATING", exempt="MUTATING")
-    decided = tool_decide(runtime=runtime, name="rm", server="files", attended=True)
-    assert decided.result == policy.GateResult(ToolDecision.ASK, GateReason.DESTRUCTIVE_ALWAYS_ASKS)
+    assert gate(runtime, "rm", attended=True) == (ToolDecision.ASK, GateReason.DESTRUCTIVE_ALWAYS_ASKS)
 
 
 @pytest.mark.parametrize(
@@ -723,8 +736,7 @@ def test_a_relay_of_the_old_read_only_listing_neither_clears_a_hold_nor_lowers_r
     assert [finding.tool.name for finding in result.findings] == ["probe"]
     read_only_runtime = set_runtime(other_runtime, ceiling="READ_ONLY", exempt="READ_ONLY")
     assert "probe" not in {t.name for t in tools_for_model(runtime=read_only_runtime)}
-    decision = tool_decide(runtime=read_only_runtime, name="probe", server="files", attended=True)
-    assert decision.result.reason == GateReason.ABOVE_CEILING
+    assert gate(read_only_runtime, "probe", attended=True)[1] == GateReason.ABOVE_CEILING
 
 
 def test_a_relay_never_clears_a_hold_even_naming_the_held_or_the_accepted_definition(
@@ -978,7 +990,7 @@ def test_a_tool_first_heard_of_from_a_runtime_is_served_to_none_until_the_server
     assert tool.explanations["side_effect_level"] == f"{policy.RELAYED_ONLY_WHY} → MUTATING"
     assert (finding.runtime, finding.annotations) == (runtime, {"readOnlyHint": True})
     assert not [t for t in tools_for_model(runtime=other_runtime) if t.name == "peek"]
-    assert tool_decide(runtime=runtime, name="peek", server="files", attended=False).tool is None
+    assert not tool_call_decide(runtime=runtime, tool="peek", server="files").registered
     assert not events(AuditAction.MCP_TOOLS_REGISTERED)  # a relay registers nothing
     # The project's own sync lists the same tool: the server vouches for it now.
     record(server, item("peek", {"readOnlyHint": True}))
@@ -1372,16 +1384,16 @@ def test_an_unregistered_tool_is_decided_as_mutating_destructive(
 ) -> None:  # T8, T9 (absent tools, disabled servers and other runtimes' tools are not registered here)
     _everything(runtime, other_runtime)
     set_runtime(runtime, ceiling="MUTATING", exempt=exempt)
-    decided = tool_decide(runtime=runtime, name=name, server=server, attended=attended)
-    assert decided.tool is None
+    decided = decide(runtime, name, server, attended=attended)
+    assert not decided.registered
     assert decided.axes == policy.UNREGISTERED
-    assert decided.result == policy.GateResult(decision, reason)
+    assert (decided.verdict.decision, decided.verdict.reason) == (decision, reason)
 
 
 def test_an_unregistered_tool_above_a_read_only_ceiling_is_denied(runtime: AgentRuntime) -> None:  # T9
     set_runtime(runtime, ceiling="READ_ONLY", exempt="READ_ONLY")
-    decided = tool_decide(runtime=runtime, name="nobody", server=None, attended=True)
-    assert decided.result == policy.GateResult(ToolDecision.DENY, GateReason.ABOVE_CEILING)
+    verdict = decide(runtime, "nobody", None, attended=True).verdict
+    assert (verdict.decision, verdict.reason) == (ToolDecision.DENY, GateReason.ABOVE_CEILING)
 
 
 @pytest.mark.parametrize(
@@ -1411,12 +1423,11 @@ def test_after_resolution_an_mcp_tool_and_a_local_tool_decide_alike(
         for exempt in ("READ_ONLY", "MUTATING"):
             set_runtime(runtime, ceiling=ceiling, exempt=exempt)
             for attended in (True, False):
-                as_local = tool_decide(runtime=runtime, name="t", server=None, attended=attended)
-                as_mcp = tool_decide(runtime=runtime, name="t", server="files", attended=attended)
-                assert as_local.tool is not None
-                assert as_mcp.tool is not None
-                assert (as_local.tool.source, as_mcp.tool.source) == (ToolSource.LOCAL, ToolSource.MCP)
-                assert (as_local.axes, as_local.result) == (as_mcp.axes, as_mcp.result)
+                as_local = decide(runtime, "t", None, attended=attended)
+                as_mcp = decide(runtime, "t", "files", attended=attended)
+                assert as_local.registered
+                assert as_mcp.registered
+                assert (as_local.axes, as_local.verdict) == (as_mcp.axes, as_mcp.verdict)
 
 
 def test_server_credentials_in_the_url_never_reach_the_audit_log() -> None:  # A1: no secrets
