@@ -17,7 +17,7 @@ from django.http import HttpRequest, JsonResponse
 from django.urls import path
 from django.views.decorators.csrf import csrf_exempt
 
-from aimon_admin.approvals.api.views import SkillDecisionsView
+from aimon_admin.approvals.api.decisions import SkillDecisionsView
 from aimon_admin.core import rawsql
 from aimon_admin.runtimes.selectors import token_authenticate, token_from_row, token_select
 from aimon_admin.runtimes.tokens import token_hash, token_looks_valid

@@ -19,6 +19,7 @@ from rest_framework.test import APIClient
 from aimon_admin.accounts.models import User
 from aimon_admin.accounts.roles import Role
 from aimon_admin.accounts.services import user_create
+from aimon_admin.approvals import rules
 from aimon_admin.audit import triggers
 from aimon_admin.audit.verification import checkpoint_forget
 from aimon_admin.core.actors import Actor
@@ -88,6 +89,16 @@ def celery_join_allowed() -> Iterator[None]:
     _set_task_join_will_block(False)
     yield
     _set_task_join_will_block(False)
+
+
+@pytest.fixture(autouse=True)
+def fresh_rule_indexes() -> Iterator[None]:
+    """Every test starts and ends without the process's cached skill and tool rule indexes.
+    They are keyed by the rule set's version, and a rolled-back test gives its version number
+    back: the next test's rules, at the same number, must not be judged by the last test's."""
+    rules.rule_index_reset()  # resets the tool rule index too
+    yield
+    rules.rule_index_reset()
 
 
 @pytest.fixture(autouse=True)

@@ -282,3 +282,51 @@ def test_a_broken_implementation_link_is_caught(dotted: str, link: str, says: st
 def test_a_broken_test_link_is_caught(node_id: str, link: str, says: str | None) -> None:
     problem = pin_problem(node_id, link)
     assert (problem is None) if says is None else (says in (problem or ""))
+
+
+# What a reader of the repository cannot follow: documents that are not in it, and issue
+# numbers (history is in the commit messages). Test data that must hold such text says so
+# with `outside-citation-ok` on its line.
+OUTSIDE_CITATION = re.compile(
+    r"\bDESIGN(?:\.md)?\s+(?:[TSUPAG][0-9]|part\b)|\bDESIGN\.md\b|\bAPI\.md\b|\bseed §"
+    r"|\.\./shared/(?:DESIGN|API|STYLE|seeds)|\b[Ii]ssues? [0-9]+\b"
+)
+CITATION_DIRS = (*CITING_DIRS, "benchmarks", "scripts", ".ci")
+CITATION_FILES = ("README.md", "Makefile", "pyproject.toml")
+
+
+def outside_citations() -> list[str]:
+    found = []
+    paths = [ROOT / name for name in CITATION_FILES]
+    for top in CITATION_DIRS:
+        paths += sorted(p for p in (ROOT / top).rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    for path in paths:
+        if path.suffix not in {*CITING_SUFFIXES, ".css", ""} or path == Path(__file__):
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            if OUTSIDE_CITATION.search(line) and "outside-citation-ok" not in line:
+                found.append(f"{path.relative_to(ROOT).as_posix()}:{number}: {line.strip()}")
+    return found
+
+
+def test_nothing_cites_a_document_outside_the_repository_or_an_issue() -> None:
+    assert outside_citations() == []
+
+
+@pytest.mark.parametrize(
+    ("line", "cites"),
+    [
+        ("# DESIGN A2: the chain", True),
+        ('"""Skill decisions (API.md "Skill decisions")."""', True),
+        ("# seed §8.1 says so", True),
+        ("see ../shared/DESIGN.md", True),
+        ("as DESIGN.md says", True),
+        ("(issue 17 item 8)", True),
+        ("# A2: the chain", False),
+        ('docs/api.md, "Basics"', False),
+        ("an operator issues a token", False),
+        ("test_design.py", False),
+    ],
+)
+def test_an_outside_citation_is_caught(line: str, cites: bool) -> None:
+    assert bool(OUTSIDE_CITATION.search(line)) is cites

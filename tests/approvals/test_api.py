@@ -22,12 +22,12 @@ from rest_framework.test import APIClient
 
 from aimon_admin.accounts.models import User
 from aimon_admin.approvals import rules
+from aimon_admin.approvals.api.requests import NOT_FOUND_MESSAGE
 from aimon_admin.approvals.api.serializers import (
     DUPLICATE_SKILLS_MESSAGE,
     NOT_BOOLEAN_MESSAGE,
     WAIT_MESSAGE,
 )
-from aimon_admin.approvals.api.views import NOT_FOUND_MESSAGE
 from aimon_admin.approvals.choices import Answer, GrantScope, RequestStatus, RevokeReason
 from aimon_admin.approvals.models import ApprovalRequest, Grant, Session
 from aimon_admin.approvals.services import (

@@ -412,7 +412,7 @@ def test_the_api_documentation_names_no_rule_numbers() -> None:
         ('<p>It is <span class="badge">MUTATING</span>.</p>', ["MUTATING"]),
         ("<p>A session answer made agent-wide (S6).</p>", ["S6"]),
         ("<p>What the gate decides (T6-T9).</p>", ["T6", "T9"]),
-        ("<h2>Destructive review (seed §8.1)</h2>", ["§", "seed"]),
+        ("<h2>Destructive review (seed §8.1)</h2>", ["§", "seed"]),  # outside-citation-ok
         ('<input placeholder="READ_ONLY">', ["READ_ONLY"]),
         ('<button aria-label="Deny: SESSION">x</button>', ["SESSION"]),
         ('<option value="MUTATING">Writes</option>', []),

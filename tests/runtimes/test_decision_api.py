@@ -98,7 +98,7 @@ def test_the_fused_and_the_two_step_skill_views_answer_alike(
     # two-step route), the same body gets the same answer, and no token is always a 401.
     from rest_framework.test import APIRequestFactory
 
-    from aimon_admin.approvals.api.views import SkillDecisionsView
+    from aimon_admin.approvals.api.decisions import SkillDecisionsView
 
     view = SkillDecisionsView.as_view(fused_read=fused_read)
     factory = APIRequestFactory()

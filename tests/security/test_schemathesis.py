@@ -22,7 +22,7 @@ from django.core.signals import request_finished, request_started
 from django.db import close_old_connections, transaction
 from django.test import override_settings
 from hypothesis import HealthCheck
-from hypothesis.stateful import precondition, rule
+from hypothesis.stateful import initialize, precondition, rule
 from schemathesis.checks import not_a_server_error
 from schemathesis.generation.modes import GenerationMode
 from schemathesis.generation.stateful.state_machine import StepInput
@@ -51,6 +51,7 @@ SETTINGS = budget(
 OPEN = "/api/v1/approval-requests"
 LONG_POLL = "/api/v1/approval-requests/{request_id}"
 OPEN_TOOL = "/api/v1/tool-approval-requests"
+RELAY = "/api/v1/mcp-servers/{name}/tools"
 TOOL_LONG_POLL = "/api/v1/tool-approval-requests/{request_id}"
 
 
@@ -207,55 +208,67 @@ def test_stateful_sequences_keep_to_the_schema(auth: dict[str, str]) -> None:
     opened = workflow.bundles["POST /api/v1/approval-requests -> 201"]
     opened_tool = workflow.bundles["POST /api/v1/tool-approval-requests -> 201"]
 
+    known_skill_request = hypothesis.strategies.builds(
+        lambda n: schema[OPEN]["POST"].Case(
+            body={"skills": ["deploy", "notify"], "session_id": f"s-{n}", "reason": "ship"},
+            media_type="application/json",
+        ),
+        hypothesis.strategies.integers(min_value=0, max_value=10**6),
+    )
+    known_tool_request = hypothesis.strategies.builds(  # U2: a call in a session asks
+        lambda n: schema[OPEN_TOOL]["POST"].Case(
+            body={"tool": "Bash", "session_id": f"s-{n}", "arguments": {"command": f"git push origin r{n}"}},
+            media_type="application/json",
+        ),
+        hypothesis.strategies.integers(min_value=0, max_value=10**6),
+    )
+
+    known_relay = hypothesis.strategies.builds(  # T15: a runtime hands over a listing
+        lambda n: schema[RELAY]["POST"].Case(
+            path_parameters={"name": "fuzz-target"},
+            body={"tools": [{"name": f"tool-{n}", "description": "lists", "inputSchema": {}}]},
+            media_type="application/json",
+        ),
+        hypothesis.strategies.integers(min_value=0, max_value=10**6),
+    )
+
     class Machine(workflow):  # type: ignore[misc, valid-type]
         # Schemathesis takes only GET /mcp-servers as an entry point (it guesses session_id
         # names a resource nothing produces); opening a request is where a runtime starts.
-        # Twice a scenario at most, so the remaining steps go to the links.
         # Generated bodies mostly break rules the schema cannot state (control characters,
-        # unknown fields), so a known-good body is among the choices: some requests open,
-        # and the links from them are followed, whatever the draw.
+        # unknown fields), so every scenario first opens one known-good request of each kind
+        # and relays one known-good listing: the links from them are there to follow, and each
+        # endpoint answers a valid call at least once, whatever the draw. Generated bodies may
+        # open two more requests a scenario, so the remaining steps go to the links.
+        @initialize(target=opened, case=known_skill_request)
+        def open_a_known_approval_request(self, case: Any) -> Any:
+            return self._open(case)
+
+        @initialize(target=opened_tool, case=known_tool_request)
+        def open_a_known_tool_approval_request(self, case: Any) -> Any:
+            return self._open(case)
+
+        @initialize(case=known_relay)
+        def relay_a_known_listing(self, case: Any) -> None:
+            self._open(case)
+
         @precondition(lambda self: self._opened < 2)
-        @rule(
-            target=opened,
-            case=hypothesis.strategies.one_of(
-                hypothesis.strategies.builds(
-                    lambda n: schema[OPEN]["POST"].Case(
-                        body={"skills": ["deploy", "notify"], "session_id": f"s-{n}", "reason": "ship"},
-                        media_type="application/json",
-                    ),
-                    hypothesis.strategies.integers(min_value=0, max_value=10**6),
-                ),
-                schema[OPEN]["POST"].as_strategy(),
-            ),
-        )
+        @rule(target=opened, case=schema[OPEN]["POST"].as_strategy())
         def open_an_approval_request(self, case: Any) -> Any:
             self._opened += 1
+            return self._open(case)
+
+        @precondition(lambda self: self._opened < 2)
+        @rule(target=opened_tool, case=schema[OPEN_TOOL]["POST"].as_strategy())
+        def open_a_tool_approval_request(self, case: Any) -> Any:
+            self._opened += 1
+            return self._open(case)
+
+        def _open(self, case: Any) -> Any:
             step = StepInput.initial(case)
             self.recorder.record_case(case=case)  # what the generated rules do before a step
             self.control.record_step(step, self.recorder)
             return self._step(step)
-
-        # The same for a tool call (U2): a known-good body among the generated ones.
-        @precondition(lambda self: self._opened < 2)
-        @rule(
-            target=opened_tool,
-            case=hypothesis.strategies.one_of(
-                hypothesis.strategies.builds(
-                    lambda n: schema[OPEN_TOOL]["POST"].Case(
-                        body={
-                            "tool": "Bash",
-                            "session_id": f"s-{n}",
-                            "arguments": {"command": f"git push origin r{n}"},
-                        },
-                        media_type="application/json",
-                    ),
-                    hypothesis.strategies.integers(min_value=0, max_value=10**6),
-                ),
-                schema[OPEN_TOOL]["POST"].as_strategy(),
-            ),
-        )
-        def open_a_tool_approval_request(self, case: Any) -> Any:
-            return self.open_an_approval_request(case)
 
         # Each scenario starts from the same database: what one scenario wrote (an
         # idempotent replay answering 200 instead of 201) would make the next one draw
@@ -299,6 +312,6 @@ def test_stateful_sequences_keep_to_the_schema(auth: dict[str, str]) -> None:
     # The links were followed: a request opened in a scenario was read back and cancelled.
     assert answered[("GET /api/v1/approval-requests/{request_id}", 200)] > 0, answered
     assert answered[("POST /api/v1/approval-requests/{request_id}/cancel", 200)] > 0, answered
-    assert answered[("POST /api/v1/mcp-servers/{name}/tools", 200)] > 0, answered
+    assert answered[(f"POST {RELAY}", 200)] > 0, answered
     assert answered[(f"GET {TOOL_LONG_POLL}", 200)] > 0, answered
     assert answered[(f"POST {TOOL_LONG_POLL}/cancel", 200)] > 0, answered

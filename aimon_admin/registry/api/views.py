@@ -1,6 +1,6 @@
 """The registry's runtime API: a runtime's own tools, MCP server configs and relayed MCP
 tool listings (docs/api.md "Tools", "MCP servers"). Tool decisions read approvals (part U of
-docs/rules.md), so their view is approvals' (approvals/api/views.py), at the same URL.
+docs/rules.md), so their view is approvals' (approvals/api/decisions.py), at the same URL.
 
 Every view acts for the runtime its token names (`request.user.runtime`) and sees only
 that runtime's local tools; MCP servers and their tools are shared by every runtime.

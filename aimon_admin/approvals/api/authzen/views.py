@@ -45,7 +45,7 @@ from aimon_admin.approvals.api.authzen.serializers import (
     AuthZenEvaluationsOut,
     EvaluationsSemantic,
 )
-from aimon_admin.approvals.api.views import _ERRORS, Conflict
+from aimon_admin.approvals.api.common import ERRORS, Conflict
 from aimon_admin.core.api import StrictSerializer, validate_flat
 from aimon_admin.registry.choices import ToolDecision
 from aimon_admin.runtimes.models import AgentRuntime
@@ -214,7 +214,7 @@ _CHAIN = (
     summary="AuthZEN: may this runtime run this tool now?",
     description=_CHAIN,
     request=AuthZenEvaluationIn,
-    responses={200: AuthZenDecisionOut, 400: _ERRORS_400, **{k: _ERRORS[k] for k in (401, 409)}},
+    responses={200: AuthZenDecisionOut, 400: _ERRORS_400, **{k: ERRORS[k] for k in (401, 409)}},
 )
 @api_view(["POST"])
 def evaluation(request: Request) -> Response:
@@ -248,7 +248,7 @@ def evaluation(request: Request) -> Response:
             resource_type_field_name=None,
         ),
         400: _ERRORS_400,
-        **{k: _ERRORS[k] for k in (401, 409)},
+        **{k: ERRORS[k] for k in (401, 409)},
     },
 )
 @api_view(["POST"])
