@@ -11,6 +11,7 @@ Run by hand (never by CI), from the project root, with PostgreSQL and Redis up:
     .venv/bin/python benchmarks/load.py --profile 60 --yappi  # yappi's CPU clock, one worker
     .venv/bin/python benchmarks/load.py --start 250 --seconds 6 --repeats 6 \
         --compare-root /tmp/scratch --compare-env NAME=1      # A/B against a scratch copy
+    .venv/bin/python benchmarks/load.py --topology --kind tool --compare-root /tmp/before  # one kind
     .venv/bin/python benchmarks/load_client.py --self-test    # the checker catches errors
 
 Why this generator: wrk (and wrk + Lua) is closed-loop, each connection sends its next
@@ -567,6 +568,9 @@ def main() -> int:
     parser.add_argument("--p99-limit", type=float, default=50.0, help="ms; above it a rate is not sustained")
     parser.add_argument("--even", action="store_true", help="evenly spaced arrivals instead of Poisson")
     parser.add_argument("--no-baseline", action="store_true")
+    parser.add_argument(
+        "--kind", choices=("skill", "tool"), help="only the skill or only the tool decisions of the mix"
+    )
     parser.add_argument("--at-target", action="store_true", help=f"also run at {TARGET_RATE // 2}/s")
     parser.add_argument("--quick", action="store_true", help="one repeat of 4s steps, 8s at half")
     parser.add_argument(
@@ -610,7 +614,11 @@ def main() -> int:
             .stdout.strip()
             .splitlines()[-1]
         )
-        decisions = load_mix.decision_cases(seeded)
+        decisions = [
+            case
+            for case in load_mix.decision_cases(seeded)
+            if args.kind is None or case["path"] == f"/api/v1/{args.kind}-decisions"
+        ]
         baseline = load_mix.baseline_cases(seeded)
         port = free_port()
         server = start_server(args, env, port)

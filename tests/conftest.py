@@ -48,15 +48,17 @@ def skip_or_fail(reason: str) -> None:
     pytest.skip(reason)
 
 
+@pytest.hookimpl(trylast=True)  # after the folders' conftests have marked their tests
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Each run keeps what belongs to it: `postgres` tests only in the PostgreSQL run, and
+    `sqlite_run` tests (slow, and the same on any database) only in the SQLite run. The others
+    are deselected, not skipped: a skip means a missing service."""
     from django.conf import settings
 
-    engine = settings.DATABASES["default"]["ENGINE"]
-    if engine.endswith("postgresql"):
-        return
+    other_run = "sqlite_run" if settings.DATABASES["default"]["ENGINE"].endswith("postgresql") else "postgres"
     keep, dropped = [], []
     for item in items:
-        (dropped if item.get_closest_marker("postgres") else keep).append(item)
+        (dropped if item.get_closest_marker(other_run) else keep).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep

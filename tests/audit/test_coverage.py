@@ -25,7 +25,7 @@ import importlib
 import inspect
 import json
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -51,6 +51,7 @@ from aimon_admin.approvals import rules, tool_rules
 from aimon_admin.approvals import services as approvals
 from aimon_admin.approvals.choices import Answer, GrantScope, RequestKind, RequestStatus, RuleAction
 from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, Session, SkillRule
+from aimon_admin.approvals.services import chain_read as approvals_chain
 from aimon_admin.approvals.services import escalation as approvals_escalation
 from aimon_admin.approvals.services import request_views
 from aimon_admin.approvals.tasks import expire_due_requests
@@ -969,6 +970,37 @@ CASES: dict[str, list[Case]] = {
             channel=Channel.API,
         ),
     ],
+    "aimon_admin.approvals.services.chain_read.chain_read": [
+        Case(
+            run=lambda w: approvals_chain.chain_read(["s-1"], skills=["deploy"], runtime_pk=w.runtime.pk),
+            reads="the chain's one read (S2): a SELECT",
+        )
+    ],
+    "aimon_admin.approvals.services.chain_read.grant_layer": [
+        Case(
+            run=lambda w: approvals_chain.grant_layer(
+                approvals_chain.GrantRow(1, None, 1, GrantScope.AGENT, "", "ALLOW", "", "deploy"),
+                1,
+                None,
+                None,
+            ),
+            reads=PURE,
+        )
+    ],
+    "aimon_admin.approvals.services.chain_read.sessions_find": [
+        Case(
+            run=lambda w: approvals_chain.sessions_find(
+                w.runtime,
+                approvals_chain.chain_read(["s-idle"], runtime_pk=w.runtime.pk),
+                session_id="s-idle",
+                invoking_session_id=None,
+                principal=None,
+            ),
+            expect=(AuditAction.SESSION_EXPIRED,),
+            actor=lambda w: Actor.system("session-ttl"),
+            channel=Channel.API,
+        )
+    ],
     "aimon_admin.approvals.services.decisions.decide_skills": [
         Case(
             run=lambda w: approvals.decide_skills(
@@ -1764,17 +1796,6 @@ def check_event(event: AuditEvent, *, channel: str, request_id: str, actor: Acto
 
 
 CASE_IDS = [(name, index) for name, cases in CASES.items() for index in range(len(cases))]
-
-
-@pytest.fixture(autouse=True)
-def _fresh_process_state() -> Iterator[None]:
-    """The rule index and the checkpoint's cache copy outlive a test's database: start
-    and end each test without them."""
-    rules.rule_index_reset()
-    verification.checkpoint_forget()
-    yield
-    rules.rule_index_reset()
-    verification.checkpoint_forget()
 
 
 # --- Tests ----------------------------------------------------------------------------------------

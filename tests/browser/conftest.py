@@ -62,22 +62,30 @@ Shot = Callable[[Page, str], Path]
 
 # Runs its own SQLite database whatever the suite's: once is enough, on the SQLite run.
 # Checks of templates, CSS, headers and the demo script, not of the database: run once, in
-# the SQLite run, and deselected (not skipped) in the PostgreSQL run.
+# the SQLite run. A journey run at both widths takes the database at the desktop width in both
+# runs; at the phone width it checks the layout again, once, in the SQLite run.
 SQLITE_RUN_ONLY = frozenset({"test_screenshots.py", "test_accessibility.py", "test_design.py", "test_csp.py"})
 
 
+@pytest.hookimpl(tryfirst=True)  # marks read by tests/conftest.py's selection
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    from django.conf import settings
-
     here = Path(__file__).parent
     for item in items:
-        if here in item.path.parents:
-            item.add_marker(pytest.mark.browser)
-    if settings.DATABASES["default"]["ENGINE"].endswith("postgresql"):
-        dropped = [item for item in items if item.path.parent == here and item.path.name in SQLITE_RUN_ONLY]
-        if dropped:
-            config.hook.pytest_deselected(items=dropped)
-            items[:] = [item for item in items if item not in dropped]
+        if here not in item.path.parents:
+            continue
+        item.add_marker(pytest.mark.browser)
+        if item.path.name in SQLITE_RUN_ONLY or _the_phone_half_of_both_widths(item):
+            item.add_marker(pytest.mark.sqlite_run)
+
+
+def _the_phone_half_of_both_widths(item: pytest.Item) -> bool:
+    callspec = getattr(item, "callspec", None)
+    if callspec is None or callspec.params.get("device") != "phone":
+        return False
+    return any(
+        marker.args[0] == "device" and set(marker.args[1]) == set(DEVICES)
+        for marker in item.iter_markers("parametrize")
+    )
 
 
 @pytest.hookimpl(wrapper=True)

@@ -6,7 +6,8 @@ product's own answer service."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -14,7 +15,6 @@ from aimon_client import Client
 from pytest_django.live_server_helper import LiveServer
 
 from aimon_admin.accounts.models import User
-from aimon_admin.approvals import rules
 from aimon_admin.approvals import services as approvals
 from aimon_admin.approvals.models import ApprovalRequest
 from aimon_admin.registry import services as registry
@@ -43,13 +43,15 @@ GIT_TOOLS = [
 ANSWERED_WHILE_WAITING = pytest.mark.postgres
 
 
-@pytest.fixture(autouse=True)
-def _fresh_rule_index() -> Iterator[None]:
-    """The process's cached rule index is the live server's too: a test's rules go with its
-    database, and the next test must not be judged by them."""
-    rules.rule_index_reset()
-    yield
-    rules.rule_index_reset()
+@pytest.hookimpl(tryfirst=True)  # marks read by tests/conftest.py's selection
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The enforcement points talk HTTP to the product, and which database it keeps changes
+    nothing they do: they run once, in the SQLite run, but for those that need PostgreSQL and
+    Redis (answered while a call waits, the gateway beside production)."""
+    here = Path(__file__).parent
+    for item in items:
+        if here in item.path.parents and not item.get_closest_marker("postgres"):
+            item.add_marker(pytest.mark.sqlite_run)
 
 
 @pytest.fixture
