@@ -9,10 +9,21 @@ The world is made through the services: two runtimes (agent-one owned by Owen), 
 another runtime's and a revoked token, Alice's session and request, her session grant, a
 rule, an MCP server with a sync run, a local tool. Someone else's object is a 404. A POST
 that is refused changes nothing: no audit event, grant, token, request status or setting.
+
+The world is built once for the module, inside a transaction that is never committed, and
+every test runs inside a savepoint of it that is rolled back when the test ends: each test
+meets the world exactly as it was built, and nothing one test writes is there for the next.
+Each test also gets its own copy of the world's objects, and starts and ends with this
+process's caches of the database (the rule indexes, the enforcement-point writes, the
+verification and checkpoint markers, the home page's forecast) forgotten. The module's
+transaction is rolled back after its last test, so the modules after it meet the database
+as they would without this one. The `world` fixture other modules import is built afresh
+for each of their tests, as they change it.
 """
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -21,12 +32,13 @@ from typing import Any
 import pytest
 from django.apps import apps
 from django.contrib.contenttypes.models import ContentType
-from django.db import transaction
+from django.db import connection, transaction
 from django.middleware.csrf import _get_new_csrf_string
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
+from pytest_django import DjangoDbBlocker
 
 from aimon_admin.accounts.models import User
 from aimon_admin.accounts.roles import Role
@@ -35,10 +47,12 @@ from aimon_admin.approvals import rules, tool_rules
 from aimon_admin.approvals.choices import Answer, RequestKind, RuleAction
 from aimon_admin.approvals.models import ApprovalRequest, Grant, Session, SkillRule, ToolRule
 from aimon_admin.approvals.services import RequestInput, request_answer, request_create
+from aimon_admin.audit import checkpoints, verify_now
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.notifications import services as notify
 from aimon_admin.notifications.choices import ChannelKind
 from aimon_admin.notifications.models import Channel as NotifyChannel
+from aimon_admin.registry import home as registry_home
 from aimon_admin.registry.choices import McpTransport
 from aimon_admin.registry.models import McpServer, McpSyncRun, RelayFinding, Tool, ToolSubject
 from aimon_admin.registry.services import (
@@ -48,6 +62,7 @@ from aimon_admin.registry.services import (
     mcp_tools_relay,
     tool_subject_set,
 )
+from aimon_admin.runtimes import enforcement
 from aimon_admin.runtimes.models import AgentRuntime, RuntimeToken
 from aimon_admin.runtimes.services import runtime_create, token_issue, token_revoke
 from tests.conftest import PASSWORD, TEST_ACTOR
@@ -430,9 +445,7 @@ class World:
     webhook: NotifyChannel
 
 
-@pytest.fixture
-def world(db: None) -> Iterator[World]:
-    rules.rule_index_reset()
+def _build_world() -> World:
     users = {
         "alice": user_create(username="alice", password=PASSWORD, roles=[Role.APPROVER], actor=TEST_ACTOR),
         "bob": user_create(username="bob", password=PASSWORD, roles=[Role.APPROVER], actor=TEST_ACTOR),
@@ -491,7 +504,7 @@ def world(db: None) -> Iterator[World]:
         owner=users["alice"], kind=ChannelKind.EMAIL, name="work", target="a@example.test", actor=TEST_ACTOR
     )
     webhook, _ = notify.webhook_create(name="siem", url="https://93.184.216.34/hook", actor=TEST_ACTOR)
-    yield World(
+    return World(
         users=users,
         runtime=runtime,
         other_runtime=other_runtime,
@@ -510,7 +523,53 @@ def world(db: None) -> Iterator[World]:
         notify_channel=notify_channel,
         webhook=webhook,
     )
+
+
+def _forget_process_caches() -> None:
+    """What this process keeps of the database outside it, which a rolled-back test's
+    writes must not leave behind for the next test."""
+    rules.rule_index_reset()  # the tool rule index with it
+    enforcement.forget()
+    verify_now.verification_forget()
+    checkpoints.refusal_forget()
+    registry_home.forecast_forget()
+
+
+@pytest.fixture
+def world(db: None) -> Iterator[World]:
+    """The world built for one test and rolled back with it, for the modules that import this
+    fixture (their tests change the world, some on a live server). This module's tests
+    share one world instead (`shared_world`)."""
     rules.rule_index_reset()
+    yield _build_world()
+    rules.rule_index_reset()
+
+
+@pytest.fixture(scope="module")
+def built_world(django_db_setup: None, django_db_blocker: DjangoDbBlocker) -> Iterator[World]:
+    """The world, built once for the module in a transaction that is never committed.
+
+    Between tests the database is blocked again (a test without the `db` fixture cannot
+    reach it); the `db` fixture of each test opens a savepoint inside this transaction and
+    rolls it back. After the module's last test the whole transaction is rolled back."""
+    # Inside a test's transaction the world would be rolled back with that test.
+    assert not connection.in_atomic_block, "the world must be built before any test's transaction"
+    with django_db_blocker.unblock(), transaction.atomic():
+        _forget_process_caches()
+        world = _build_world()
+        with django_db_blocker.block():
+            yield world
+        transaction.set_rollback(True)
+    _forget_process_caches()
+
+
+@pytest.fixture
+def shared_world(built_world: World, db: None) -> Iterator[World]:
+    """The module's world for one test: the test's savepoint rolls back whatever it writes,
+    its objects are a copy of the world's as built, and the process's caches start empty."""
+    _forget_process_caches()
+    yield copy.deepcopy(built_world)
+    _forget_process_caches()
 
 
 def _admin_object_id(name: str, world: World) -> str:
@@ -638,14 +697,14 @@ CASES = [
 
 
 @pytest.mark.parametrize(("key", "caller"), CASES)
-def test_authorization_matrix(key: str, caller: str, world: World) -> None:
+def test_authorization_matrix(key: str, caller: str, shared_world: World) -> None:
     # S13 (who may see and answer what), S11 (a token never writes an approval), A3.
     route = ROUTE_BY_KEY[key]
     expect = expected_for(key)
     assert expect is not None, f"{key} has no row in EXPECTED"
-    path = path_of(route, world)
+    path = path_of(route, shared_world)
 
-    client = client_for(caller, world)
+    client = client_for(caller, shared_world)
     headers = {"HX-Request": "true"} if key in HTMX_FRAGMENTS else {}
     got_get = outcome_of(client.get(path, headers=headers))
     assert got_get == expect.get[caller], f"GET {path} as {caller}"
@@ -685,12 +744,12 @@ WRITES = [
 
 @pytest.mark.parametrize(("key", "caller"), WRITES)
 def test_a_write_without_the_csrf_token_is_refused_and_changes_nothing(
-    key: str, caller: str, world: World
+    key: str, caller: str, shared_world: World
 ) -> None:
     # S11 S13: a page that would accept this person's POST refuses it from another site.
     client = Client(enforce_csrf_checks=True)
-    client.force_login(world.users[caller])
-    path = path_of(ROUTE_BY_KEY[key], world)
+    client.force_login(shared_world.users[caller])
+    path = path_of(ROUTE_BY_KEY[key], shared_world)
     before = fingerprint()
     response = client.post(path, {"answer": Answer.ALLOW_AGENT})
     assert response.status_code == 403
