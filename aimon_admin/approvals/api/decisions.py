@@ -12,6 +12,7 @@ wrong with a body. A decision writes no audit event; it notes which enforcement 
 
 from __future__ import annotations
 
+import abc
 from typing import Any
 
 from drf_spectacular.utils import extend_schema
@@ -35,23 +36,26 @@ from aimon_admin.runtimes.authentication import token_refused
 from aimon_admin.runtimes.models import AgentRuntime
 
 
-class DecisionView(APIView):
+class DecisionView(APIView, metaclass=abc.ABCMeta):
     """One decision endpoint; a kind says how its input is read, decided and answered."""
 
     fused_read = True  # False: the token looked up first, then the decision (benchmarks/urls.py)
 
+    @abc.abstractmethod
     def read_input(self, body: Any) -> dict[str, Any]:
-        raise NotImplementedError
+        """The validated input; raises the 400 naming each bad field."""
 
+    @abc.abstractmethod
     def decide(self, runtime: AgentRuntime, data: dict[str, Any]) -> Any:
-        raise NotImplementedError
+        """The decision for a runtime already authenticated."""
 
+    @abc.abstractmethod
     def decide_for_token(self, raw_token: str, data: dict[str, Any]) -> tuple[Any, Any] | None:
         """(the token, the decision), or None when `raw_token` authenticates no runtime."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def answer(self, decided: Any) -> dict[str, Any]:
-        raise NotImplementedError
+        """The decision as the endpoint answers it."""
 
     def perform_authentication(self, request: Request) -> None:
         if request.method != "POST" or not self.fused_read:

@@ -111,25 +111,7 @@ def _own_request(
 @api_view(["POST"])
 def approval_requests(request: Request) -> Response:
     data = validate_flat(ApprovalRequestIn, request.data)
-    key = request.headers.get(IDEMPOTENCY_HEADER)
-    if key is not None:
-        key = validate_value(IDEMPOTENCY_HEADER, key)
-    runtime = request.user.runtime
-    with refusals_answered():
-        approval, created = services.request_create(
-            services.RequestInput(
-                runtime=runtime,
-                skills=data["skills"],
-                session_id=data["session_id"],
-                invoking_session_id=data["invoking_session_id"],
-                turn_id=data["turn_id"],
-                principal=data["principal"],
-                reason=data["reason"],
-                timeout_seconds=data["timeout_seconds"],
-                idempotency_key=key,
-            )
-        )
-    return _opened(runtime, approval, created, RequestKind.SKILL)
+    return _open(request, data, RequestKind.SKILL, skills=data["skills"])
 
 
 @extend_schema(
@@ -165,6 +147,20 @@ def approval_requests(request: Request) -> Response:
 @api_view(["POST"])
 def tool_approval_requests(request: Request) -> Response:
     data = validate_flat(ToolApprovalRequestIn, request.data)
+    return _open(
+        request,
+        data,
+        RequestKind.TOOL,
+        skills=[],
+        tool=data["tool"],
+        server=data["server"],
+        arguments=data["arguments"] or {},
+    )
+
+
+def _open(request: Request, data: dict[str, Any], kind: RequestKind, **what: Any) -> Response:
+    """Open a request of `kind` asking about `what` (its skills, or its tool call), for the
+    session `data` names; an `Idempotency-Key` makes a retry return the same request."""
     key = request.headers.get(IDEMPOTENCY_HEADER)
     if key is not None:
         key = validate_value(IDEMPOTENCY_HEADER, key)
@@ -173,11 +169,7 @@ def tool_approval_requests(request: Request) -> Response:
         approval, created = services.request_create(
             services.RequestInput(
                 runtime=runtime,
-                skills=[],
-                kind=RequestKind.TOOL,
-                tool=data["tool"],
-                server=data["server"],
-                arguments=data["arguments"] or {},
+                kind=kind,
                 session_id=data["session_id"],
                 invoking_session_id=data["invoking_session_id"],
                 turn_id=data["turn_id"],
@@ -185,9 +177,10 @@ def tool_approval_requests(request: Request) -> Response:
                 reason=data["reason"],
                 timeout_seconds=data["timeout_seconds"],
                 idempotency_key=key,
+                **what,
             )
         )
-    return _opened(runtime, approval, created, RequestKind.TOOL)
+    return _opened(runtime, approval, created, kind)
 
 
 def _opened(runtime: AgentRuntime, approval: ApprovalRequest, created: bool, kind: RequestKind) -> Response:
