@@ -2,6 +2,10 @@
 
 Grants are never deleted: revoking one sets `revoked_at`/`revoked_by`, so an auditor
 can ask what was in force at any moment.
+
+Over 500 lines on purpose: Django's models module of the app, every table of skill and tool
+approvals with its named constraints; the constraints are the rules' last line of defence and
+read best beside their fields.
 """
 
 from __future__ import annotations

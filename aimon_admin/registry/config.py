@@ -31,6 +31,9 @@ tools the file does not name are left as they are.
 Other apps add sections of their own (`sections`: approvals adds toolRules and skillRules,
 aimon_admin/approvals/config.py), read by the same parser with the same FILE:LINE errors
 and applied in the same transaction (`then`).
+
+Over 500 lines on purpose: the parser and the applier of one file format, side by side, so
+that every spec the checking accepts is one the applying writes, and one reading shows both.
 """
 
 from __future__ import annotations
