@@ -6,10 +6,6 @@ only.
 The chain (U, first match wins): ceiling → operator DENY rules → this call's approval →
 turn → session → invoking session → agent grants → operator ALLOW / ASK rules → the gate →
 ASK; an unattended ASK becomes DENY unless a pre-approval answers it (T8, U5).
-
-Over 500 lines on purpose: all of part U's pure rules (the subject, the rule grammar, the
-digest, the chain's order) in the one module a reviewer reads to check them against
-docs/rules.md, free of models and queries as every policy module is.
 """
 
 from __future__ import annotations
