@@ -252,6 +252,18 @@ async def _detail(request: HttpRequest, request_id: str, kind: RequestKind) -> d
     return body
 
 
+# The long-poll's parameters, the same for both kinds.
+_LONG_POLL_PARAMETERS = [
+    OpenApiParameter("request_id", OpenApiTypes.UUID, OpenApiParameter.PATH),
+    OpenApiParameter(
+        "wait",
+        {"type": "integer", "minimum": 0, "maximum": MAX_WAIT, "default": 0},
+        OpenApiParameter.QUERY,
+        description=f"Seconds to wait for an answer, 0-{MAX_WAIT}; default 0.",
+    ),
+]
+
+
 class ApprovalRequestDetailSchema(APIView):
     """Schema only: documents `approval_request_detail`, which drf-spectacular cannot read
     because it is a plain async Django view. Never routed, never instantiated for a request."""
@@ -266,15 +278,7 @@ class ApprovalRequestDetailSchema(APIView):
             "request is answered. Scope `REQUEST` (always with DENY) means *Deny this request*: "
             "the answer holds for this request only and nothing was stored."
         ),
-        parameters=[
-            OpenApiParameter("request_id", OpenApiTypes.UUID, OpenApiParameter.PATH),
-            OpenApiParameter(
-                "wait",
-                {"type": "integer", "minimum": 0, "maximum": MAX_WAIT, "default": 0},
-                OpenApiParameter.QUERY,
-                description=f"Seconds to wait for an answer, 0-{MAX_WAIT}; default 0.",
-            ),
-        ],
+        parameters=_LONG_POLL_PARAMETERS,
         responses={200: ApprovalRequestOut, **{k: ERRORS[k] for k in (400, 401, 404, 503)}},
     )
     def get(self, request: Request, request_id: str) -> Response:
@@ -310,15 +314,7 @@ class ToolApprovalRequestDetailSchema(APIView):
             "tool-decisions with this id as `approval_id` and the same arguments, ALLOW once), "
             "SESSION or AGENT with the subject `pattern` the approver picked (null: the whole tool)."
         ),
-        parameters=[
-            OpenApiParameter("request_id", OpenApiTypes.UUID, OpenApiParameter.PATH),
-            OpenApiParameter(
-                "wait",
-                {"type": "integer", "minimum": 0, "maximum": MAX_WAIT, "default": 0},
-                OpenApiParameter.QUERY,
-                description=f"Seconds to wait for an answer, 0-{MAX_WAIT}; default 0.",
-            ),
-        ],
+        parameters=_LONG_POLL_PARAMETERS,
         responses={200: ToolApprovalRequestOut, **{k: ERRORS[k] for k in (400, 401, 404, 503)}},
     )
     def get(self, request: Request, request_id: str) -> Response:
