@@ -6,7 +6,9 @@ once on SQLite and once on PostgreSQL + Redis).
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 
 os.environ.setdefault("DJANGO_SECRET_KEY", "test-only-secret-key-not-for-production-use-0123456789")
@@ -27,3 +29,12 @@ AIMON_NOTIFY_ALLOW_PRIVATE_ADDRESSES = True
 # run's own (never the project's audit-checkpoints/ that make run fills).
 AIMON_AUDIT_SIGNING_KEY = ""
 AIMON_AUDIT_CHECKPOINT_DIR = tempfile.mkdtemp(prefix="aimon-test-checkpoints-")
+
+# On SQLite the test database is a file, as the product's is (WAL, BEGIN IMMEDIATE, the busy
+# timeout), never Django's default of memory with a shared cache: there every thread that is
+# not the test's own (a live server's request, a client's poll) shares one connection, or
+# finds a table another is writing "locked" at once instead of waiting its turn.
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
+    _folder = tempfile.mkdtemp(prefix="aimon-test-db-")
+    atexit.register(shutil.rmtree, _folder, ignore_errors=True)
+    DATABASES["default"]["TEST"] = {"NAME": os.path.join(_folder, "test.sqlite3")}  # noqa: F405

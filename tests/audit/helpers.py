@@ -5,11 +5,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -98,28 +96,11 @@ def raw_insert(row: dict[str, object]) -> int:
     )
 
 
-def copy_sqlite_test_database(path: Path) -> str:
-    """Copy the in-memory SQLite test database to a file another process can open; return its URL.
-
-    Only what this test committed is in the copy, so call it from a transactional test.
-    """
-    assert connection.vendor == "sqlite"
-    path.unlink(missing_ok=True)
-    target = sqlite3.connect(path)
-    try:
-        connection.ensure_connection()
-        connection.connection.backup(target)
-    finally:
-        target.close()
-    return f"sqlite:///{path}"
-
-
-def database_for_new_process(tmp_path: Path) -> str:
+def database_for_new_process() -> str:
     """A DATABASE_URL through which another process sees what this (transactional) test committed."""
-    if connection.vendor == "sqlite":
-        # The test database lives in this process's memory: hand the other process a copy.
-        return copy_sqlite_test_database(tmp_path / "test-database-copy.sqlite3")
     db = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{db['NAME']}"  # a file (aimon_admin/settings/test.py)
     return f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
 
 

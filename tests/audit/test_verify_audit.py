@@ -221,7 +221,7 @@ def test_a_forged_event_spliced_into_the_middle_is_caught(
 
 def manage_py_verify_audit(tmp_path: Path) -> subprocess.CompletedProcess[str]:
     """Run `manage.py verify_audit` in a new process against what this test committed."""
-    return run_in_new_process(["manage.py", "verify_audit"], database_for_new_process(tmp_path))
+    return run_in_new_process(["manage.py", "verify_audit"], database_for_new_process())
 
 
 @pytest.mark.django_db(transaction=True)
