@@ -121,7 +121,7 @@ def node(redis_url: str, tmp_path: Path) -> Iterator[tuple[int, subprocess.Popen
     port, log = free_port(), tmp_path / "node.log"
     relay = DelayedRedis(redis_url, REDIS_DELAY_SECONDS)
     env = child_env(
-        DATABASE_URL=database_for_new_process(tmp_path),
+        DATABASE_URL=database_for_new_process(),
         REDIS_URL=relay.url,
         DJANGO_SETTINGS_MODULE="aimon_admin.settings.test",
         DJANGO_ALLOWED_HOSTS="127.0.0.1",

@@ -180,7 +180,7 @@ def test_two_people_answering_the_same_item_at_once_in_a_new_process(
     runtime: AgentRuntime, contenders: None, tmp_path: Path
 ) -> None:  # S7, S13: exactly once, on a database file (SQLite) or the test database (PostgreSQL)
     child = run_in_new_process(
-        ["-c", RACE_IN_A_NEW_PROCESS, runtime.name, str(ROUNDS)], database_for_new_process(tmp_path)
+        ["-c", RACE_IN_A_NEW_PROCESS, runtime.name, str(ROUNDS)], database_for_new_process()
     )
 
     assert child.returncode == 0, child.stderr[-4000:]

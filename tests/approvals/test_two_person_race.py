@@ -161,7 +161,7 @@ def test_two_people_allowing_at_once_make_exactly_one_grant_in_a_new_process(
     runtime: AgentRuntime, two_person_rule: None, tmp_path: Path
 ) -> None:  # P3, on a database file (SQLite) or the test database (PostgreSQL)
     child = run_in_new_process(
-        ["-c", RACE_IN_A_NEW_PROCESS, runtime.name, str(ROUNDS)], database_for_new_process(tmp_path)
+        ["-c", RACE_IN_A_NEW_PROCESS, runtime.name, str(ROUNDS)], database_for_new_process()
     )
 
     assert child.returncode == 0, child.stderr[-4000:]

@@ -53,7 +53,7 @@ def test_gateway_on_postgres_and_redis_then_the_product_stops_mid_call(
     actor = Actor.for_user(operator)
     register_real_servers(actor, repo)
     port = free_port()
-    node = start_node(port, database_for_new_process(tmp_path), redis_url, tmp_path / "node.log")
+    node = start_node(port, database_for_new_process(), redis_url, tmp_path / "node.log")
     with serve_http(catalog.build_server()) as catalog_url:
         register(actor, "records", url=catalog_url)
         try:

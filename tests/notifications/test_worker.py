@@ -119,9 +119,7 @@ def test_a_burst_is_delivered_exactly_once_on_every_channel(
 
         open_some(BEFORE_THE_WORKER)  # no worker yet: the queue holds them
         assert receiver.got == []
-        worker = start_worker(
-            database_for_new_process(tmp_path), django_settings.REDIS_URL, tmp_path / "worker.log"
-        )
+        worker = start_worker(database_for_new_process(), django_settings.REDIS_URL, tmp_path / "worker.log")
         try:
             open_some(BURST - BEFORE_THE_WORKER)
             expected = 3 * BURST

@@ -257,7 +257,7 @@ def test_prod_serves_decides_runs_tasks_and_stops_every_process_on_sigterm(
 
     port = free_port()
     log = tmp_path / "prod.log"
-    env = production_env(database_for_new_process(tmp_path), redis_url, port, tmp_path)
+    env = production_env(database_for_new_process(), redis_url, port, tmp_path)
     prod = start_prod(env, log)
     try:
         wait_for_health(port, deadline, prod, log)
@@ -406,7 +406,7 @@ def test_a_dead_child_is_started_again_alone_and_the_others_serve_on(
     deadline = Deadline(BUDGET_SECONDS)
     port = free_port()
     log = tmp_path / "prod.log"
-    env = production_env(database_for_new_process(tmp_path), redis_url, port, tmp_path)
+    env = production_env(database_for_new_process(), redis_url, port, tmp_path)
     prod = start_prod(env, log)
     try:
         wait_for_health(port, deadline, prod, log)
@@ -465,9 +465,7 @@ def test_prod_stops_everything_and_fails_when_a_child_keeps_dying(redis_url: str
     deadline = Deadline(BUDGET_SECONDS)
     port = free_port()
     log = tmp_path / "prod.log"
-    env = dict(
-        production_env(database_for_new_process(tmp_path), redis_url, port, tmp_path), AIMON_RESTART_LIMIT="2"
-    )
+    env = dict(production_env(database_for_new_process(), redis_url, port, tmp_path), AIMON_RESTART_LIMIT="2")
     prod = start_prod(env, log)
     try:
         wait_for_health(port, deadline, prod, log)

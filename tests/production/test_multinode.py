@@ -73,7 +73,7 @@ class Nodes:
 @pytest.fixture
 def nodes(redis_url: str, runtime_token: str, tmp_path: Path) -> Iterator[Nodes]:
     deadline = Deadline(BUDGET_SECONDS)
-    database_url = database_for_new_process(tmp_path)
+    database_url = database_for_new_process()
     ports = (free_port(), free_port())
     logs = [tmp_path / f"node-{name}.log" for name in "ab"]
     processes = [
