@@ -6,13 +6,12 @@ be read as "no session", and a field such as ``decision`` or ``approved`` can ne
 carry an answer in (S11). The views validate with `core.api.validate_flat`, which runs
 the declared fields without building a serializer. Output serializers only document
 the responses; the views build plain dicts, and every endpoint that returns an approval
-request renders it with `approval_request_body`.
+request renders it with `request_body`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
 from typing import Any
 
 from drf_spectacular.extensions import OpenApiSerializerFieldExtension
@@ -76,31 +75,21 @@ def unique_skills(skills: list[str]) -> list[str]:
 # --- Inputs -----------------------------------------------------------------------------------
 
 
-class SkillDecisionIn(StrictSerializer):
-    """Which skills, for which session. Unknown fields are refused, naming them."""
+class CallerIn(StrictSerializer):
+    """Who asks, in every decision and request body of either kind."""
 
-    skills = serializers.ListField(
-        child=NameField(),
-        min_length=1,
-        max_length=MAX_SKILLS,
-        help_text=f"1-{MAX_SKILLS} skill names, each once.",
-    )
     session_id = OptionalIdField(help_text="The session asking; null or absent for forks and scheduled runs.")
     invoking_session_id = OptionalIdField(
-        help_text="The session that launched this execution, where the user really answers."
+        help_text="The session that launched this run (a fork): its approvals and denials hold here."
     )
     turn_id = OptionalIdField(help_text="The turn, for answers that hold for one turn only.")
     principal = OptionalIdField(
         help_text="The end user's AIMON Admin username; fixed for a session when first seen."
     )
 
-    @staticmethod
-    def validate_skills(value: list[str]) -> list[str]:
-        return unique_skills(value)
 
-
-class ApprovalRequestIn(SkillDecisionIn):
-    """The skills to ask a person about, as for a decision, plus what the approver sees."""
+class AskIn(StrictSerializer):
+    """What a request to a person adds to a decision's body, for either kind."""
 
     reason = serializers.CharField(
         required=False,
@@ -126,6 +115,31 @@ class ApprovalRequestIn(SkillDecisionIn):
         return value or ""
 
 
+# --- Skills -----------------------------------------------------------------------------------
+
+
+class SkillDecisionIn(CallerIn):
+    """Which skills, for which session. Unknown fields are refused, naming them."""
+
+    skills = serializers.ListField(
+        child=NameField(),
+        min_length=1,
+        max_length=MAX_SKILLS,
+        help_text=f"1-{MAX_SKILLS} skill names, each once.",
+    )
+
+    @staticmethod
+    def validate_skills(value: list[str]) -> list[str]:
+        return unique_skills(value)
+
+
+class ApprovalRequestIn(AskIn, SkillDecisionIn):
+    """The skills to ask a person about, as for a decision, plus what the approver sees."""
+
+
+# --- Tools ------------------------------------------------------------------------------------
+
+
 class ArgumentsField(serializers.DictField):
     """A tool call's arguments as the runtime will run them: a JSON object whose
     canonical form (RFC 8785) exists and is at most 64 KiB, that the database can hold."""
@@ -141,29 +155,26 @@ class ArgumentsField(serializers.DictField):
         return data
 
 
-class ToolDecisionIn(StrictSerializer):
-    """A tool call to decide. Only `tool` is required; with `tool`, `server` and `session_id`
-    alone the answer is the gate's, as it always was."""
+class ToolCallIn(CallerIn):
+    """A tool call: the tool, its server and its arguments, with who asks."""
 
     tool = ToolNameField()
     server = OptionalIdField(help_text="The MCP server's name; null or absent for a local tool.")
-    session_id = OptionalIdField(
-        help_text="Null or absent (with no invoking_session_id): unattended, so ASK becomes DENY."
-    )
-    invoking_session_id = OptionalIdField(
-        help_text="The session that launched this run (a fork): its approvals and denials hold here."
-    )
-    turn_id = OptionalIdField(help_text="The turn, for approvals that hold for one turn only.")
-    principal = OptionalIdField(
-        help_text="The end user's AIMON Admin username; fixed for a session when first seen."
-    )
     arguments = ArgumentsField(
         required=False,
         allow_null=True,
         default=None,
         help_text="The call's input, a JSON object (at most 64 KiB as canonical JSON): its subject "
-        "argument is matched by argument rules and grants; its digest by an Allow this call.",
+        "argument is matched by argument rules and grants, its digest by an Allow this call, and an "
+        "approver sees it in full.",
     )
+
+
+class ToolDecisionIn(ToolCallIn):
+    """A tool call to decide. Only `tool` is required; with `tool`, `server` and `session_id`
+    alone the answer is the gate's, as it always was. Without a session (and no
+    invoking_session_id) the call is unattended, so ASK becomes DENY."""
+
     replay = StrictBooleanField(
         required=False,
         default=False,
@@ -214,46 +225,8 @@ def tool_decision_input(data: Any) -> dict[str, Any]:
     return validate_flat(ToolDecisionIn, data)
 
 
-class ToolApprovalRequestIn(StrictSerializer):
+class ToolApprovalRequestIn(AskIn, ToolCallIn):
     """One tool call to ask a person about, with its exact arguments."""
-
-    tool = ToolNameField()
-    server = OptionalIdField(help_text="The MCP server's name; null or absent for a local tool.")
-    session_id = OptionalIdField(help_text="The session asking. With no invoking_session_id, required.")
-    invoking_session_id = OptionalIdField(
-        help_text="The session that launched this run: a fork's session answers land there."
-    )
-    turn_id = OptionalIdField(help_text="The turn asking.")
-    principal = OptionalIdField(
-        help_text="The end user's AIMON Admin username; fixed for a session when first seen."
-    )
-    arguments = ArgumentsField(
-        required=False,
-        allow_null=True,
-        default=None,
-        help_text="The call's exact input, shown in full to the approver; absent means {}.",
-    )
-    reason = serializers.CharField(
-        required=False,
-        allow_null=True,
-        allow_blank=True,
-        max_length=MAX_REASON,
-        trim_whitespace=False,
-        default="",
-        help_text="Shown to the approver.",
-    )
-    timeout_seconds = serializers.IntegerField(
-        required=False,
-        allow_null=True,
-        min_value=MIN_TIMEOUT,
-        max_value=MAX_TIMEOUT,
-        default=None,
-        help_text="Seconds until the request expires; 300 when omitted.",
-    )
-
-    @staticmethod
-    def validate_reason(value: str | None) -> str:
-        return value or ""
 
 
 class EmptyIn(StrictSerializer):
@@ -335,14 +308,19 @@ class ApprovalItemOut(serializers.Serializer):
     )
 
 
-class ApprovalRequestOut(serializers.Serializer):
+class RequestOut(serializers.Serializer):
+    """What a request of either kind says about itself."""
+
     id = serializers.UUIDField()
     status = NamedEnumField(RequestStatus, "ApprovalRequestStatusEnum")
     created_at = serializers.DateTimeField()
     expires_at = serializers.DateTimeField()
-    items = ApprovalItemOut(many=True)
     answered_by = serializers.CharField(allow_null=True, help_text="Username of whoever answered.")
     answered_at = serializers.DateTimeField(allow_null=True)
+
+
+class ApprovalRequestOut(RequestOut):
+    items = ApprovalItemOut(many=True)
 
 
 class ToolRuleRefOut(serializers.Serializer):
@@ -372,11 +350,7 @@ class ToolDecisionOut(serializers.Serializer):
     )
 
 
-class ToolApprovalRequestOut(serializers.Serializer):
-    id = serializers.UUIDField()
-    status = NamedEnumField(RequestStatus, "ApprovalRequestStatusEnum")
-    created_at = serializers.DateTimeField()
-    expires_at = serializers.DateTimeField()
+class ToolApprovalRequestOut(RequestOut):
     tool = serializers.CharField()
     server = serializers.CharField(allow_null=True, help_text="Null for the runtime's own tool.")
     subject = serializers.CharField(
@@ -405,8 +379,6 @@ class ToolApprovalRequestOut(serializers.Serializer):
         required=False,
         help_text="Present only when the chain decided the call when the request was opened.",
     )
-    answered_by = serializers.CharField(allow_null=True, help_text="Username of whoever answered.")
-    answered_at = serializers.DateTimeField(allow_null=True)
 
 
 class SessionClearOut(serializers.Serializer):
@@ -428,7 +400,45 @@ def iso(value: dt.datetime | None) -> str | None:
     return value.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
 
 
-def approval_item_body(item: ApprovalItem) -> dict[str, Any]:
+def request_body(request: ApprovalRequest) -> dict[str, Any]:
+    """A request of either kind, as every endpoint returns it (docs/api.md "Asking a person:
+    approval requests" and "Tools").
+
+    Load it with ``select_related("answered_by")`` and ``prefetch_related("items")`` so
+    rendering costs no further query.
+    """
+    body: dict[str, Any] = {
+        "id": str(request.pk),
+        "status": request.status,
+        "created_at": iso(request.created_at),
+        "expires_at": iso(request.expires_at),
+    }
+    items = request.items.all()
+    if request.kind == RequestKind.TOOL:
+        (item,) = items
+        scope = item.scope or None
+        body |= {
+            "tool": request.tool,
+            "server": request.server or None,
+            "subject": request.subject,
+            "arguments_digest": request.arguments_digest,
+            "decision": item.decision or None,
+            "scope": scope,
+            "pattern": (item.pattern or None)
+            if scope in (ItemScope.SESSION, ItemScope.AGENT, ItemScope.TURN)
+            else None,
+        }
+    else:
+        body["items"] = [_item_body(item) for item in items]
+    answered_by = request.answered_by
+    body["answered_by"] = answered_by.get_username() if answered_by is not None else None
+    body["answered_at"] = iso(request.answered_at)
+    if request.kind == RequestKind.TOOL and item.source:
+        body["source"] = item.source
+    return body
+
+
+def _item_body(item: ApprovalItem) -> dict[str, Any]:
     body: dict[str, Any] = {
         "skill": item.skill,
         "decision": item.decision or None,
@@ -437,59 +447,3 @@ def approval_item_body(item: ApprovalItem) -> dict[str, Any]:
     if item.source:
         body["source"] = item.source
     return body
-
-
-def request_body(request: ApprovalRequest) -> dict[str, Any]:
-    """A request of either kind, as its endpoints return it."""
-    if request.kind == RequestKind.TOOL:
-        return tool_request_body(request)
-    return approval_request_body(request)
-
-
-def tool_request_body(request: ApprovalRequest) -> dict[str, Any]:
-    """A tool approval request as every endpoint returns it.
-    Load it as `approval_request_body` asks."""
-    (item,) = request.items.all()
-    answered_by = request.answered_by
-    scope = item.scope or None
-    body: dict[str, Any] = {
-        "id": str(request.pk),
-        "status": request.status,
-        "created_at": iso(request.created_at),
-        "expires_at": iso(request.expires_at),
-        "tool": request.tool,
-        "server": request.server or None,
-        "subject": request.subject,
-        "arguments_digest": request.arguments_digest,
-        "decision": item.decision or None,
-        "scope": scope,
-        "pattern": (item.pattern or None)
-        if scope in (ItemScope.SESSION, ItemScope.AGENT, ItemScope.TURN)
-        else None,
-        "answered_by": answered_by.get_username() if answered_by is not None else None,
-        "answered_at": iso(request.answered_at),
-    }
-    if item.source:
-        body["source"] = item.source
-    return body
-
-
-def approval_request_body(
-    request: ApprovalRequest, items: Iterable[ApprovalItem] | None = None
-) -> dict[str, Any]:
-    """An approval request as every endpoint returns it (docs/api.md "Asking a person:
-    approval requests").
-
-    Load it with ``select_related("answered_by")`` and ``prefetch_related("items")`` (or
-    pass `items`) so rendering costs no further query.
-    """
-    answered_by = request.answered_by
-    return {
-        "id": str(request.pk),
-        "status": request.status,
-        "created_at": iso(request.created_at),
-        "expires_at": iso(request.expires_at),
-        "items": [approval_item_body(item) for item in (request.items.all() if items is None else items)],
-        "answered_by": answered_by.get_username() if answered_by is not None else None,
-        "answered_at": iso(request.answered_at),
-    }
