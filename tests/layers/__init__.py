@@ -1,0 +1,1 @@
+"""What tests/test_layers.py reads besides imports: the edges written as strings."""
