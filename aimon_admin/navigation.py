@@ -1,4 +1,9 @@
-"""The navigation each person sees, grouped by job, from the permissions their role grants."""
+"""The menu: the navigation each person sees, grouped by job, from the permissions their
+role grants, and the context processor that puts it on every page (settings TEMPLATES).
+
+It names every app's pages, so it sits at the project level above the domain apps, which
+never import it (tests/test_layers.py).
+"""
 
 from __future__ import annotations
 

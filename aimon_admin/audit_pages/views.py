@@ -27,7 +27,7 @@ from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET
 from django_htmx.http import push_url
 
-from aimon_admin.approvals.audit_pages import selectors
+from aimon_admin.approvals import selectors as approvals_selectors
 from aimon_admin.approvals.choices import GrantScope
 from aimon_admin.approvals.models import Grant
 from aimon_admin.audit import chain, export
@@ -45,6 +45,7 @@ from aimon_admin.audit.filters import (
 )
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.audit.verification import last_verification
+from aimon_admin.audit_pages import selectors
 
 PERMISSION = "audit.view_auditevent"
 # Messages users see (tests import these).
@@ -120,7 +121,7 @@ def _url(name: str, query: str = "", *args: Any) -> str:
 
 @_auditor
 def home_view(request: HttpRequest) -> HttpResponse:
-    in_force = selectors.escalated_grants_in_force(limit=selectors.IN_FORCE_COUNT_LIMIT)
+    in_force = approvals_selectors.escalated_grants_in_force(limit=selectors.IN_FORCE_COUNT_LIMIT)
     context = {
         "escalations_in_force": in_force,
         "escalations_in_force_label": (

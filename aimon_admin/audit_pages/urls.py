@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from aimon_admin.approvals.audit_pages import analytics_views, verify_views, views
 from aimon_admin.audit import proof_views
+from aimon_admin.audit_pages import analytics_views, verify_views, views
 
 app_name = "audit"
 
