@@ -170,7 +170,7 @@ TYPE_CHECKING_IMPORT = (
         ("approvals/x.py", "from aimon_admin.demo import apps\n", "approvals -> demo"),
         # The pages on top: no domain app reads them, and they do not read the demo.
         ("approvals/home.py", "from aimon_admin.audit_pages import selectors\n", "approvals -> audit_pages"),
-        ("audit/x.py", "from aimon_admin.audit_pages.views import home_view\n", "audit -> audit_pages"),
+        ("audit/x.py", "from aimon_admin.audit_pages.home_views import home_view\n", "audit -> audit_pages"),
         ("core/x.py", "from aimon_admin.navigation import NAV_GROUPS\n", "core -> navigation"),
         ("accounts/x.py", "from aimon_admin import navigation\n", "accounts -> navigation"),
         ("audit_pages/x.py", "from aimon_admin.demo import apps\n", "audit_pages -> demo"),

@@ -13,7 +13,7 @@ from aimon_admin.accounts.models import User
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.audit.services import audit_record
-from aimon_admin.audit_pages import views as pages
+from aimon_admin.audit_pages import event_views as pages
 from aimon_admin.core.actors import Actor
 from aimon_admin.runtimes.models import AgentRuntime
 from aimon_admin.runtimes.services import runtime_update_settings
