@@ -98,7 +98,6 @@ def navigation(request: HttpRequest) -> dict[str, object]:
         "nav_groups": [
             {"label": group.label, "items": [entry(item) for item in items]} for group, items in visible
         ],
-        "user_roles": user.roles if hasattr(user, "roles") else [],
     }
 
 

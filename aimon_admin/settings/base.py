@@ -137,6 +137,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "aimon_admin.navigation.navigation",
+                "aimon_admin.accounts.context_processors.roles",
             ],
         },
     }
