@@ -24,7 +24,7 @@ urlpatterns = [
     path("registry/", include("aimon_admin.registry.urls")),
     path("approvals/", include("aimon_admin.approvals.urls")),
     path("notifications/", include("aimon_admin.notifications.urls")),
-    path("audit/", include("aimon_admin.approvals.audit_pages.urls")),
+    path("audit/", include("aimon_admin.audit_pages.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("django-admin/", admin.site.urls),

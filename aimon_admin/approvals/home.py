@@ -18,7 +18,6 @@ from django.urls import reverse
 
 from aimon_admin.accounts.models import User
 from aimon_admin.approvals import selectors
-from aimon_admin.approvals.audit_pages import selectors as audit_selectors
 from aimon_admin.approvals.choices import RequestKind
 from aimon_admin.approvals.inbox_filter import inbox_url
 from aimon_admin.core.home import Figure, Section, Step
@@ -130,8 +129,8 @@ def requests_section(request: HttpRequest) -> Iterator[Section]:
 def escalations_section(request: HttpRequest) -> Iterator[Section]:
     if not request.user.has_perm(AUDIT_PERMISSION):
         return
-    limit = audit_selectors.IN_FORCE_COUNT_LIMIT
-    in_force = audit_selectors.escalated_grants_in_force(limit=limit)
+    limit = selectors.ESCALATED_IN_FORCE_LIMIT
+    in_force = selectors.escalated_grants_in_force(limit=limit)
     yield Section(
         key="audit",
         title=AUDIT_TITLE,

@@ -3,6 +3,7 @@ for the inbox, the request pages and the API alike."""
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 from dataclasses import dataclass
 from typing import Any
@@ -13,7 +14,7 @@ from django.utils import timezone
 from aimon_admin.accounts.models import User
 from aimon_admin.accounts.roles import Role
 from aimon_admin.approvals import tool_answers, tool_policy
-from aimon_admin.approvals.choices import GrantKind, GrantScope, RequestKind, RequestStatus
+from aimon_admin.approvals.choices import GrantKind, GrantOrigin, GrantScope, RequestKind, RequestStatus
 from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, Session
 from aimon_admin.approvals.tool_rules import tool_rule_index
 from aimon_admin.registry import policy as registry_policy
@@ -129,6 +130,26 @@ def agent_grants(*, runtime: AgentRuntime) -> QuerySet[Grant]:
         .filter(runtime=runtime, scope=GrantScope.AGENT)
         .select_related("granted_by", "request")
         .order_by("skill")
+    )
+
+
+ESCALATED_IN_FORCE_LIMIT = 50
+
+
+def escalated_grants_in_force(
+    *, now: dt.datetime | None = None, limit: int = ESCALATED_IN_FORCE_LIMIT
+) -> int:
+    """How many escalated grants are in force, counted up to `limit` + 1 (show "50+").
+
+    Active AGENT grants are at most one per runtime and skill (a partial unique index
+    the database can read), so this stays small however long the history is.
+    """
+    now = now or timezone.now()
+    return (
+        Grant.objects.filter(scope=GrantScope.AGENT, revoked_at__isnull=True, origin=GrantOrigin.ESCALATION)
+        .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+        .values("pk")[: limit + 1]
+        .count()
     )
 
 

@@ -33,7 +33,7 @@ CHAIN_ORDER = 42
 CHECKPOINTS_ORDER = 43
 WARNINGS_LIMIT = 50
 RECENT = dt.timedelta(hours=24)
-# As the log's time filters (approvals/audit_pages/selectors.CLOCK_SKEW_MARGIN).
+# As the log's time filters (aimon_admin/audit_pages/selectors.CLOCK_SKEW_MARGIN).
 CLOCK_SKEW_MARGIN = dt.timedelta(minutes=5)
 
 # Words people see (tests import these).

@@ -136,7 +136,8 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "aimon_admin.accounts.context_processors.navigation",
+                "aimon_admin.navigation.navigation",
+                "aimon_admin.accounts.context_processors.roles",
             ],
         },
     }

@@ -18,14 +18,14 @@ from django.test import AsyncClient
 from django.test.utils import CaptureQueriesContext
 
 from aimon_admin.accounts.models import User
-from aimon_admin.approvals.audit_pages import views
 from aimon_admin.audit import chain, export
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.audit.services import audit_record
+from aimon_admin.audit_pages import filter_form as views
 from aimon_admin.runtimes.models import AgentRuntime
 from tests.audit.helpers import record_events
-from tests.audit.pages_support import logged_in
+from tests.audit_pages.pages_support import logged_in
 from tests.conftest import TEST_ACTOR
 
 pytestmark = pytest.mark.django_db

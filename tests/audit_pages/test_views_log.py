@@ -14,14 +14,15 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from aimon_admin.accounts.models import User
-from aimon_admin.approvals.audit_pages import selectors, views
 from aimon_admin.audit import filters
 from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.audit.services import audit_record
+from aimon_admin.audit_pages import filter_form as views
+from aimon_admin.audit_pages import selectors
 from aimon_admin.core.actors import Actor
 from aimon_admin.runtimes.models import AgentRuntime
-from tests.audit.pages_support import HTMX, logged_in
+from tests.audit_pages.pages_support import HTMX, logged_in
 
 pytestmark = pytest.mark.django_db
 LOG = "/audit/events/"

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 from django.db.models import ExpressionWrapper, Q, QuerySet, TextField
 from django.db.models.fields.json import KT
-from django.utils import timezone
 
-from aimon_admin.approvals.choices import GrantOrigin, GrantScope
+from aimon_admin.approvals import selectors as approvals_selectors
+from aimon_admin.approvals.choices import GrantScope
 from aimon_admin.approvals.models import Grant, Session
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.filters import FilterError, LogFilters
@@ -30,7 +30,8 @@ from aimon_admin.runtimes.models import AgentRuntime
 PAGE_SIZE = 50
 ESCALATION_PAGE_SIZE = 50
 IN_FORCE_LIMIT = 500
-IN_FORCE_COUNT_LIMIT = 50
+# The home counts escalated grants in force up to this ("50+"), as the operators' home does.
+IN_FORCE_COUNT_LIMIT = approvals_selectors.ESCALATED_IN_FORCE_LIMIT
 # Clocks of several web nodes may disagree by this much: seq, not created_at, is the
 # log's order. Time filters are turned into seq ranges (so the seq indexes serve them)
 # that are wider than the times by this margin; the times themselves still filter.
@@ -250,21 +251,6 @@ def escalation_page(
     return EscalationPage(
         rows=[Escalation(event, grants.get(event.details.get("grant_id"))) for event in page],
         older_cursor=page[-1].seq if len(rows) > size else None,
-    )
-
-
-def escalated_grants_in_force(*, now: dt.datetime | None = None, limit: int = IN_FORCE_COUNT_LIMIT) -> int:
-    """How many escalated grants are in force, counted up to `limit` + 1 (show "50+").
-
-    Active AGENT grants are at most one per runtime and skill (a partial unique index
-    the database can read), so this stays small however long the history is.
-    """
-    now = now or timezone.now()
-    return (
-        Grant.objects.filter(scope=GrantScope.AGENT, revoked_at__isnull=True, origin=GrantOrigin.ESCALATION)
-        .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
-        .values("pk")[: limit + 1]
-        .count()
     )
 
 

@@ -10,7 +10,7 @@ from django.urls import reverse
 from aimon_admin.accounts.models import User
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.runtimes.models import AgentRuntime
-from tests.audit.pages_support import logged_in
+from tests.audit_pages.pages_support import logged_in
 
 pytestmark = pytest.mark.django_db
 

@@ -13,16 +13,16 @@ from django.urls import reverse
 from django.utils import timezone
 
 from aimon_admin.accounts.models import User
-from aimon_admin.approvals.audit_pages import selectors
 from aimon_admin.approvals.choices import Answer
 from aimon_admin.approvals.models import Grant
 from aimon_admin.approvals.services import agent_grants_revoke, request_answer, session_clear
 from aimon_admin.audit import filters
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
+from aimon_admin.audit_pages import selectors
 from aimon_admin.core.actors import Actor
 from aimon_admin.runtimes.models import AgentRuntime
-from tests.audit.pages_support import ask, escalate, logged_in
+from tests.audit_pages.pages_support import ask, escalate, logged_in
 
 pytestmark = pytest.mark.django_db
 IN_FORCE = '<span class="badge badge-warn">In force</span>'

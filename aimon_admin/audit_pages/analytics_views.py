@@ -3,7 +3,7 @@
 One read-only page, GET only, for whoever holds `audit.view_auditevent` (auditors and
 operators). The query string holds the choice (`runtime`, `period`), so a view can be
 shared as a link; a value that cannot be read is a 400 naming it. Charts are SVG drawn
-here, on the server, from the figures in `aimon_admin.approvals.audit_pages.analytics`, with the same
+here, on the server, from the figures in `aimon_admin.audit_pages.analytics`, with the same
 figures as a table beneath them.
 """
 
@@ -19,8 +19,8 @@ from django.urls import URLPattern, path
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from aimon_admin.approvals.audit_pages import analytics
-from aimon_admin.approvals.audit_pages.analytics import AnalyticsInputError, Figures, Report
+from aimon_admin.audit_pages import analytics
+from aimon_admin.audit_pages.analytics import AnalyticsInputError, Figures, Report
 from aimon_admin.core.plurals import counted
 from aimon_admin.runtimes.models import AgentRuntime
 

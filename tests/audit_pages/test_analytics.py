@@ -19,9 +19,6 @@ from django.test import Client
 from django.utils import timezone
 
 from aimon_admin.accounts.models import User
-from aimon_admin.approvals.audit_pages import analytics
-from aimon_admin.approvals.audit_pages.analytics import Box, Plot
-from aimon_admin.approvals.audit_pages.analytics_views import BAD_INPUT_MESSAGE, UNKNOWN_RUNTIME, QuietDays
 from aimon_admin.approvals.choices import Answer, GrantOrigin
 from aimon_admin.approvals.models import ApprovalRequest, Grant
 from aimon_admin.approvals.services import (
@@ -33,6 +30,9 @@ from aimon_admin.approvals.services import (
     request_expire_if_due,
     session_clear,
 )
+from aimon_admin.audit_pages import analytics
+from aimon_admin.audit_pages.analytics import Box, Plot
+from aimon_admin.audit_pages.analytics_views import BAD_INPUT_MESSAGE, UNKNOWN_RUNTIME, QuietDays
 from aimon_admin.core.actors import Actor
 from aimon_admin.runtimes.models import AgentRuntime
 

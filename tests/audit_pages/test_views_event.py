@@ -10,14 +10,14 @@ from django.db import transaction
 from django.urls import reverse
 
 from aimon_admin.accounts.models import User
-from aimon_admin.approvals.audit_pages import views as pages
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.audit.services import audit_record
+from aimon_admin.audit_pages import event_views as pages
 from aimon_admin.core.actors import Actor
 from aimon_admin.runtimes.models import AgentRuntime
 from aimon_admin.runtimes.services import runtime_update_settings
-from tests.audit.pages_support import escalate, logged_in
+from tests.audit_pages.pages_support import escalate, logged_in
 from tests.conftest import TEST_ACTOR
 
 pytestmark = pytest.mark.django_db
