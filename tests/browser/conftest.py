@@ -60,32 +60,19 @@ LogIn = Callable[..., Page]
 Shot = Callable[[Page, str], Path]
 
 
-# Runs its own SQLite database whatever the suite's: once is enough, on the SQLite run.
-# Checks of templates, CSS, headers and the demo script, not of the database: run once, in
-# the SQLite run. A journey run at both widths takes the database at the desktop width in both
-# runs; at the phone width it checks the layout again, once, in the SQLite run.
-SQLITE_RUN_ONLY = frozenset({"test_screenshots.py", "test_accessibility.py", "test_design.py", "test_csp.py"})
-
-
 @pytest.hookimpl(tryfirst=True)  # marks read by tests/conftest.py's selection
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Journeys in a browser check what a person sees and does (pages, htmx, focus, layout),
+    not the database: the views and services under them run on both databases in the rest
+    of the suite. So they run once, in the SQLite run (the embedded default a newcomer
+    clicks through first); a journey that needs the production stack is marked `postgres`."""
     here = Path(__file__).parent
     for item in items:
         if here not in item.path.parents:
             continue
         item.add_marker(pytest.mark.browser)
-        if item.path.name in SQLITE_RUN_ONLY or _the_phone_half_of_both_widths(item):
+        if not item.get_closest_marker("postgres"):
             item.add_marker(pytest.mark.sqlite_run)
-
-
-def _the_phone_half_of_both_widths(item: pytest.Item) -> bool:
-    callspec = getattr(item, "callspec", None)
-    if callspec is None or callspec.params.get("device") != "phone":
-        return False
-    return any(
-        marker.args[0] == "device" and set(marker.args[1]) == set(DEVICES)
-        for marker in item.iter_markers("parametrize")
-    )
 
 
 @pytest.hookimpl(wrapper=True)
