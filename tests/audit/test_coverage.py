@@ -480,7 +480,7 @@ def _alice_channel(w: World) -> None:
 
 def _webhook(w: World) -> None:
     hook, _ = _remember_secret(
-        w, notifications.webhook_create(name="siem", url="https://93.184.216.34/hook", actor=w.op)
+        w, notifications.webhook_create(name="siem", url="http://127.0.0.1:9/hook", actor=w.op)
     )
     w.prepared = hook
 
@@ -529,8 +529,8 @@ WEBHOOK_SECRET_GIVEN = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"  # nosec B105 - 
 # load_config's webhooks (notifications/config.py): one with its secret given, one made.
 WEBHOOKS_YAML = f"""\
 webhooks:
-  siem: {{url: "https://93.184.216.34/hook", secret: {WEBHOOK_SECRET_GIVEN}}}
-  chat: {{url: "https://93.184.216.34/chat", events: [approval.escalated]}}
+  siem: {{url: "http://127.0.0.1:9/hook", secret: {WEBHOOK_SECRET_GIVEN}}}
+  chat: {{url: "http://127.0.0.1:9/chat", events: [approval.escalated]}}
 """
 
 
@@ -1521,7 +1521,7 @@ CASES: dict[str, list[Case]] = {
     "aimon_admin.notifications.services.channels.webhook_create": [
         Case(
             run=lambda w: _remember_secret(
-                w, notifications.webhook_create(name="siem", url="https://93.184.216.34/hook", actor=w.op)
+                w, notifications.webhook_create(name="siem", url="http://127.0.0.1:9/hook", actor=w.op)
             ),
             expect=(AuditAction.NOTIFICATION_CHANNEL_ADDED,),
             actor=_op,
