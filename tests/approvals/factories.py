@@ -56,6 +56,7 @@ def open_skill_request(
     invoking_session_id: str | None = None,
     turn_id: str | None = None,
     reason: str = "",
+    timeout_seconds: int | None = None,
     idempotency_key: str | None = None,
 ) -> ApprovalRequest:
     """A new request about `skills`, opened as the API opens one (S4): the skills the chain
@@ -69,6 +70,7 @@ def open_skill_request(
             invoking_session_id=invoking_session_id,
             turn_id=turn_id,
             reason=reason,
+            timeout_seconds=timeout_seconds,
             idempotency_key=idempotency_key,
         )
     )
@@ -87,6 +89,7 @@ def open_tool_request(
     invoking_session_id: str | None = None,
     turn_id: str | None = None,
     reason: str = "",
+    timeout_seconds: int | None = None,
 ) -> ApprovalRequest:
     """A new request about one call of `tool` (on MCP `server`; None: the runtime's own) with
     exactly these `arguments` (U2)."""
@@ -103,6 +106,7 @@ def open_tool_request(
             invoking_session_id=invoking_session_id,
             turn_id=turn_id,
             reason=reason,
+            timeout_seconds=timeout_seconds,
         )
     )
     assert created, "an earlier request was returned, not a new one"
