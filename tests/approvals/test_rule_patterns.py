@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 from django.core.exceptions import ValidationError
-from django.test import Client
 
 from aimon_admin.accounts.models import User
 from aimon_admin.approvals import rules
@@ -30,6 +29,7 @@ from aimon_admin.approvals.services import RequestInput, request_create
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.runtimes.models import AgentRuntime
+from tests.accounts.factories import logged_in
 from tests.conftest import TEST_ACTOR
 
 # --- The grammar (pure) ---------------------------------------------------------------------------
@@ -135,12 +135,6 @@ def test_rule_update_refuses_a_rule_whose_stored_pattern_is_bad() -> None:
 
 
 # --- The form and the page -------------------------------------------------------------------------
-
-
-def logged_in(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def test_a_new_rule_defaults_to_ask() -> None:

@@ -20,15 +20,10 @@ from aimon_admin.registry.services import local_tools_replace, mcp_server_create
 from aimon_admin.registry.sync.messages import PROGRESS_DONE, PROGRESS_LISTED, PROGRESS_STORING
 from aimon_admin.registry.views.gate import FORECAST
 from aimon_admin.runtimes.models import AgentRuntime
+from tests.accounts.factories import logged_in
 from tests.conftest import TEST_ACTOR
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def logged_in(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @pytest.mark.parametrize(
