@@ -30,10 +30,8 @@ from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant
 from aimon_admin.approvals.services import (
     AnswerOutcome,
     RequestClosedError,
-    RequestInput,
     request_answer,
     request_cancel,
-    request_create,
     request_expire_if_due,
 )
 from aimon_admin.audit.chain_head import CHAIN_LOCK_KEY
@@ -42,6 +40,7 @@ from aimon_admin.audit.models import AuditEvent
 from aimon_admin.audit.services import audit_verify_chain
 from aimon_admin.core.actors import Actor
 from aimon_admin.runtimes.models import AgentRuntime
+from tests.approvals.factories import open_skill_request
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -117,13 +116,6 @@ def join(*threads: threading.Thread) -> None:
     assert not any(thread.is_alive() for thread in threads), "hung"
 
 
-def open_request(runtime: AgentRuntime, skills: list[str]) -> ApprovalRequest:
-    request, _ = request_create(
-        RequestInput(runtime=runtime, skills=skills, session_id="s-1", principal="alice")
-    )
-    return request
-
-
 def abort_events() -> list[AuditEvent]:
     return list(AuditEvent.objects.filter(action=AuditAction.SKILL_ABORT_DENIED))
 
@@ -133,7 +125,7 @@ def abort_events() -> list[AuditEvent]:
 def test_an_answer_that_reaches_the_item_first_wins_and_the_abort_finds_the_request_answered(
     runtime: AgentRuntime, olivia: User, how: str, answer: Answer
 ) -> None:  # S7, S9: the answer's grant stands; no deadlock, no failure on either side
-    request = open_request(runtime, ["deploy"])
+    request = open_skill_request(runtime, "deploy")
     results: dict = {}
     with audit_chain_held():
         # The answer writes its grant and claims the item, then waits to audit it.
@@ -167,7 +159,7 @@ def test_an_answer_that_reaches_the_item_first_wins_and_the_abort_finds_the_requ
 def test_an_abort_that_reaches_the_item_first_wins_and_the_answer_writes_nothing(
     runtime: AgentRuntime, olivia: User, how: str, answer: Answer
 ) -> None:  # S9: the session's denial stands; the answer writes nothing, above all nothing agent-wide
-    request = open_request(runtime, ["deploy"])
+    request = open_skill_request(runtime, "deploy")
     results: dict = {}
     with audit_chain_held():
         abort_thread = in_thread("abort", aborting(request, how), results)
@@ -205,7 +197,7 @@ def test_an_abort_that_reaches_the_item_first_wins_and_the_answer_writes_nothing
 def test_an_abort_of_two_skills_leaves_the_one_answered_meanwhile(
     runtime: AgentRuntime, olivia: User
 ) -> None:  # S8, S9: the cancel denies the skill left open and leaves the answer's grant
-    request = open_request(runtime, ["deploy", "notify"])
+    request = open_skill_request(runtime, "deploy", "notify")
     results: dict = {}
     with audit_chain_held():
         answer_thread = in_thread(
@@ -236,7 +228,7 @@ def test_an_abort_of_two_skills_leaves_the_one_answered_meanwhile(
 
 def test_a_cancel_and_an_expiry_at_once_abort_the_request_once(runtime: AgentRuntime) -> None:
     # S9: one denial per skill, one audit event each, whichever abort comes second finds it closed
-    request = open_request(runtime, ["deploy", "notify"])
+    request = open_skill_request(runtime, "deploy", "notify")
     results: dict = {}
     with audit_chain_held():
         cancel_thread = in_thread("cancel", aborting(request, "cancel"), results)
@@ -264,9 +256,7 @@ def test_answers_and_cancels_racing_freely_settle_each_item_once(
 ) -> None:  # S7, S9: whichever wins, exactly one outcome, never a failure
     won: dict[str, int] = {"answer": 0, "cancel": 0}
     for number in range(RACE_ROUNDS):
-        request, _ = request_create(
-            RequestInput(runtime=runtime, skills=["deploy"], session_id=f"r-{number}", principal="alice")
-        )
+        request = open_skill_request(runtime, "deploy", session_id=f"r-{number}")
         start = threading.Barrier(2)
         results: dict = {}
 
@@ -310,7 +300,7 @@ def test_the_last_allow_of_two_and_a_cancel_at_once(
 ) -> None:  # P3, S9: the allow that reached the item first writes the grant; the cancel finds it answered
     oscar = make_user("oscar", Role.OPERATOR)
     rules.rule_create(pattern="deploy", action=RuleAction.ASK, approvers=2, actor=Actor.system("test"))
-    request = open_request(runtime, ["deploy"])
+    request = open_skill_request(runtime, "deploy")
     assert request_answer(request=request, user=olivia, answer=Answer.ALLOW_SESSION).allows_recorded
     results: dict = {}
     with audit_chain_held():

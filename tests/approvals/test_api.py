@@ -41,8 +41,9 @@ from aimon_admin.audit.models import AuditEvent
 from aimon_admin.core.api import CONTROL_CHARS_MESSAGE, UNKNOWN_FIELD_MESSAGE
 from aimon_admin.runtimes.authentication import INVALID_TOKEN_MESSAGE
 from aimon_admin.runtimes.models import AgentRuntime
-from aimon_admin.runtimes.services import token_issue
+from tests.approvals.factories import api_decide_skills, api_open_skill_request
 from tests.conftest import TEST_ACTOR
+from tests.runtimes.factories import api_client_for
 
 pytestmark = pytest.mark.django_db
 
@@ -62,28 +63,17 @@ def _fresh_rule_index() -> Iterator[None]:
 
 @pytest.fixture
 def other_api(other_runtime: AgentRuntime) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token_issue(runtime=other_runtime, actor=TEST_ACTOR)[1]}")
-    return client
-
-
-def decide(api: APIClient, skills: list[str], **body: Any) -> Any:
-    return api.post("/api/v1/skill-decisions", {"skills": skills, **body}, format="json")
+    return api_client_for(other_runtime)
 
 
 def decisions(api: APIClient, skills: list[str], **body: Any) -> list[tuple[str, str, str]]:
-    response = decide(api, skills, **body)
+    response = api_decide_skills(api, skills, **body)
     assert response.status_code == 200, response.content
     return [(d["skill"], d["decision"], d["source"]) for d in response.json()["decisions"]]
 
 
-def open_request(api: APIClient, skills: list[str], *, key: str | None = None, **body: Any) -> Any:
-    headers = {"HTTP_IDEMPOTENCY_KEY": key} if key is not None else {}
-    return api.post("/api/v1/approval-requests", {"skills": skills, **body}, format="json", **headers)
-
-
 def opened(api: APIClient, skills: list[str], **body: Any) -> dict[str, Any]:
-    response = open_request(api, skills, **body)
+    response = api_open_skill_request(api, skills, **body)
     assert response.status_code == 201, response.content
     return response.json()
 
@@ -118,7 +108,9 @@ def unknown(names: list[str], allowed: str) -> dict[str, Any]:
 
 
 def test_a_skill_nothing_decides_is_ask_from_the_default(api: APIClient) -> None:  # S2
-    response = decide(api, ["deploy", "notify"], session_id="s-1", turn_id="t-1", principal="alice")
+    response = api_decide_skills(
+        api, ["deploy", "notify"], session_id="s-1", turn_id="t-1", principal="alice"
+    )
     assert response.status_code == 200
     assert response.json() == {
         "decisions": [
@@ -129,7 +121,7 @@ def test_a_skill_nothing_decides_is_ask_from_the_default(api: APIClient) -> None
 
 
 def test_a_decision_creates_the_session_with_its_principal(api: APIClient, runtime: AgentRuntime) -> None:
-    decide(api, ["deploy"], session_id="s-1", principal="alice")  # S12
+    api_decide_skills(api, ["deploy"], session_id="s-1", principal="alice")  # S12
     session = Session.objects.get(runtime=runtime, session_id="s-1")
     assert session.principal == "alice"
 
@@ -209,9 +201,9 @@ def unknown_invoking(session_id: str) -> dict[str, Any]:
 def test_an_unknown_invoking_session_is_refused_naming_the_field(
     api: APIClient, runtime: AgentRuntime, other_api: APIClient, session_id: str | None
 ) -> None:  # S3: it once silently created a session nobody owns
-    decide(other_api, ["deploy"], session_id="s-other")  # another runtime's session is not ours
+    api_decide_skills(other_api, ["deploy"], session_id="s-other")  # another runtime's session is not ours
     for unknown in ("s-unknown", "s-other"):
-        for call in (decide, open_request):
+        for call in (api_decide_skills, api_open_skill_request):
             response = call(
                 api, ["deploy"], session_id=session_id, invoking_session_id=unknown, principal="alice"
             )
@@ -219,32 +211,33 @@ def test_an_unknown_invoking_session_is_refused_naming_the_field(
     assert not Session.objects.filter(runtime=runtime).exists()  # neither session created
     assert not ApprovalRequest.objects.exists()
     # Once the invoking session has been seen, a fork names it.
-    decide(api, ["deploy"], session_id="s-unknown")
+    api_decide_skills(api, ["deploy"], session_id="s-unknown")
     assert decisions(api, ["deploy"], invoking_session_id="s-unknown") == [("deploy", "ASK", "DEFAULT")]
-    assert open_request(api, ["deploy"], invoking_session_id="s-unknown").status_code == 201
+    assert api_open_skill_request(api, ["deploy"], invoking_session_id="s-unknown").status_code == 201
 
 
 def test_a_sessions_principal_is_fixed_when_first_seen(api: APIClient) -> None:  # S12
-    decide(api, ["deploy"], session_id="s-1", principal="alice")
+    api_decide_skills(api, ["deploy"], session_id="s-1", principal="alice")
     conflict = {
         "error": "conflict",
         "detail": PRINCIPAL_CONFLICT_MESSAGE.format(session="s-1", fixed="alice"),
     }
-    response = decide(api, ["deploy"], session_id="s-1", principal="mallory")
+    response = api_decide_skills(api, ["deploy"], session_id="s-1", principal="mallory")
     assert (response.status_code, response.json()) == (409, conflict)
-    response = open_request(api, ["deploy"], session_id="s-1", principal="mallory")
+    response = api_open_skill_request(api, ["deploy"], session_id="s-1", principal="mallory")
     assert (response.status_code, response.json()) == (409, conflict)
     assert not ApprovalRequest.objects.exists()
     # Naming no principal, or the same one, is fine.
-    assert decide(api, ["deploy"], session_id="s-1").status_code == 200
-    assert decide(api, ["deploy"], session_id="s-1", principal="alice").status_code == 200
+    assert api_decide_skills(api, ["deploy"], session_id="s-1").status_code == 200
+    assert api_decide_skills(api, ["deploy"], session_id="s-1", principal="alice").status_code == 200
 
 
 def test_the_same_session_id_on_another_runtime_is_another_session(
     api: APIClient, other_api: APIClient
 ) -> None:
-    decide(api, ["deploy"], session_id="s-1", principal="alice")  # S12: keyed by (runtime, session_id)
-    assert decide(other_api, ["deploy"], session_id="s-1", principal="bob").status_code == 200
+    # S12: keyed by (runtime, session_id)
+    api_decide_skills(api, ["deploy"], session_id="s-1", principal="alice")
+    assert api_decide_skills(other_api, ["deploy"], session_id="s-1", principal="bob").status_code == 200
 
 
 def test_skill_decisions_cost_a_few_queries(
@@ -252,26 +245,27 @@ def test_skill_decisions_cost_a_few_queries(
 ) -> None:  # the hot path
     request = opened(api, ["deploy"], session_id="s-1", principal="alice")
     answer(request, approver)
-    decide(api, ["deploy"], session_id="s-0")  # the invoking session exists
+    api_decide_skills(api, ["deploy"], session_id="s-0")  # the invoking session exists
     skills = [f"skill-{n}" for n in range(99)] + ["deploy"]
     body = {"session_id": "s-1", "invoking_session_id": "s-0", "turn_id": "t-1", "principal": "alice"}
-    decide(api, skills, **body)  # warm: token and session seen, rule index built
+    api_decide_skills(api, skills, **body)  # warm: token and session seen, rule index built
     # token, both sessions at once, every grant at once, the rule set's version: four,
     # however many skills.
     with django_assert_max_num_queries(4):
-        response = decide(api, skills, **body)
+        response = api_decide_skills(api, skills, **body)
     assert response.json()["decisions"][-1] == {"skill": "deploy", "decision": "ALLOW", "source": "SESSION"}
     # First sight: the same one read finds the session absent, then it is inserted (in a savepoint).
     with django_assert_max_num_queries(4):
-        assert decide(api, skills, session_id="s-new", principal="alice").status_code == 200
+        assert api_decide_skills(api, skills, session_id="s-new", principal="alice").status_code == 200
 
 
 def test_a_decision_for_a_new_session_reads_its_session_row_once(
     api: APIClient, django_assert_num_queries: Any
 ) -> None:  # S12: created at first sight, from the one read that found it absent
-    decide(api, ["deploy"], session_id="s-0", principal="alice")  # warm: token seen, rule index built
+    # warm: token seen, rule index built
+    api_decide_skills(api, ["deploy"], session_id="s-0", principal="alice")
     with django_assert_num_queries(4) as queries:
-        response = decide(api, ["deploy"], session_id="s-new", principal="alice")
+        response = api_decide_skills(api, ["deploy"], session_id="s-new", principal="alice")
     assert response.status_code == 200
     assert Session.objects.get(session_id="s-new").principal == "alice"
     # One read: token, sessions, grants and the rule set's version in one statement (on
@@ -439,7 +433,7 @@ def test_the_wrong_method_is_405_json(api: APIClient) -> None:
 def test_invalid_reason_or_timeout_is_400(
     api: APIClient, extra: dict[str, Any], fields: dict[str, Any]
 ) -> None:
-    response = open_request(api, ["deploy"], session_id="s-1", **extra)
+    response = api_open_skill_request(api, ["deploy"], session_id="s-1", **extra)
     assert (response.status_code, response.json()) == (400, invalid(fields))
 
 
@@ -448,7 +442,7 @@ def test_invalid_reason_or_timeout_is_400(
     [("", "This field may not be blank."), ("k" * 201, "Ensure this field has no more than 200 characters.")],
 )
 def test_an_invalid_idempotency_key_is_400_naming_the_header(api: APIClient, key: str, message: str) -> None:
-    response = open_request(api, ["deploy"], key=key)
+    response = api_open_skill_request(api, ["deploy"], idempotency_key=key)
     assert (response.status_code, response.json()) == (400, invalid({"Idempotency-Key": [message]}))
 
 
@@ -523,7 +517,7 @@ def test_a_bad_wait_is_400_naming_it(api: APIClient, wait: str) -> None:
 
 
 def test_a_new_request_is_201_with_its_whole_body(api: APIClient) -> None:
-    response = open_request(
+    response = api_open_skill_request(
         api, ["deploy", "notify"], session_id="s-1", turn_id="t-7", principal="alice", reason="ship it"
     )
     assert response.status_code == 201
@@ -558,14 +552,14 @@ def test_timeout_seconds_sets_the_expiry(api: APIClient, extra: dict[str, Any], 
 
 
 def test_the_same_idempotency_key_returns_the_same_request(api: APIClient, other_api: APIClient) -> None:
-    first = open_request(api, ["deploy"], key="k-1", session_id="s-1")
-    again = open_request(api, ["deploy"], key="k-1", session_id="s-1")
+    first = api_open_skill_request(api, ["deploy"], idempotency_key="k-1", session_id="s-1")
+    again = api_open_skill_request(api, ["deploy"], idempotency_key="k-1", session_id="s-1")
     assert (first.status_code, again.status_code) == (201, 200)
     assert again.json() == first.json()
-    other_key = open_request(api, ["deploy"], key="k-2", session_id="s-1")
+    other_key = api_open_skill_request(api, ["deploy"], idempotency_key="k-2", session_id="s-1")
     assert other_key.status_code == 201
     assert other_key.json()["id"] != first.json()["id"]
-    other_runtime = open_request(other_api, ["deploy"], key="k-1", session_id="s-1")
+    other_runtime = api_open_skill_request(other_api, ["deploy"], idempotency_key="k-1", session_id="s-1")
     assert other_runtime.status_code == 201
     assert other_runtime.json()["id"] != first.json()["id"]
     assert ApprovalRequest.objects.count() == 3
@@ -587,7 +581,7 @@ def test_a_request_the_chain_decides_wholly_is_answered_from_the_start(
 ) -> None:  # S2 S7
     answer(opened(api, ["deploy"], session_id="s-1"), operator, Answer.ALLOW_AGENT)
     rules.rule_create(pattern="drop-*", action="DENY", actor=TEST_ACTOR)
-    response = open_request(api, ["deploy", "drop-db"], session_id="s-2")
+    response = api_open_skill_request(api, ["deploy", "drop-db"], session_id="s-2")
     assert response.status_code == 201
     request = row(response.json())
     assert response.json() == {
@@ -675,7 +669,7 @@ def test_cancel_denies_each_unanswered_skill_for_the_session(api: APIClient, app
 
 
 def test_a_forks_cancel_denies_on_its_invoking_session(api: APIClient) -> None:  # S4 S9
-    decide(api, ["deploy"], session_id="s-1")
+    api_decide_skills(api, ["deploy"], session_id="s-1")
     body = opened(api, ["deploy"], invoking_session_id="s-1")
     assert api.post(f"/api/v1/approval-requests/{body['id']}/cancel").status_code == 200
     assert decisions(api, ["deploy"], session_id="s-1") == [("deploy", "DENY", "SESSION")]
@@ -720,9 +714,9 @@ def test_an_expired_request_reads_as_expired_and_denies_for_the_session(api: API
 
 
 def test_an_idempotent_retry_of_an_expired_request_reads_it_expired(api: APIClient) -> None:  # S9
-    first = opened(api, ["deploy"], key="k-1", session_id="s-1")
+    first = opened(api, ["deploy"], idempotency_key="k-1", session_id="s-1")
     ApprovalRequest.objects.filter(pk=first["id"]).update(expires_at=dt.datetime(2020, 1, 1, tzinfo=dt.UTC))
-    again = open_request(api, ["deploy"], key="k-1", session_id="s-1")
+    again = api_open_skill_request(api, ["deploy"], idempotency_key="k-1", session_id="s-1")
     assert (again.status_code, again.json()["status"]) == (200, "EXPIRED")
 
 

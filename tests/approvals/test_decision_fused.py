@@ -20,10 +20,8 @@ from aimon_admin.approvals import rules
 from aimon_admin.approvals.choices import Answer, RevokeReason, RuleAction
 from aimon_admin.approvals.models import Grant, Session
 from aimon_admin.approvals.services import (
-    RequestInput,
     decide_skills_for_token,
     request_answer,
-    request_create,
 )
 from aimon_admin.runtimes.authentication import (
     INVALID_TOKEN_MESSAGE,
@@ -33,6 +31,7 @@ from aimon_admin.runtimes.authentication import (
 from aimon_admin.runtimes.models import AgentRuntime, RuntimeToken
 from aimon_admin.runtimes.selectors import LAST_USED_RESOLUTION
 from aimon_admin.runtimes.services import runtime_disable, token_revoke
+from tests.approvals.factories import api_decide_skills, open_skill_request
 from tests.conftest import TEST_ACTOR
 
 pytestmark = pytest.mark.django_db
@@ -51,19 +50,13 @@ def client(token: str | None = None, header: str | None = None) -> APIClient:
     return api
 
 
-def decide(api: APIClient, skills: list[str], **body: Any) -> Any:
-    return api.post(PATH, {"skills": skills, **body}, format="json")
-
-
 def answers(response: Any) -> list[tuple[str, str, str]]:
     assert response.status_code == 200, response.content
     return [(d["skill"], d["decision"], d["source"]) for d in response.json()["decisions"]]
 
 
 def granted(runtime: AgentRuntime, approver: User, skill: str, session_id: str, how: Answer) -> None:
-    request, _ = request_create(
-        RequestInput(runtime=runtime, skills=[skill], session_id=session_id, principal="alice")
-    )
+    request = open_skill_request(runtime, skill, session_id=session_id, principal="alice")
     assert not request_answer(request=request, user=approver, answer=how).failed
 
 
@@ -101,10 +94,10 @@ def test_a_decision_with_a_fresh_session_is_one_query_token_included(
     api = client(runtime_token)
     body = {"session_id": "s-1", "invoking_session_id": "s-0", "principal": "alice", "turn_id": "t-1"}
     skills = ["deploy", "notify", "wipe", "read-file", "other"]
-    decide(api, skills, **body)  # warm: the token used, the rule index built
+    api_decide_skills(api, skills, **body)  # warm: the token used, the rule index built
 
     with django_assert_num_queries(1):
-        got = answers(decide(api, skills, **body))
+        got = answers(api_decide_skills(api, skills, **body))
 
     assert got == [
         ("deploy", "ALLOW", "SESSION"),
@@ -121,16 +114,16 @@ def test_a_fork_is_one_query_and_reads_its_invoking_session(
     granted(runtime, approver, "deploy", "s-0", Answer.ALLOW_SESSION)
     granted(runtime, approver, "notify", "s-0", Answer.DENY)
     api = client(runtime_token)
-    decide(api, ["deploy"], invoking_session_id="s-0")
+    api_decide_skills(api, ["deploy"], invoking_session_id="s-0")
 
     with django_assert_num_queries(1):
-        got = answers(decide(api, ["deploy", "notify"], invoking_session_id="s-0"))
+        got = answers(api_decide_skills(api, ["deploy", "notify"], invoking_session_id="s-0"))
     assert got == [("deploy", "ALLOW", "INVOKING_SESSION"), ("notify", "DENY", "INVOKING_SESSION")]
     # An invoking session never seen is a 400 naming the field, on this path too.
-    refused = decide(api, ["deploy"], invoking_session_id="s-unseen")
+    refused = api_decide_skills(api, ["deploy"], invoking_session_id="s-unseen")
     assert refused.status_code == 400
     assert list(refused.json()["fields"]) == ["invoking_session_id"]
-    assert answers(decide(api, ["deploy"])) == [("deploy", "ASK", "DEFAULT")]
+    assert answers(api_decide_skills(api, ["deploy"])) == [("deploy", "ASK", "DEFAULT")]
     assert not Session.objects.filter(session_id="s-unseen").exists()
 
 
@@ -138,12 +131,12 @@ def test_an_unseen_session_is_created_with_its_principal_then_fixed(
     runtime: AgentRuntime, runtime_token: str
 ) -> None:  # S12: created from the read that found it absent
     api = client(runtime_token)
-    assert answers(decide(api, ["deploy"], session_id="s-new", principal="alice")) == [
+    assert answers(api_decide_skills(api, ["deploy"], session_id="s-new", principal="alice")) == [
         ("deploy", "ASK", "DEFAULT")
     ]
     assert Session.objects.get(runtime=runtime, session_id="s-new").principal == "alice"
 
-    response = decide(api, ["deploy"], session_id="s-new", principal="bob")
+    response = api_decide_skills(api, ["deploy"], session_id="s-new", principal="bob")
     assert response.status_code == 409
     assert "'alice'" in response.json()["detail"]
 
@@ -152,11 +145,11 @@ def test_a_session_seen_over_a_minute_ago_is_touched(
     runtime: AgentRuntime, runtime_token: str
 ) -> None:  # S12
     api = client(runtime_token)
-    decide(api, ["deploy"], session_id="s-1")
+    api_decide_skills(api, ["deploy"], session_id="s-1")
     before = timezone.now() - dt.timedelta(minutes=2)
     Session.objects.filter(session_id="s-1").update(last_seen_at=before)
 
-    answers(decide(api, ["deploy"], session_id="s-1"))
+    answers(api_decide_skills(api, ["deploy"], session_id="s-1"))
     assert Session.objects.get(session_id="s-1").last_seen_at > before + dt.timedelta(minutes=1)
 
 
@@ -165,11 +158,11 @@ def test_a_session_idle_past_its_ttl_loses_its_approvals_first(
 ) -> None:  # S12
     granted(runtime, approver, "deploy", "s-1", Answer.ALLOW_SESSION)
     api = client(runtime_token)
-    assert answers(decide(api, ["deploy"], session_id="s-1")) == [("deploy", "ALLOW", "SESSION")]
+    assert answers(api_decide_skills(api, ["deploy"], session_id="s-1")) == [("deploy", "ALLOW", "SESSION")]
     idle = dt.timedelta(seconds=settings.AIMON_SESSION_IDLE_TTL_SECONDS + 60)
     Session.objects.filter(session_id="s-1").update(last_seen_at=timezone.now() - idle)
 
-    assert answers(decide(api, ["deploy"], session_id="s-1")) == [("deploy", "ASK", "DEFAULT")]
+    assert answers(api_decide_skills(api, ["deploy"], session_id="s-1")) == [("deploy", "ASK", "DEFAULT")]
     assert Grant.objects.get(skill="deploy").revoke_reason == RevokeReason.EXPIRED
 
 
@@ -180,20 +173,22 @@ def test_a_revoked_token_is_401_on_the_next_call_and_writes_nothing(
     runtime: AgentRuntime, runtime_token: str
 ) -> None:  # nothing cached across requests
     api = client(runtime_token)
-    answers(decide(api, ["deploy"], session_id="s-1"))
+    answers(api_decide_skills(api, ["deploy"], session_id="s-1"))
     token_revoke(token=token_row(runtime_token), actor=TEST_ACTOR)
 
-    unauthorized(decide(api, ["deploy"], session_id="s-unseen", principal="alice"), api=api)
+    unauthorized(api_decide_skills(api, ["deploy"], session_id="s-unseen", principal="alice"), api=api)
     assert not Session.objects.filter(session_id="s-unseen").exists()  # no decision's writes
 
 
 def test_a_token_of_a_disabled_runtime_is_401_saying_so(runtime: AgentRuntime, runtime_token: str) -> None:
     # The fused read refuses it as the authentication class does, in the same words.
     api = client(runtime_token)
-    answers(decide(api, ["deploy"], session_id="s-1"))
+    answers(api_decide_skills(api, ["deploy"], session_id="s-1"))
     runtime_disable(runtime=runtime, actor=TEST_ACTOR)
 
-    unauthorized(decide(api, ["deploy"], session_id="s-1"), detail=RUNTIME_DISABLED_MESSAGE, api=api)
+    unauthorized(
+        api_decide_skills(api, ["deploy"], session_id="s-1"), detail=RUNTIME_DISABLED_MESSAGE, api=api
+    )
 
 
 def test_another_runtimes_session_is_not_read(
@@ -202,8 +197,8 @@ def test_another_runtimes_session_is_not_read(
     granted(other_runtime, operator, "deploy", "s-1", Answer.ALLOW_AGENT)
     granted(other_runtime, approver, "notify", "s-1", Answer.ALLOW_SESSION)
     api = client(runtime_token)
-    decide(api, ["deploy"], session_id="s-1")
-    assert answers(decide(api, ["deploy", "notify"], session_id="s-1")) == [
+    api_decide_skills(api, ["deploy"], session_id="s-1")
+    assert answers(api_decide_skills(api, ["deploy", "notify"], session_id="s-1")) == [
         ("deploy", "ASK", "DEFAULT"),
         ("notify", "ASK", "DEFAULT"),
     ]
@@ -214,14 +209,14 @@ def test_a_token_of_the_wrong_shape_is_401_without_a_query(
     raw: str, django_assert_num_queries: Callable
 ) -> None:
     with django_assert_num_queries(0):
-        unauthorized(decide(client(raw), ["deploy"], session_id="s-1"))
-    unauthorized(decide(client(raw), ["deploy"]), api=client(raw))
+        unauthorized(api_decide_skills(client(raw), ["deploy"], session_id="s-1"))
+    unauthorized(api_decide_skills(client(raw), ["deploy"]), api=client(raw))
 
 
 @pytest.mark.parametrize("header", ["Bearer", "Bearer a b", "Token aimon_x", "bearer"])
 def test_a_malformed_header_is_401_naming_the_form(header: str) -> None:
     api = client(header=header)
-    unauthorized(decide(api, ["deploy"]), MALFORMED_HEADER_MESSAGE, api=api)
+    unauthorized(api_decide_skills(api, ["deploy"]), MALFORMED_HEADER_MESSAGE, api=api)
 
 
 def test_a_non_ascii_token_is_401(db: None) -> None:
@@ -253,14 +248,14 @@ def test_last_used_is_kept_as_every_authentication_keeps_it(
     api = client(runtime_token)
     stale = timezone.now() - LAST_USED_RESOLUTION - dt.timedelta(seconds=5)
     RuntimeToken.objects.filter(pk=token_row(runtime_token).pk).update(last_used_at=stale)
-    decide(api, ["deploy"], session_id="s-1")  # creates the session
+    api_decide_skills(api, ["deploy"], session_id="s-1")  # creates the session
     refreshed = token_row(runtime_token).last_used_at
     assert refreshed is not None
     assert refreshed > stale + dt.timedelta(seconds=4)
 
     RuntimeToken.objects.filter(pk=token_row(runtime_token).pk).update(last_used_at=stale)
     with django_assert_num_queries(2):  # the read, and last_used_at written: stale again
-        answers(decide(api, ["deploy"], session_id="s-1"))
+        answers(api_decide_skills(api, ["deploy"], session_id="s-1"))
     assert token_row(runtime_token).last_used_at > stale  # type: ignore[operator]
 
 
@@ -278,12 +273,12 @@ def test_the_fused_read_is_prepared_once_and_django_keeps_its_setting(
     runtime_token: str, django_assert_num_queries: Callable
 ) -> None:
     api = client(runtime_token)
-    decide(api, ["deploy"], session_id="s-1")
-    decide(api, ["deploy"], session_id="s-1")
+    api_decide_skills(api, ["deploy"], session_id="s-1")
+    api_decide_skills(api, ["deploy"], session_id="s-1")
     assert _fused_prepared() == 1  # one statement, kept on the connection, reused
     assert connection.connection.prepare_threshold is None  # Django's: off for every other query
     with django_assert_num_queries(1):  # counted and logged as any query
-        assert answers(decide(api, ["deploy"], session_id="s-1")) == [("deploy", "ASK", "DEFAULT")]
+        assert answers(api_decide_skills(api, ["deploy"], session_id="s-1")) == [("deploy", "ASK", "DEFAULT")]
 
 
 @pytest.mark.postgres
@@ -291,12 +286,12 @@ def test_a_granted_skill_reads_through_the_prepared_statement_at_once(
     runtime: AgentRuntime, runtime_token: str, approver: User
 ) -> None:  # no decision outlives a write: only the plan is kept
     api = client(runtime_token)
-    decide(api, ["deploy"], session_id="s-1", principal="alice")
-    assert answers(decide(api, ["deploy"], session_id="s-1")) == [("deploy", "ASK", "DEFAULT")]
+    api_decide_skills(api, ["deploy"], session_id="s-1", principal="alice")
+    assert answers(api_decide_skills(api, ["deploy"], session_id="s-1")) == [("deploy", "ASK", "DEFAULT")]
     granted(runtime, approver, "deploy", "s-1", Answer.ALLOW_SESSION)
-    assert answers(decide(api, ["deploy"], session_id="s-1")) == [("deploy", "ALLOW", "SESSION")]
+    assert answers(api_decide_skills(api, ["deploy"], session_id="s-1")) == [("deploy", "ALLOW", "SESSION")]
     token_revoke(token=token_row(runtime_token), actor=TEST_ACTOR)
-    unauthorized(decide(api, ["deploy"], session_id="s-1"))
+    unauthorized(api_decide_skills(api, ["deploy"], session_id="s-1"))
 
 
 @pytest.mark.postgres

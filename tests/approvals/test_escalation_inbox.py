@@ -14,16 +14,17 @@ from aimon_admin.approvals import home as approvals_home
 from aimon_admin.approvals import selectors
 from aimon_admin.approvals.inbox_filter import BAD_SENT_MESSAGE
 from aimon_admin.approvals.models import ApprovalRequest
-from aimon_admin.approvals.services import RequestInput, request_create
 from aimon_admin.approvals.services.escalation import requests_escalate_due
 from aimon_admin.runtimes.models import AgentRuntime
-from tests.core.test_home import figures, home, inbox_ids, logged_in
+from tests.accounts.factories import logged_in
+from tests.approvals.factories import open_skill_request
+from tests.core.test_home import figures, home, inbox_ids
 
 pytestmark = pytest.mark.django_db
 
 
 def ask(runtime: AgentRuntime, session_id: str, *, waited: int = 0) -> ApprovalRequest:
-    request, _ = request_create(RequestInput(runtime=runtime, skills=["deploy"], session_id=session_id))
+    request = open_skill_request(runtime, "deploy", session_id=session_id, principal=None)
     ApprovalRequest.objects.filter(pk=request.pk).update(
         created_at=timezone.now() - dt.timedelta(seconds=waited)
     )

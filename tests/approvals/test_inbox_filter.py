@@ -5,7 +5,6 @@ They narrow what S13 lets the person see, never widen it."""
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import pytest
 from django.test import Client
@@ -16,31 +15,23 @@ from aimon_admin.accounts.models import User
 from aimon_admin.approvals.choices import RequestKind
 from aimon_admin.approvals.inbox_filter import BAD_KIND_MESSAGE, BAD_WHOSE_MESSAGE, InboxFilter, inbox_url
 from aimon_admin.approvals.models import ApprovalRequest
-from aimon_admin.approvals.services import RequestInput, request_create
 from aimon_admin.registry.services import local_tools_replace
 from aimon_admin.runtimes.models import AgentRuntime
+from tests.approvals.factories import open_skill_request, open_tool_request
 from tests.conftest import TEST_ACTOR
 
 pytestmark = pytest.mark.django_db
-
-
-def ask(runtime: AgentRuntime, principal: str, session: str, *, tool: bool = False) -> ApprovalRequest:
-    fields: dict[str, Any] = {"runtime": runtime, "session_id": session, "principal": principal}
-    if tool:
-        fields.update(skills=[], kind=RequestKind.TOOL, tool="Bash", arguments={"command": "git push"})
-    else:
-        fields.update(skills=["deploy"])
-    return request_create(RequestInput(**fields))[0]
+PUSH = {"command": "git push"}
 
 
 @pytest.fixture
 def asked(runtime: AgentRuntime, approver: User, operator: User) -> dict[str, ApprovalRequest]:
     local_tools_replace(runtime=runtime, tools=[{"name": "Bash", "description": "shell"}], actor=TEST_ACTOR)
     return {
-        "alice-skill": ask(runtime, "alice", "s-a"),
-        "alice-tool": ask(runtime, "alice", "s-a", tool=True),
-        "bob-skill": ask(runtime, "bob", "s-b"),
-        "olivia-tool": ask(runtime, "olivia", "s-o", tool=True),
+        "alice-skill": open_skill_request(runtime, "deploy", session_id="s-a", principal="alice"),
+        "alice-tool": open_tool_request(runtime, "Bash", PUSH, session_id="s-a", principal="alice"),
+        "bob-skill": open_skill_request(runtime, "deploy", session_id="s-b", principal="bob"),
+        "olivia-tool": open_tool_request(runtime, "Bash", PUSH, session_id="s-o", principal="olivia"),
     }
 
 

@@ -27,6 +27,7 @@ from aimon_admin.approvals.choices import Answer
 from aimon_admin.approvals.models import ApprovalRequest
 from aimon_admin.approvals.services import request_answer
 from aimon_admin.core.api import UNAVAILABLE_MESSAGE
+from tests.approvals.factories import api_decide_skills, api_open_skill_request
 
 CLOSED_REDIS_PORT_URL = "redis://127.0.0.1:1/0"  # nothing listens on port 1
 # A wake-up returns the poll in milliseconds; the bound leaves room for a loaded CI machine
@@ -77,9 +78,10 @@ def subscribed_in_process(request_id: str) -> Callable[[], bool]:
 
 @pytest.fixture
 def open_request(api: APIClient) -> Callable[..., dict[str, Any]]:
-    def open_(skills: list[str] | None = None, **body: Any) -> dict[str, Any]:
-        body = {"skills": skills or ["deploy"], "session_id": "s-1", "principal": "alice", **body}
-        response = api.post("/api/v1/approval-requests", body, format="json")
+    """Alice's request about deploy in s-1, opened over the API: its body."""
+
+    def open_(**body: Any) -> dict[str, Any]:
+        response = api_open_skill_request(api, ["deploy"], session_id="s-1", principal="alice", **body)
         assert response.status_code == 201, response.content
         return response.json()
 
@@ -176,7 +178,7 @@ def test_the_poll_wakes_at_expiry_and_reads_the_request_expired(
         "status": "EXPIRED",
         "items": [{"skill": "deploy", "decision": "DENY", "scope": "SESSION"}],
     }
-    decided = api.post("/api/v1/skill-decisions", {"skills": ["deploy"], "session_id": "s-1"}, format="json")
+    decided = api_decide_skills(api, ["deploy"], session_id="s-1")
     assert decided.json() == {"decisions": [{"skill": "deploy", "decision": "DENY", "source": "SESSION"}]}
 
 

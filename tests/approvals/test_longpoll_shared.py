@@ -20,17 +20,16 @@ from aimon_admin.approvals.api import longpoll
 from aimon_admin.approvals.api.longpoll import Desk, Want
 from aimon_admin.approvals.choices import Answer, RequestKind
 from aimon_admin.approvals.models import ApprovalRequest
-from aimon_admin.approvals.services import RequestInput, request_answer, request_create
+from aimon_admin.approvals.services import request_answer
 from aimon_admin.runtimes.models import AgentRuntime
+from tests.approvals.factories import open_skill_request
 
 transactional = pytest.mark.django_db(transaction=True)  # the desk's thread sees what was committed
 
 
 def open_requests(runtime: AgentRuntime, user: User, count: int) -> list[ApprovalRequest]:
     return [
-        request_create(
-            RequestInput(runtime=runtime, skills=["deploy"], session_id=f"s-{n}", principal=user.username)
-        )[0]
+        open_skill_request(runtime, "deploy", session_id=f"s-{n}", principal=user.username)
         for n in range(count)
     ]
 

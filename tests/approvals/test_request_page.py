@@ -15,27 +15,19 @@ from django.utils.html import escape
 from rest_framework.test import APIClient
 
 from aimon_admin.accounts.models import User
-from aimon_admin.approvals.choices import Answer, RequestKind
+from aimon_admin.approvals.choices import Answer
 from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, RequestView, Session
-from aimon_admin.approvals.services import RequestInput, call_approval_use, request_answer, request_create
+from aimon_admin.approvals.services import call_approval_use, request_answer
 from aimon_admin.approvals.services.request_views import request_answer_sent
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.core.actors import Actor
 from aimon_admin.notifications import services as notifications
 from aimon_admin.notifications.choices import ChannelKind
 from aimon_admin.runtimes.models import AgentRuntime
+from tests.accounts.factories import logged_in
+from tests.approvals.factories import open_skill_request, open_tool_request
 
 pytestmark = pytest.mark.django_db
-
-
-def logged_in(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-def ask(runtime: AgentRuntime, *skills: str, **fields: Any) -> ApprovalRequest:
-    return request_create(RequestInput(runtime=runtime, skills=list(skills), **fields))[0]
 
 
 def page_of(client: Client, request: ApprovalRequest) -> str:
@@ -53,7 +45,7 @@ def timeline(html: str) -> list[tuple[str, str]]:
 def test_the_timeline_says_opened_viewed_and_each_answer_with_its_reach(
     runtime: AgentRuntime, approver: User, operator: User
 ) -> None:
-    request = ask(runtime, "deploy", "publish", session_id="s-1", principal="alice")
+    request = open_skill_request(runtime, "deploy", "publish", session_id="s-1", principal="alice")
     request_answer(request=request, user=approver, answer=Answer.ALLOW_SESSION, skills=["deploy"])
     request_answer(request=request, user=operator, answer=Answer.ALLOW_AGENT, skills=["publish"])
 
@@ -93,7 +85,7 @@ def test_the_timeline_shows_who_was_notified_through_notifications_selector(
         actor=Actor.system("t"),
     )
     with django_capture_on_commit_callbacks(execute=True):
-        request = ask(runtime, "deploy", session_id="s-1", principal="alice")
+        request = open_skill_request(runtime, "deploy", session_id="s-1", principal="alice")
     assert len(mail.outbox) == 1
 
     notified = [text for kind, text in timeline(page_of(logged_in(approver), request)) if kind == "notified"]
@@ -120,7 +112,8 @@ def test_someone_else_does_not_read_a_persons_deliveries(
         actor=Actor.system("t"),
     )
     with django_capture_on_commit_callbacks(execute=True):
-        request = ask(runtime, "deploy", session_id="s-1")  # no principal: the operators are told
+        # no principal: the operators are told
+        request = open_skill_request(runtime, "deploy", principal=None)
     assert any(kind == "notified" for kind, _ in timeline(page_of(logged_in(operator), request)))
     ApprovalRequest.objects.filter(pk=request.pk).update(principal="alice")
     assert not any(kind == "notified" for kind, _ in timeline(page_of(logged_in(approver), request)))
@@ -130,7 +123,9 @@ def test_viewing_the_page_records_the_first_view_and_changes_nothing_of_the_requ
     runtime: AgentRuntime, approver: User
 ) -> None:
     # P1: a GET (a notification's link) answers nothing.
-    request = ask(runtime, "deploy", "publish", session_id="s-1", principal="alice", turn_id="t-1")
+    request = open_skill_request(
+        runtime, "deploy", "publish", session_id="s-1", principal="alice", turn_id="t-1"
+    )
 
     def state() -> tuple[Any, ...]:
         row = ApprovalRequest.objects.values().get(pk=request.pk)
@@ -152,7 +147,9 @@ def test_every_button_has_its_reach_written_next_to_it(
     runtime: AgentRuntime, approver: User, operator: User
 ) -> None:
     # S5: not only Always allow: Allow once, Allow for this session and Deny say where they hold.
-    request = ask(runtime, "deploy", "publish", session_id="s-1", principal="alice", turn_id="t-1")
+    request = open_skill_request(
+        runtime, "deploy", "publish", session_id="s-1", principal="alice", turn_id="t-1"
+    )
     for client in (logged_in(operator),):
         for html in (page_of(client, request), client.get("/approvals/").content.decode()):
             buttons = re.findall(r'<button type="submit" class="btn btn-answer"[^>]*>', html)
@@ -172,7 +169,9 @@ def test_a_sessionless_requests_session_answer_says_it_reaches_every_session(
     runtime: AgentRuntime, operator: User
 ) -> None:
     # S6: with no session, Allow for this session is written agent-wide: its reach says so.
-    html = page_of(logged_in(operator), ask(runtime, "rotate-keys"))
+    html = page_of(
+        logged_in(operator), open_skill_request(runtime, "rotate-keys", session_id=None, principal=None)
+    )
     line = re.search(r'id="reach-[^"]+-ALLOW_SESSION">(.*?)</li>', html, re.S)
     assert line
     assert "every session of agent-one (this request has no session" in line.group(1)
@@ -181,7 +180,7 @@ def test_a_sessionless_requests_session_answer_says_it_reaches_every_session(
 def test_the_title_links_to_the_request_page_from_the_inbox_but_not_on_it(
     runtime: AgentRuntime, approver: User
 ) -> None:
-    request = ask(runtime, "deploy", session_id="s-1", principal="alice")
+    request = open_skill_request(runtime, "deploy", session_id="s-1", principal="alice")
     link = f'<a href="/approvals/requests/{request.pk}/">agent-one</a>'
     client = logged_in(approver)
     assert link in client.get("/approvals/").content.decode()
@@ -191,17 +190,7 @@ def test_the_title_links_to_the_request_page_from_the_inbox_but_not_on_it(
 def test_a_call_used_on_its_own_shows_when_the_runtime_used_it(runtime: AgentRuntime, approver: User) -> None:
     # U4: the one moment the page knows the runtime had the answer.
     arguments = {"command": "git push origin main"}
-    request = request_create(
-        RequestInput(
-            runtime=runtime,
-            skills=[],
-            kind=RequestKind.TOOL,
-            tool="Bash",
-            arguments=arguments,
-            session_id="s-1",
-            principal="alice",
-        )
-    )[0]
+    request = open_tool_request(runtime, "Bash", arguments, session_id="s-1", principal="alice")
     request_answer(request=request, user=approver, answer=Answer.ALLOW_CALL)
     kinds = [kind for kind, _ in timeline(page_of(logged_in(approver), request))]
     assert "used" not in kinds
@@ -229,7 +218,7 @@ def test_the_answer_read_by_the_runtime_is_on_the_timeline_once(
     # When the runtime was sent the answer. A read while pending records nothing; the first
     # read after the answer does ("Answer sent": it was not waiting then); later reads leave
     # that time as it was.
-    request = ask(runtime, "deploy", session_id="s-1", principal="alice")
+    request = open_skill_request(runtime, "deploy", session_id="s-1", principal="alice")
     assert api.get(f"/api/v1/approval-requests/{request.pk}").json()["status"] == "PENDING"
     assert ApprovalRequest.objects.get(pk=request.pk).answer_sent_at is None
 
@@ -254,7 +243,7 @@ def test_the_answer_read_by_the_runtime_is_on_the_timeline_once(
 def test_a_runtime_woken_by_the_answer_reads_woken(runtime: AgentRuntime, approver: User) -> None:
     # The long-poll that was waiting records waited=True (test_longpoll); the page words it,
     # with how the request closed.
-    request = ask(runtime, "deploy", session_id="s-1", principal="alice")
+    request = open_skill_request(runtime, "deploy", session_id="s-1", principal="alice")
     request_answer(request=request, user=approver, answer=Answer.ALLOW_SESSION)
     request_answer_sent(request=ApprovalRequest.objects.get(pk=request.pk), waited=True)
     woken = [text for kind, text in timeline(page_of(logged_in(approver), request)) if kind == "woken"]
@@ -272,7 +261,7 @@ def test_deny_the_rest_is_named_for_what_it_does_and_keeps_the_answers_given(
     runtime: AgentRuntime, approver: User
 ) -> None:
     # S9: it denies every unanswered skill for the session, never agent-wide.
-    request = ask(runtime, "deploy", "publish", session_id="s-1", principal="alice")
+    request = open_skill_request(runtime, "deploy", "publish", session_id="s-1", principal="alice")
     request_answer(request=request, user=approver, answer=Answer.ALLOW_SESSION, skills=["deploy"])
     client = logged_in(approver)
     inbox = client.get("/approvals/").content.decode()
@@ -301,7 +290,7 @@ def test_deny_the_rest_is_named_for_what_it_does_and_keeps_the_answers_given(
 def test_clear_and_revoke_confirmations_each_say_what_they_remove_and_what_stays(
     runtime: AgentRuntime, approver: User, operator: User
 ) -> None:
-    request = ask(runtime, "deploy", "publish", session_id="s-1", principal="alice")
+    request = open_skill_request(runtime, "deploy", "publish", session_id="s-1", principal="alice")
     request_answer(request=request, user=approver, answer=Answer.ALLOW_SESSION, skills=["deploy"])
     request_answer(request=request, user=operator, answer=Answer.ALLOW_AGENT, skills=["publish"])
     session = Session.objects.get()

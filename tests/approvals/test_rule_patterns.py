@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 from django.core.exceptions import ValidationError
-from django.test import Client
 
 from aimon_admin.accounts.models import User
 from aimon_admin.approvals import rules
@@ -26,10 +25,11 @@ from aimon_admin.approvals.policy import (
 )
 from aimon_admin.approvals.rule_views import PREVIEW_EMPTY_MESSAGE
 from aimon_admin.approvals.rules import ALLOW_EVERYTHING_MESSAGE, STORED_PATTERN_INVALID_MESSAGE
-from aimon_admin.approvals.services import RequestInput, request_create
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.runtimes.models import AgentRuntime
+from tests.accounts.factories import logged_in
+from tests.approvals.factories import open_skill_request
 from tests.conftest import TEST_ACTOR
 
 # --- The grammar (pure) ---------------------------------------------------------------------------
@@ -137,12 +137,6 @@ def test_rule_update_refuses_a_rule_whose_stored_pattern_is_bad() -> None:
 # --- The form and the page -------------------------------------------------------------------------
 
 
-def logged_in(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
 def test_a_new_rule_defaults_to_ask() -> None:
     # The form once defaulted to ALLOW.
     form = RuleForm()
@@ -183,9 +177,7 @@ def test_allow_for_every_skill_needs_the_confirmation_box(operator: User) -> Non
 
 @pytest.mark.django_db
 def test_the_preview_counts_known_skills_before_saving(runtime: AgentRuntime, operator: User) -> None:
-    request_create(
-        RequestInput(runtime=runtime, skills=["deploy-prod", "deploy-dev", "notify"], session_id="s-1")
-    )
+    open_skill_request(runtime, "deploy-prod", "deploy-dev", "notify", session_id="s-1", principal=None)
     client = logged_in(operator)
     fragment = client.get(
         "/approvals/rules/preview/", {"pattern": "deploy-*"}, headers={"HX-Request": "true"}
@@ -210,7 +202,7 @@ def test_the_preview_counts_known_skills_before_saving(runtime: AgentRuntime, op
 def test_check_pattern_without_script_shows_the_preview_and_saves_nothing(
     runtime: AgentRuntime, operator: User
 ) -> None:
-    request_create(RequestInput(runtime=runtime, skills=["deploy-prod"], session_id="s-1"))
+    open_skill_request(runtime, "deploy-prod", session_id="s-1", principal=None)
     client = logged_in(operator)
     before = AuditEvent.objects.count()
     page = client.post(
@@ -312,9 +304,9 @@ def test_known_skills_are_those_of_requests_and_grants_of_the_runtime_chosen(
     from aimon_admin.approvals.selectors import known_skills
     from aimon_admin.approvals.services import request_answer
 
-    mine, _ = request_create(RequestInput(runtime=runtime, skills=["deploy-prod"], session_id="s-1"))
+    mine = open_skill_request(runtime, "deploy-prod", session_id="s-1", principal=None)
     request_answer(request=mine, user=operator, answer=Answer.ALLOW_SESSION)
-    request_create(RequestInput(runtime=other_runtime, skills=["deploy-dev", "notify"], session_id="s-2"))
+    open_skill_request(other_runtime, "deploy-dev", "notify", session_id="s-2", principal=None)
     assert known_skills() == ["deploy-dev", "deploy-prod", "notify"]
     assert known_skills(runtime=runtime) == ["deploy-prod"]
     assert known_skills(runtime=other_runtime) == ["deploy-dev", "notify"]

@@ -55,7 +55,6 @@ from aimon_admin.approvals.services import (
     request_expire_if_due,
     requests_expire_due,
     session_clear,
-    session_lookup,
     session_revoke,
     session_touch,
     skills_decide,
@@ -67,6 +66,7 @@ from aimon_admin.core import rawsql
 from aimon_admin.core.actors import Actor
 from aimon_admin.runtimes.models import AgentRuntime
 from aimon_admin.runtimes.services import runtime_create
+from tests.approvals.factories import open_skill_request, skill_decisions
 from tests.conftest import TEST_ACTOR
 
 ONCE, FOR_SESSION, ALWAYS, NO = Answer.ALLOW_ONCE, Answer.ALLOW_SESSION, Answer.ALLOW_AGENT, Answer.DENY
@@ -98,50 +98,6 @@ def owner(make_user: Callable[..., User]) -> User:
 @pytest.fixture
 def owned_runtime(owner: User) -> AgentRuntime:
     return runtime_create(name="agent-owned", owner=owner, actor=TEST_ACTOR)
-
-
-def open_request(
-    runtime: AgentRuntime,
-    skills: tuple[str, ...] = ("deploy",),
-    *,
-    session_id: str | None = "s-1",
-    invoking_session_id: str | None = None,
-    turn_id: str | None = None,
-    principal: str | None = "alice",
-    **extra: object,
-) -> ApprovalRequest:
-    request, created = request_create(
-        RequestInput(
-            runtime=runtime,
-            skills=list(skills),
-            session_id=session_id,
-            invoking_session_id=invoking_session_id,
-            turn_id=turn_id,
-            principal=principal,
-            **extra,  # type: ignore[arg-type]
-        )
-    )
-    assert created
-    return request
-
-
-def decide(
-    runtime: AgentRuntime,
-    skills: tuple[str, ...] = ("deploy",),
-    *,
-    session_id: str | None = None,
-    invoking_session_id: str | None = None,
-    turn_id: str | None = None,
-) -> dict[str, tuple[str, str]]:
-    """What the chain says now, as (decision, source) per skill."""
-    verdicts = skills_decide(
-        runtime=runtime,
-        skills=list(skills),
-        session=session_lookup(runtime=runtime, session_id=session_id),
-        invoking_session=session_lookup(runtime=runtime, session_id=invoking_session_id),
-        turn_id=turn_id,
-    )
-    return {v.skill: (str(v.decision), str(v.source)) for v in verdicts}
 
 
 def events(action: AuditAction) -> list[AuditEvent]:
@@ -197,15 +153,16 @@ def failing_insert(table: str, column: str, value: str) -> Iterator[None]:
 def test_the_same_session_id_on_two_runtimes_is_two_sessions(
     runtime: AgentRuntime, other_runtime: AgentRuntime, approver: User, other_approver: User
 ) -> None:  # S1, S12
-    mine = open_request(runtime, session_id="s-1", principal="alice")
-    theirs = open_request(other_runtime, session_id="s-1", principal="bob")  # no principal conflict
+    mine = open_skill_request(runtime, "deploy", session_id="s-1", principal="alice")
+    # no principal conflict
+    theirs = open_skill_request(other_runtime, "deploy", session_id="s-1", principal="bob")
 
     assert mine.session_id != theirs.session_id
     assert Session.objects.filter(session_id="s-1").count() == 2
     request_answer(request=mine, user=approver, answer=FOR_SESSION)
 
-    assert decide(runtime, session_id="s-1") == {"deploy": (ALLOW, "SESSION")}
-    assert decide(other_runtime, session_id="s-1") == {"deploy": (ASK, "DEFAULT")}
+    assert skill_decisions(runtime, "deploy", session_id="s-1") == {"deploy": (ALLOW, "SESSION")}
+    assert skill_decisions(other_runtime, "deploy", session_id="s-1") == {"deploy": (ASK, "DEFAULT")}
     with pytest.raises(NotAllowedError):  # bob's session on the other runtime is bob's
         request_answer(request=theirs, user=approver, answer=FOR_SESSION)
 
@@ -218,7 +175,7 @@ def test_a_sessions_principal_is_fixed_when_first_seen(runtime: AgentRuntime) ->
     with pytest.raises(PrincipalConflictError, match="belongs to principal 'alice'"):
         session_touch(runtime=runtime, session_id="s-1", principal="bob")
     with pytest.raises(PrincipalConflictError):
-        open_request(runtime, session_id="s-1", principal="bob")
+        open_skill_request(runtime, "deploy", session_id="s-1", principal="bob")
 
     assert not ApprovalRequest.objects.exists()
     assert session_touch(runtime=runtime, session_id="s-1", principal=None) == session  # naming none is fine
@@ -239,18 +196,20 @@ def test_a_session_first_seen_without_a_principal_keeps_the_first_one_named(
 def test_a_fork_naming_another_principal_than_its_invoking_session_is_refused(
     runtime: AgentRuntime, other_approver: User
 ) -> None:  # S12, S13: a fork's answers land on the invoking session, whose principal is fixed
-    open_request(runtime, session_id="s-1", principal="alice")
+    open_skill_request(runtime, "deploy", session_id="s-1", principal="alice")
 
     with pytest.raises(PrincipalConflictError):
-        open_request(runtime, session_id=None, invoking_session_id="s-1", principal="bob")
+        open_skill_request(runtime, "deploy", session_id=None, invoking_session_id="s-1", principal="bob")
 
     assert ApprovalRequest.objects.count() == 1
 
 
 def test_a_fork_without_a_principal_belongs_to_its_invoking_sessions(runtime: AgentRuntime) -> None:  # S13
-    open_request(runtime, session_id="s-1", principal="alice")
-    fork = open_request(runtime, session_id=None, invoking_session_id="s-1", principal=None)
-    same = open_request(runtime, session_id=None, invoking_session_id="s-1", principal="alice")
+    open_skill_request(runtime, "deploy", session_id="s-1", principal="alice")
+    fork = open_skill_request(runtime, "deploy", session_id=None, invoking_session_id="s-1", principal=None)
+    same = open_skill_request(
+        runtime, "deploy", session_id=None, invoking_session_id="s-1", principal="alice"
+    )
 
     assert fork.principal == "alice"
     assert same.principal == "alice"
@@ -259,9 +218,9 @@ def test_a_fork_without_a_principal_belongs_to_its_invoking_sessions(runtime: Ag
 def test_a_request_with_no_principal_in_a_session_belongs_to_the_sessions(
     runtime: AgentRuntime,
 ) -> None:  # S13
-    open_request(runtime, session_id="s-1", principal="alice")
-    assert open_request(runtime, session_id="s-1", principal=None).principal == "alice"
-    assert open_request(runtime, session_id=None, principal=None).principal == ""
+    open_skill_request(runtime, "deploy", session_id="s-1", principal="alice")
+    assert open_skill_request(runtime, "deploy", session_id="s-1", principal=None).principal == "alice"
+    assert open_skill_request(runtime, "deploy", session_id=None, principal=None).principal == ""
 
 
 def _decide(
@@ -312,7 +271,9 @@ def test_a_decision_for_a_new_session_reads_its_session_row_once(
     runtime: AgentRuntime, approver: User
 ) -> None:  # S12: created at first sight, from the one read that found it absent
     request_answer(
-        request=open_request(runtime, session_id="s-0", principal="alice"), user=approver, answer=FOR_SESSION
+        request=open_skill_request(runtime, "deploy", session_id="s-0", principal="alice"),
+        user=approver,
+        answer=FOR_SESSION,
     )
     with CaptureQueriesContext(connection) as queries:
         verdicts = decide_skills(
@@ -340,7 +301,7 @@ def test_a_decision_for_a_new_session_reads_its_session_row_once(
 def test_the_same_idempotency_key_returns_the_same_request(
     runtime: AgentRuntime, other_runtime: AgentRuntime
 ) -> None:
-    first = open_request(runtime, idempotency_key="k-1")
+    first = open_skill_request(runtime, "deploy", idempotency_key="k-1")
     again, created = request_create(RequestInput(runtime=runtime, skills=["other"], idempotency_key="k-1"))
     elsewhere, created_elsewhere = request_create(
         RequestInput(runtime=other_runtime, skills=["deploy"], idempotency_key="k-1")
@@ -355,7 +316,7 @@ def test_the_same_idempotency_key_returns_the_same_request(
 def test_deciding_no_skills_gives_no_verdicts(runtime: AgentRuntime, operator: User) -> None:  # S2
     # A session seen only through decisions has no skills to show (its page asks for none).
     request_answer(
-        request=open_request(runtime, ("wipe",), session_id=None, principal=None),
+        request=open_skill_request(runtime, "wipe", session_id=None, principal=None),
         user=operator,
         answer=ALWAYS,
     )
@@ -372,7 +333,7 @@ def test_deciding_no_skills_gives_no_verdicts(runtime: AgentRuntime, operator: U
 def test_allow_for_this_session_writes_a_session_allow_and_its_event(
     runtime: AgentRuntime, approver: User
 ) -> None:  # S4, A1
-    request = open_request(runtime, session_id="s-1")
+    request = open_skill_request(runtime, "deploy", session_id="s-1")
 
     outcome = request_answer(request=request, user=approver, answer=FOR_SESSION)
 
@@ -407,25 +368,26 @@ def test_allow_for_this_session_writes_a_session_allow_and_its_event(
         "grant_id": grant.pk,
         "answered_by": "alice",
     }
-    assert decide(runtime, session_id="s-1") == {"deploy": (ALLOW, "SESSION")}
-    assert decide(runtime, session_id="s-2") == {"deploy": (ASK, "DEFAULT")}  # that session only
+    assert skill_decisions(runtime, "deploy", session_id="s-1") == {"deploy": (ALLOW, "SESSION")}
+    # that session only
+    assert skill_decisions(runtime, "deploy", session_id="s-2") == {"deploy": (ASK, "DEFAULT")}
 
 
 def test_deny_writes_a_session_deny(runtime: AgentRuntime, approver: User) -> None:  # S4
-    request = open_request(runtime, session_id="s-1")
+    request = open_skill_request(runtime, "deploy", session_id="s-1")
 
     request_answer(request=request, user=approver, answer=NO)
 
     [grant] = Grant.objects.all()
     assert (grant.scope, grant.decision, grant.session.session_id) == (GrantScope.SESSION, DENY, "s-1")
     assert events(AuditAction.SKILL_GRANTED)[0].details["decision"] == "DENY"
-    assert decide(runtime, session_id="s-1") == {"deploy": (DENY, "SESSION")}
+    assert skill_decisions(runtime, "deploy", session_id="s-1") == {"deploy": (DENY, "SESSION")}
 
 
 def test_allow_once_writes_a_turn_allow_that_answers_only_that_turn(
     runtime: AgentRuntime, approver: User
 ) -> None:  # S4
-    request = open_request(runtime, session_id="s-1", turn_id="t-1")
+    request = open_skill_request(runtime, "deploy", session_id="s-1", turn_id="t-1")
 
     request_answer(request=request, user=approver, answer=ONCE)
 
@@ -437,15 +399,15 @@ def test_allow_once_writes_a_turn_allow_that_answers_only_that_turn(
         "t-1",
     )
     assert events(AuditAction.SKILL_GRANTED)[0].details["scope"] == "TURN"
-    assert decide(runtime, session_id="s-1", turn_id="t-1") == {"deploy": (ALLOW, "TURN")}
-    assert decide(runtime, session_id="s-1", turn_id="t-2") == {"deploy": (ASK, "DEFAULT")}
-    assert decide(runtime, session_id="s-1") == {"deploy": (ASK, "DEFAULT")}
+    assert skill_decisions(runtime, "deploy", session_id="s-1", turn_id="t-1") == {"deploy": (ALLOW, "TURN")}
+    assert skill_decisions(runtime, "deploy", session_id="s-1", turn_id="t-2") == {"deploy": (ASK, "DEFAULT")}
+    assert skill_decisions(runtime, "deploy", session_id="s-1") == {"deploy": (ASK, "DEFAULT")}
 
 
 def test_always_allow_writes_an_agent_allow_that_every_session_sees(
     runtime: AgentRuntime, other_runtime: AgentRuntime, operator: User
 ) -> None:  # S4
-    request = open_request(runtime, session_id="s-1")
+    request = open_skill_request(runtime, "deploy", session_id="s-1")
 
     request_answer(request=request, user=operator, answer=ALWAYS)
 
@@ -456,15 +418,15 @@ def test_always_allow_writes_an_agent_allow_that_every_session_sees(
     assert event.details["scope"] == "AGENT"
     assert not events(AuditAction.SKILL_GRANT_ESCALATED)  # answered as agent-wide: no escalation
     for session_id in ("s-1", "s-2", None):
-        assert decide(runtime, session_id=session_id) == {"deploy": (ALLOW, "AGENT")}
-    assert decide(other_runtime, session_id="s-1") == {"deploy": (ASK, "DEFAULT")}
+        assert skill_decisions(runtime, "deploy", session_id=session_id) == {"deploy": (ALLOW, "AGENT")}
+    assert skill_decisions(other_runtime, "deploy", session_id="s-1") == {"deploy": (ASK, "DEFAULT")}
 
 
 def test_a_forks_session_answer_lands_on_the_invoking_session(
     runtime: AgentRuntime, approver: User
 ) -> None:  # S3, S4
-    open_request(runtime, session_id="s-1", principal="alice", skills=("other",))
-    fork = open_request(runtime, session_id=None, invoking_session_id="s-1", principal=None)
+    open_skill_request(runtime, "other", session_id="s-1", principal="alice")
+    fork = open_skill_request(runtime, "deploy", session_id=None, invoking_session_id="s-1", principal=None)
 
     request_answer(request=fork, user=approver, answer=FOR_SESSION)
 
@@ -473,36 +435,48 @@ def test_a_forks_session_answer_lands_on_the_invoking_session(
     [event] = events(AuditAction.SKILL_GRANTED)
     assert event.session_key == "s-1"
     assert event.details["lands_on_invoking_session"] == "s-1"
-    assert decide(runtime, session_id="s-1") == {"deploy": (ALLOW, "SESSION")}  # the invoking session
-    assert decide(runtime, invoking_session_id="s-1") == {"deploy": (ALLOW, "INVOKING_SESSION")}  # forks
+    # the invoking session
+    assert skill_decisions(runtime, "deploy", session_id="s-1") == {"deploy": (ALLOW, "SESSION")}
+    # forks
+    assert skill_decisions(runtime, "deploy", session_id=None, invoking_session_id="s-1") == {
+        "deploy": (ALLOW, "INVOKING_SESSION")
+    }
 
 
 def test_a_forks_allow_once_lands_on_the_invoking_sessions_turn(
     runtime: AgentRuntime, approver: User
 ) -> None:  # S4
-    open_request(runtime, session_id="s-1", principal="alice", skills=("other",))
-    fork = open_request(runtime, session_id=None, invoking_session_id="s-1", turn_id="t-1", principal=None)
+    open_skill_request(runtime, "other", session_id="s-1", principal="alice")
+    fork = open_skill_request(
+        runtime, "deploy", session_id=None, invoking_session_id="s-1", turn_id="t-1", principal=None
+    )
 
     request_answer(request=fork, user=approver, answer=ONCE)
 
     [grant] = Grant.objects.all()
     assert (grant.scope, grant.session.session_id, grant.turn_id) == (GrantScope.TURN, "s-1", "t-1")
-    assert decide(runtime, invoking_session_id="s-1", turn_id="t-1") == {"deploy": (ALLOW, "TURN")}
-    assert decide(runtime, invoking_session_id="s-1", turn_id="t-2") == {"deploy": (ASK, "DEFAULT")}
+    assert skill_decisions(runtime, "deploy", session_id=None, invoking_session_id="s-1", turn_id="t-1") == {
+        "deploy": (ALLOW, "TURN")
+    }
+    assert skill_decisions(runtime, "deploy", session_id=None, invoking_session_id="s-1", turn_id="t-2") == {
+        "deploy": (ASK, "DEFAULT")
+    }
 
 
 def test_a_fork_inherits_its_invoking_sessions_denial(runtime: AgentRuntime, operator: User) -> None:  # S3
-    earlier = open_request(runtime, session_id="s-1", skills=("deploy",))
+    earlier = open_skill_request(runtime, "deploy", session_id="s-1")
     request_answer(request=earlier, user=operator, answer=NO)
 
-    fork = open_request(runtime, session_id=None, invoking_session_id="s-1", principal=None)
+    fork = open_skill_request(runtime, "deploy", session_id=None, invoking_session_id="s-1", principal=None)
 
     assert (fork.status, item(fork).decision, item(fork).source) == (
         RequestStatus.ANSWERED,
         DENY,
         DecisionSource.INVOKING_SESSION,
     )
-    assert decide(runtime, invoking_session_id="s-1") == {"deploy": (DENY, "INVOKING_SESSION")}
+    assert skill_decisions(runtime, "deploy", session_id=None, invoking_session_id="s-1") == {
+        "deploy": (DENY, "INVOKING_SESSION")
+    }
 
 
 # --- Escalation (S6) ------------------------------------------------------------------------------
@@ -511,7 +485,7 @@ def test_a_fork_inherits_its_invoking_sessions_denial(runtime: AgentRuntime, ope
 def test_a_session_answer_with_no_session_escalates_to_agent_wide_with_a_warning(
     runtime: AgentRuntime, operator: User
 ) -> None:  # S6
-    request = open_request(runtime, session_id=None, invoking_session_id=None, principal=None)
+    request = open_skill_request(runtime, "deploy", session_id=None, invoking_session_id=None, principal=None)
 
     request_answer(request=request, user=operator, answer=FOR_SESSION)
 
@@ -551,20 +525,22 @@ def test_a_session_answer_with_no_session_escalates_to_agent_wide_with_a_warning
 
     # What the event promises holds: every session sees it, clear and session revoke leave it,
     # the agent-wide revoke removes it.
-    assert decide(runtime, session_id="s-9") == {"deploy": (ALLOW, "AGENT")}
+    assert skill_decisions(runtime, "deploy", session_id="s-9") == {"deploy": (ALLOW, "AGENT")}
     session_touch(runtime=runtime, session_id="s-9", principal=None)
     assert session_clear(runtime=runtime, session_id="s-9", actor=TEST_ACTOR) == 0
     assert session_revoke(runtime=runtime, session_id="s-9", agent=False, actor=TEST_ACTOR) == (0, 0)
-    assert decide(runtime, session_id="s-9") == {"deploy": (ALLOW, "AGENT")}
+    assert skill_decisions(runtime, "deploy", session_id="s-9") == {"deploy": (ALLOW, "AGENT")}
     assert agent_grants_revoke(runtime=runtime, actor=Actor.for_user(operator)) == 1
-    assert decide(runtime, session_id="s-9") == {"deploy": (ASK, "DEFAULT")}
+    assert skill_decisions(runtime, "deploy", session_id="s-9") == {"deploy": (ASK, "DEFAULT")}
 
 
 def test_an_escalated_grant_can_be_revoked_on_its_own_as_its_reach_says(
     runtime: AgentRuntime, operator: User
 ) -> None:  # S5, S6: the words and the behaviour agree
     request_answer(
-        request=open_request(runtime, session_id=None, principal=None), user=operator, answer=FOR_SESSION
+        request=open_skill_request(runtime, "deploy", session_id=None, principal=None),
+        user=operator,
+        answer=FOR_SESSION,
     )
     [grant] = Grant.objects.all()
     [event] = events(AuditAction.SKILL_GRANT_ESCALATED)
@@ -572,14 +548,14 @@ def test_an_escalated_grant_can_be_revoked_on_its_own_as_its_reach_says(
 
     assert grant_revoke(grant=grant, actor=Actor.for_user(operator))
 
-    assert decide(runtime, session_id="s-9") == {"deploy": (ASK, "DEFAULT")}
+    assert skill_decisions(runtime, "deploy", session_id="s-9") == {"deploy": (ASK, "DEFAULT")}
 
 
 @pytest.mark.parametrize("who", ["olivia", "owen"])
 def test_a_deny_with_no_session_escalates_for_operators_and_the_owner(
     owned_runtime: AgentRuntime, operator: User, owner: User, who: str
 ) -> None:  # S6, S13
-    request = open_request(owned_runtime, session_id=None, principal="alice")
+    request = open_skill_request(owned_runtime, "deploy", session_id=None, principal="alice")
     user = {"olivia": operator, "owen": owner}[who]
 
     request_answer(request=request, user=user, answer=NO)
@@ -597,7 +573,7 @@ def test_a_deny_with_no_session_escalates_for_operators_and_the_owner(
 def test_an_approver_may_only_deny_a_sessionless_request_for_that_request(
     owned_runtime: AgentRuntime, approver: User
 ) -> None:  # S13 (alice's Deny once wrote an AGENT-scope DENY)
-    request = open_request(owned_runtime, session_id=None, principal="alice")
+    request = open_skill_request(owned_runtime, "deploy", session_id=None, principal="alice")
     assert answers_for(approver, request, item(request)) == [Answer.DENY_REQUEST]
 
     with pytest.raises(NotAllowedError) as refused:  # a forged Deny: refused, nothing written
@@ -628,15 +604,15 @@ def test_an_approver_may_only_deny_a_sessionless_request_for_that_request(
     }
     assert not events(AuditAction.SKILL_GRANT_ESCALATED)
     # The next session, and the next sessionless run, are asked again.
-    assert decide(owned_runtime, session_id="s-9") == {"deploy": (ASK, "DEFAULT")}
-    assert decide(owned_runtime) == {"deploy": (ASK, "DEFAULT")}
+    assert skill_decisions(owned_runtime, "deploy", session_id="s-9") == {"deploy": (ASK, "DEFAULT")}
+    assert skill_decisions(owned_runtime, "deploy", session_id=None) == {"deploy": (ASK, "DEFAULT")}
 
 
 def test_a_rule_cap_binds_deny_too(runtime: AgentRuntime, operator: User) -> None:  # S13
     rules.rule_create(
         pattern="deploy", action="ASK", widest_scope=GrantScope.TURN, actor=TEST_ACTOR, runtime=None
     )
-    request = open_request(runtime, session_id=None, principal=None)
+    request = open_skill_request(runtime, "deploy", session_id=None, principal=None)
     assert answers_for(operator, request, item(request)) == [Answer.DENY_REQUEST]
 
     with pytest.raises(NotAllowedError) as refused:
@@ -654,7 +630,7 @@ def test_a_rule_cap_binds_deny_too(runtime: AgentRuntime, operator: User) -> Non
 def test_someone_who_may_not_grant_agent_scope_cannot_escalate(
     runtime: AgentRuntime, approver: User
 ) -> None:  # S6, S13
-    request = open_request(runtime, session_id=None, principal="alice")
+    request = open_skill_request(runtime, "deploy", session_id=None, principal="alice")
 
     assert answers_for(approver, request, item(request)) == [Answer.DENY_REQUEST]
     for answer in (FOR_SESSION, ALWAYS, ONCE, NO):
@@ -671,7 +647,7 @@ def test_someone_who_may_not_grant_agent_scope_cannot_escalate(
 def test_a_request_is_answered_only_once_every_skill_has_a_grant(
     runtime: AgentRuntime, approver: User
 ) -> None:  # S7
-    request = open_request(runtime, skills=("deploy", "notify"))
+    request = open_skill_request(runtime, "deploy", "notify")
 
     first = request_answer(request=request, user=approver, answer=FOR_SESSION, skills=["deploy"])
     assert not first.request_answered
@@ -686,7 +662,7 @@ def test_a_request_is_answered_only_once_every_skill_has_a_grant(
         assert answered.grant is not None
         assert answered.grant.revoked_at is None
         assert answered.grant.decision == answered.decision
-    assert decide(runtime, ("deploy", "notify"), session_id="s-1") == {
+    assert skill_decisions(runtime, "deploy", "notify", session_id="s-1") == {
         "deploy": (ALLOW, "SESSION"),
         "notify": (DENY, "SESSION"),
     }
@@ -695,10 +671,10 @@ def test_a_request_is_answered_only_once_every_skill_has_a_grant(
 def test_skills_the_chain_already_decides_are_filled_in_at_creation(
     runtime: AgentRuntime, approver: User
 ) -> None:  # S7, API "Items the chain already decides"
-    request_answer(request=open_request(runtime, skills=("deploy",)), user=approver, answer=FOR_SESSION)
+    request_answer(request=open_skill_request(runtime, "deploy"), user=approver, answer=FOR_SESSION)
 
-    mixed = open_request(runtime, skills=("deploy", "notify"))
-    decided = open_request(runtime, skills=("deploy",))
+    mixed = open_skill_request(runtime, "deploy", "notify")
+    decided = open_skill_request(runtime, "deploy")
 
     assert status(mixed) == RequestStatus.PENDING
     assert (item(mixed).decision, item(mixed).source, item(mixed).scope, item(mixed).grant) == (
@@ -718,7 +694,7 @@ def test_skills_the_chain_already_decides_are_filled_in_at_creation(
 def test_an_item_already_answered_is_reported_with_who_answered_and_how(
     runtime: AgentRuntime, approver: User, operator: User
 ) -> None:  # S7, exactly once
-    request = open_request(runtime, skills=("deploy", "notify"))
+    request = open_skill_request(runtime, "deploy", "notify")
     request_answer(request=request, user=approver, answer=FOR_SESSION, skills=["deploy"])
 
     outcome = request_answer(request=request, user=operator, answer=NO)
@@ -731,7 +707,7 @@ def test_an_item_already_answered_is_reported_with_who_answered_and_how(
         GrantScope.SESSION,
     )
     assert [i.skill for i in outcome.written] == ["notify"]
-    assert decide(runtime, ("deploy",), session_id="s-1") == {"deploy": (ALLOW, "SESSION")}
+    assert skill_decisions(runtime, "deploy", session_id="s-1") == {"deploy": (ALLOW, "SESSION")}
     assert len(events(AuditAction.SKILL_GRANTED)) == 2
     assert len(active(runtime)) == 2
 
@@ -740,7 +716,7 @@ def test_an_item_already_answered_is_reported_with_who_answered_and_how(
 def test_the_request_names_a_person_who_answered_whoever_closes_it(
     runtime: AgentRuntime, approver: User, operator: User
 ) -> None:  # S7: the runtime is told who answered
-    request = open_request(runtime, skills=("deploy",))
+    request = open_skill_request(runtime, "deploy")
     # Alice's answer commits, and her call dies before it closes the request: her item's
     # transaction, written by the service's own step, without the close that follows it.
     [pending] = request.items.all()
@@ -767,7 +743,7 @@ def test_the_request_names_a_person_who_answered_whoever_closes_it(
 def test_one_failed_write_leaves_that_skill_ask_and_the_rest_are_written(
     runtime: AgentRuntime, approver: User
 ) -> None:  # S8
-    request = open_request(runtime, skills=("deploy", "boom", "notify"))
+    request = open_skill_request(runtime, "deploy", "boom", "notify")
 
     with failing_insert("approvals_grant", "skill", "boom"):
         outcome = request_answer(request=request, user=approver, answer=FOR_SESSION)
@@ -778,7 +754,7 @@ def test_one_failed_write_leaves_that_skill_ask_and_the_rest_are_written(
     assert not outcome.request_answered
     assert status(request) == RequestStatus.PENDING
     assert (item(request, "boom").decision, item(request, "boom").answered_by) == ("", None)
-    assert decide(runtime, ("deploy", "boom", "notify"), session_id="s-1") == {
+    assert skill_decisions(runtime, "deploy", "boom", "notify", session_id="s-1") == {
         "deploy": (ALLOW, "SESSION"),
         "boom": (ASK, "DEFAULT"),  # fail-closed: refused at execution
         "notify": (ALLOW, "SESSION"),
@@ -794,7 +770,7 @@ def test_one_failed_write_leaves_that_skill_ask_and_the_rest_are_written(
 def test_a_grant_whose_event_cannot_be_written_is_not_written(
     runtime: AgentRuntime, approver: User
 ) -> None:  # A3, S8
-    request = open_request(runtime, skills=("deploy", "boom"))
+    request = open_skill_request(runtime, "deploy", "boom")
 
     with failing_insert("audit_auditevent", "subject", "boom"):
         outcome = request_answer(request=request, user=approver, answer=NO)
@@ -802,7 +778,7 @@ def test_a_grant_whose_event_cannot_be_written_is_not_written(
     assert [skill for skill, _ in outcome.failed] == ["boom"]
     assert [g.skill for g in Grant.objects.all()] == ["deploy"]
     assert item(request, "boom").decision == ""
-    assert decide(runtime, ("boom",), session_id="s-1") == {"boom": (ASK, "DEFAULT")}
+    assert skill_decisions(runtime, "boom", session_id="s-1") == {"boom": (ASK, "DEFAULT")}
 
 
 # --- Aborts (S9) ----------------------------------------------------------------------------------
@@ -811,7 +787,7 @@ def test_a_grant_whose_event_cannot_be_written_is_not_written(
 def test_cancel_denies_each_unanswered_skill_for_the_session_never_agent_wide(
     runtime: AgentRuntime, approver: User
 ) -> None:  # S9
-    request = open_request(runtime, skills=("deploy", "notify"))
+    request = open_skill_request(runtime, "deploy", "notify")
     request_answer(request=request, user=approver, answer=FOR_SESSION, skills=["deploy"])
     runtime_actor = Actor.for_runtime(runtime)
 
@@ -843,43 +819,45 @@ def test_cancel_denies_each_unanswered_skill_for_the_session_never_agent_wide(
         "written": True,
         "grant_id": denial.pk,
     }
-    assert decide(runtime, ("deploy", "notify"), session_id="s-1") == {
+    assert skill_decisions(runtime, "deploy", "notify", session_id="s-1") == {
         "deploy": (ALLOW, "SESSION"),
         "notify": (DENY, "SESSION"),
     }
 
 
 def test_cancelling_a_fork_denies_on_the_invoking_session(runtime: AgentRuntime) -> None:  # S9, S3
-    open_request(runtime, session_id="s-1", skills=("other",))
-    fork = open_request(runtime, session_id=None, invoking_session_id="s-1", principal=None)
+    open_skill_request(runtime, "other", session_id="s-1")
+    fork = open_skill_request(runtime, "deploy", session_id=None, invoking_session_id="s-1", principal=None)
 
     request_cancel(request=fork, actor=TEST_ACTOR)
 
     [denial] = Grant.objects.all()
     assert (denial.scope, denial.decision, denial.session.session_id) == (GrantScope.SESSION, DENY, "s-1")
-    assert decide(runtime, invoking_session_id="s-1") == {"deploy": (DENY, "INVOKING_SESSION")}
+    assert skill_decisions(runtime, "deploy", session_id=None, invoking_session_id="s-1") == {
+        "deploy": (DENY, "INVOKING_SESSION")
+    }
 
 
 def test_cancelling_a_request_with_no_session_writes_nothing_and_the_skill_stays_ask(
     runtime: AgentRuntime,
 ) -> None:  # S9
-    request = open_request(runtime, session_id=None, principal=None, skills=("deploy", "notify"))
+    request = open_skill_request(runtime, "deploy", "notify", session_id=None, principal=None)
 
     request_cancel(request=request, actor=TEST_ACTOR)
 
     assert status(request) == RequestStatus.CANCELLED
     assert not Grant.objects.exists()
     assert item(request).decision == ""
-    assert decide(runtime, ("deploy",)) == {"deploy": (ASK, "DEFAULT")}
+    assert skill_decisions(runtime, "deploy", session_id=None) == {"deploy": (ASK, "DEFAULT")}
     aborted = events(AuditAction.SKILL_ABORT_DENIED)
     assert [e.subject for e in aborted] == ["deploy", "notify"]
     assert all(e.details["written"] is False for e in aborted)
 
 
 def test_cancelling_a_closed_request_raises(runtime: AgentRuntime, approver: User) -> None:  # S9
-    answered = open_request(runtime)
+    answered = open_skill_request(runtime, "deploy")
     request_answer(request=answered, user=approver, answer=FOR_SESSION)
-    cancelled = open_request(runtime, skills=("notify",))
+    cancelled = open_skill_request(runtime, "notify")
     request_cancel(request=cancelled, actor=TEST_ACTOR)
     before = Grant.objects.count()
 
@@ -903,7 +881,7 @@ def past_due(request: ApprovalRequest) -> None:
 def test_a_request_past_its_deadline_is_aborted_when_read(
     runtime: AgentRuntime, approver: User
 ) -> None:  # S9
-    request = open_request(runtime)
+    request = open_skill_request(runtime, "deploy")
     assert not request_expire_if_due(request)  # not due yet
     past_due(request)
 
@@ -922,7 +900,7 @@ def test_a_request_past_its_deadline_is_aborted_when_read(
 def test_answering_a_request_past_its_deadline_expires_it_instead(
     runtime: AgentRuntime, approver: User
 ) -> None:  # S9
-    request = open_request(runtime)
+    request = open_skill_request(runtime, "deploy")
     past_due(request)
 
     with pytest.raises(RequestClosedError, match="already expired"):
@@ -934,9 +912,9 @@ def test_answering_a_request_past_its_deadline_expires_it_instead(
 
 
 def test_the_sweep_expires_only_requests_past_their_deadline(runtime: AgentRuntime) -> None:  # S9
-    due = open_request(runtime, skills=("deploy",))
-    not_due = open_request(runtime, skills=("notify",))
-    no_session = open_request(runtime, skills=("wipe",), session_id=None, principal=None)
+    due = open_skill_request(runtime, "deploy")
+    not_due = open_skill_request(runtime, "notify")
+    no_session = open_skill_request(runtime, "wipe", session_id=None, principal=None)
     past_due(due)
     past_due(no_session)
 
@@ -958,12 +936,12 @@ def test_the_sweep_expires_only_requests_past_their_deadline(runtime: AgentRunti
 def granted(runtime: AgentRuntime, approver: User, operator: User) -> dict[str, Grant]:
     """In s-1: a turn ALLOW (read), a session ALLOW (deploy), a session DENY (notify); agent ALLOW (wipe).
     In s-2: a session ALLOW (deploy)."""
-    request_answer(request=open_request(runtime, ("read",), turn_id="t-1"), user=approver, answer=ONCE)
-    request_answer(request=open_request(runtime, ("deploy",)), user=approver, answer=FOR_SESSION)
-    request_answer(request=open_request(runtime, ("notify",)), user=approver, answer=NO)
-    request_answer(request=open_request(runtime, ("wipe",)), user=operator, answer=ALWAYS)
+    request_answer(request=open_skill_request(runtime, "read", turn_id="t-1"), user=approver, answer=ONCE)
+    request_answer(request=open_skill_request(runtime, "deploy"), user=approver, answer=FOR_SESSION)
+    request_answer(request=open_skill_request(runtime, "notify"), user=approver, answer=NO)
+    request_answer(request=open_skill_request(runtime, "wipe"), user=operator, answer=ALWAYS)
     request_answer(
-        request=open_request(runtime, ("deploy",), session_id="s-2"), user=approver, answer=FOR_SESSION
+        request=open_skill_request(runtime, "deploy", session_id="s-2"), user=approver, answer=FOR_SESSION
     )
     return {
         "turn": Grant.objects.get(scope=GrantScope.TURN),
@@ -998,7 +976,7 @@ def test_clear_drops_the_sessions_turn_and_session_grants_and_keeps_the_rest(
         {"removed": 3},
         approver,
     )
-    assert decide(runtime, ("read", "deploy", "notify", "wipe"), session_id="s-1", turn_id="t-1") == {
+    assert skill_decisions(runtime, "read", "deploy", "notify", "wipe", session_id="s-1", turn_id="t-1") == {
         "read": (ASK, "DEFAULT"),
         "deploy": (ASK, "DEFAULT"),
         "notify": (ASK, "DEFAULT"),
@@ -1035,7 +1013,7 @@ def test_revoke_session_keeps_agent_grants_unless_asked(
 def test_revoke_agent_wide_removes_only_this_runtimes_agent_grants(
     runtime: AgentRuntime, other_runtime: AgentRuntime, granted: dict[str, Grant], operator: User
 ) -> None:  # S10
-    theirs = open_request(other_runtime, ("wipe",), principal=None)
+    theirs = open_skill_request(other_runtime, "wipe", principal=None)
     request_answer(request=theirs, user=operator, answer=ALWAYS)
 
     assert agent_grants_revoke(runtime=runtime, actor=Actor.for_user(operator)) == 1
@@ -1063,7 +1041,7 @@ def test_revoking_one_grant(runtime: AgentRuntime, granted: dict[str, Grant], ap
         "s-1",
         {"grant_id": grant.pk, "scope": "SESSION", "decision": "DENY"},
     )
-    assert decide(runtime, ("notify", "deploy"), session_id="s-1") == {
+    assert skill_decisions(runtime, "notify", "deploy", session_id="s-1") == {
         "notify": (ASK, "DEFAULT"),
         "deploy": (ALLOW, "SESSION"),
     }
@@ -1072,9 +1050,9 @@ def test_revoking_one_grant(runtime: AgentRuntime, granted: dict[str, Grant], ap
 def test_session_deny_beats_older_agent_allow(
     runtime: AgentRuntime, approver: User, operator: User
 ) -> None:  # S2
-    pending = open_request(runtime, ("deploy",), session_id="s-2")
-    request_answer(request=open_request(runtime, ("deploy",)), user=operator, answer=ALWAYS)
-    assert decide(runtime, session_id="s-2") == {"deploy": (ALLOW, "AGENT")}
+    pending = open_skill_request(runtime, "deploy", session_id="s-2")
+    request_answer(request=open_skill_request(runtime, "deploy"), user=operator, answer=ALWAYS)
+    assert skill_decisions(runtime, "deploy", session_id="s-2") == {"deploy": (ALLOW, "AGENT")}
 
     request_answer(request=pending, user=approver, answer=NO)
 
@@ -1082,9 +1060,11 @@ def test_session_deny_beats_older_agent_allow(
     deny = Grant.objects.get(scope=GrantScope.SESSION)
     assert agent.created_at <= deny.created_at
     assert agent.revoked_at is None
-    assert decide(runtime, session_id="s-2") == {"deploy": (DENY, "SESSION")}
-    assert decide(runtime, invoking_session_id="s-2") == {"deploy": (DENY, "INVOKING_SESSION")}
-    assert decide(runtime, session_id="s-3") == {"deploy": (ALLOW, "AGENT")}
+    assert skill_decisions(runtime, "deploy", session_id="s-2") == {"deploy": (DENY, "SESSION")}
+    assert skill_decisions(runtime, "deploy", session_id=None, invoking_session_id="s-2") == {
+        "deploy": (DENY, "INVOKING_SESSION")
+    }
+    assert skill_decisions(runtime, "deploy", session_id="s-3") == {"deploy": (ALLOW, "AGENT")}
 
 
 @pytest.mark.parametrize("returning", [True, False], ids=["on-conflict", "savepoint"])
@@ -1095,7 +1075,7 @@ def test_a_grant_insert_steps_aside_for_a_held_key_only(
         if connection.vendor != "sqlite":
             pytest.skip("only an older SQLite inserts without RETURNING")
         monkeypatch.setattr(connection.features, "can_return_columns_from_insert", False)
-    session = open_request(runtime).session
+    session = open_skill_request(runtime, "deploy").session
 
     def grant(**fields: object) -> Grant:
         key = {"runtime": runtime, "scope": "SESSION", "decision": ALLOW, "skill": "deploy"}
@@ -1118,8 +1098,8 @@ def test_a_grant_insert_steps_aside_for_a_held_key_only(
 def test_a_new_answer_supersedes_the_grant_of_the_same_key(
     runtime: AgentRuntime, approver: User
 ) -> None:  # S4
-    first = open_request(runtime, ("deploy",))
-    second = open_request(runtime, ("deploy",))  # both asked before either was answered
+    first = open_skill_request(runtime, "deploy")
+    second = open_skill_request(runtime, "deploy")  # both asked before either was answered
     request_answer(request=first, user=approver, answer=FOR_SESSION)
 
     request_answer(request=second, user=approver, answer=NO)
@@ -1130,7 +1110,7 @@ def test_a_new_answer_supersedes_the_grant_of_the_same_key(
     assert old.revoked_at is not None
     [current] = active(runtime)
     assert (current.decision, current.request_id) == (DENY, second.pk)
-    assert decide(runtime, session_id="s-1") == {"deploy": (DENY, "SESSION")}
+    assert skill_decisions(runtime, "deploy", session_id="s-1") == {"deploy": (DENY, "SESSION")}
 
 
 # --- Idle TTL (S12) -------------------------------------------------------------------------------
@@ -1146,13 +1126,13 @@ def test_session_grants_stop_counting_after_the_idle_ttl(
     runtime: AgentRuntime, approver: User, operator: User, settings: object
 ) -> None:  # S12
     settings.AIMON_SESSION_IDLE_TTL_SECONDS = 3600  # type: ignore[attr-defined]
-    request_answer(request=open_request(runtime, ("deploy",), turn_id="t-1"), user=approver, answer=ONCE)
-    request_answer(request=open_request(runtime, ("notify",)), user=approver, answer=FOR_SESSION)
-    request_answer(request=open_request(runtime, ("wipe",)), user=operator, answer=ALWAYS)
+    request_answer(request=open_skill_request(runtime, "deploy", turn_id="t-1"), user=approver, answer=ONCE)
+    request_answer(request=open_skill_request(runtime, "notify"), user=approver, answer=FOR_SESSION)
+    request_answer(request=open_skill_request(runtime, "wipe"), user=operator, answer=ALWAYS)
     skills = ("deploy", "notify", "wipe")
 
     idle_for(runtime, "s-1", 1800)  # within the TTL: still in force
-    assert decide(runtime, skills, session_id="s-1", turn_id="t-1") == {
+    assert skill_decisions(runtime, *skills, session_id="s-1", turn_id="t-1") == {
         "deploy": (ALLOW, "TURN"),
         "notify": (ALLOW, "SESSION"),
         "wipe": (ALLOW, "AGENT"),
@@ -1161,8 +1141,11 @@ def test_session_grants_stop_counting_after_the_idle_ttl(
 
     idle_for(runtime, "s-1", 3700)  # past it: the session's grants no longer count, agent ones do
     expected = {"deploy": (ASK, "DEFAULT"), "notify": (ASK, "DEFAULT"), "wipe": (ALLOW, "AGENT")}
-    assert decide(runtime, skills, session_id="s-1", turn_id="t-1") == expected
-    assert decide(runtime, skills, invoking_session_id="s-1", turn_id="t-1") == expected
+    assert skill_decisions(runtime, *skills, session_id="s-1", turn_id="t-1") == expected
+    assert (
+        skill_decisions(runtime, *skills, session_id=None, invoking_session_id="s-1", turn_id="t-1")
+        == expected
+    )
 
     # The next touch of the session revokes them for good and says so.
     session = session_touch(runtime=runtime, session_id="s-1", principal="alice")
@@ -1175,7 +1158,7 @@ def test_session_grants_stop_counting_after_the_idle_ttl(
         RevokeReason.EXPIRED,
         RevokeReason.EXPIRED,
     ]
-    assert decide(runtime, skills, session_id="s-1", turn_id="t-1") == expected
+    assert skill_decisions(runtime, *skills, session_id="s-1", turn_id="t-1") == expected
     assert len(active(runtime)) == 1
 
 
@@ -1183,12 +1166,12 @@ def test_agent_grants_do_not_expire_with_idle_sessions(
     runtime: AgentRuntime, operator: User, settings: object
 ) -> None:  # S12
     settings.AIMON_SESSION_IDLE_TTL_SECONDS = 60  # type: ignore[attr-defined]
-    request_answer(request=open_request(runtime, ("wipe",)), user=operator, answer=ALWAYS)
+    request_answer(request=open_skill_request(runtime, "wipe"), user=operator, answer=ALWAYS)
     idle_for(runtime, "s-1", 10 * 365 * 24 * 3600)
 
     session_touch(runtime=runtime, session_id="s-1", principal=None)
 
-    assert decide(runtime, ("wipe",), session_id="s-1") == {"wipe": (ALLOW, "AGENT")}
+    assert skill_decisions(runtime, "wipe", session_id="s-1") == {"wipe": (ALLOW, "AGENT")}
     assert not events(AuditAction.SESSION_EXPIRED)  # nothing of the session's to expire
 
 
@@ -1223,7 +1206,7 @@ def test_who_may_answer(
     allowed: bool,
 ) -> None:  # S13
     user = User.objects.get(username=who)
-    request = open_request(owned_runtime, principal=principal)
+    request = open_skill_request(owned_runtime, "deploy", principal=principal)
 
     if allowed:
         outcome = request_answer(request=request, user=user, answer=NO)
@@ -1239,7 +1222,7 @@ def test_who_may_answer(
 def test_a_deactivated_principal_leaves_the_request_to_operators_and_the_owner(
     owned_runtime: AgentRuntime, owner: User, approver: User
 ) -> None:  # S13
-    request = open_request(owned_runtime, principal="alice")
+    request = open_skill_request(owned_runtime, "deploy", principal="alice")
     User.objects.filter(pk=approver.pk).update(is_active=False)
     approver.refresh_from_db()
 
@@ -1262,7 +1245,7 @@ def test_agent_scope_is_offered_and_accepted_only_for_operators_and_the_owner(
     may_grant_agent: bool,
 ) -> None:  # S13
     user = User.objects.get(username=who)
-    request = open_request(owned_runtime, principal=principal)
+    request = open_skill_request(owned_runtime, "deploy", principal=principal)
 
     assert (ALWAYS in answers_for(user, request, item(request))) is may_grant_agent
     if may_grant_agent:
@@ -1277,7 +1260,7 @@ def test_agent_scope_is_offered_and_accepted_only_for_operators_and_the_owner(
 
 
 def test_the_server_refuses_allow_once_without_a_turn(runtime: AgentRuntime, approver: User) -> None:  # S4
-    request = open_request(runtime, turn_id=None)
+    request = open_skill_request(runtime, "deploy", turn_id=None)
 
     assert ONCE not in answers_for(approver, request, item(request))
     with pytest.raises(NotAllowedError):
@@ -1288,7 +1271,7 @@ def test_the_server_refuses_allow_once_without_a_turn(runtime: AgentRuntime, app
 def test_answering_a_skill_the_request_does_not_name_is_refused(
     runtime: AgentRuntime, approver: User
 ) -> None:
-    request = open_request(runtime)
+    request = open_skill_request(runtime, "deploy")
 
     with pytest.raises(ApprovalError, match="Unknown skill"):
         request_answer(request=request, user=approver, answer=NO, skills=["deploy", "wipe"])
@@ -1306,14 +1289,15 @@ def test_rule_changes_are_audited_and_the_chain_sees_them_at_once(
     runtime: AgentRuntime, operator: User, django_capture_on_commit_callbacks: Callable
 ) -> None:  # A1, S2
     actor = Actor.for_user(operator)
-    assert decide(runtime, ("deploy-x",)) == {"deploy-x": (ASK, "DEFAULT")}  # the index is now cached
+    # the index is now cached
+    assert skill_decisions(runtime, "deploy-x", session_id=None) == {"deploy-x": (ASK, "DEFAULT")}
     seen = {version()}
 
     with django_capture_on_commit_callbacks(execute=True):
         rule = rules.rule_create(pattern="deploy-*", action=RuleAction.DENY, actor=actor, runtime=runtime)
     assert version() not in seen  # restamped: a stamp is never reused
     seen.add(version())
-    assert decide(runtime, ("deploy-x",)) == {"deploy-x": (DENY, "RULE")}
+    assert skill_decisions(runtime, "deploy-x", session_id=None) == {"deploy-x": (DENY, "RULE")}
     [created] = events(AuditAction.RULE_CREATED)
     assert (created.actor, created.runtime, created.subject_type, created.subject) == (
         operator,
@@ -1334,7 +1318,7 @@ def test_rule_changes_are_audited_and_the_chain_sees_them_at_once(
         rules.rule_update(rule=rule, actor=actor, action=RuleAction.ALLOW, widest_scope=GrantScope.SESSION)
     assert version() not in seen
     seen.add(version())
-    assert decide(runtime, ("deploy-x",)) == {"deploy-x": (ALLOW, "RULE")}
+    assert skill_decisions(runtime, "deploy-x", session_id=None) == {"deploy-x": (ALLOW, "RULE")}
     [changed] = events(AuditAction.RULE_CHANGED)
     assert (changed.details["before"]["action"], changed.details["after"]["action"]) == ("DENY", "ALLOW")
     assert changed.details["after"]["widest_scope"] == "SESSION"
@@ -1348,7 +1332,7 @@ def test_rule_changes_are_audited_and_the_chain_sees_them_at_once(
     with django_capture_on_commit_callbacks(execute=True):
         rules.rule_delete(rule=rule, actor=actor)
     assert version() != stamp
-    assert decide(runtime, ("deploy-x",)) == {"deploy-x": (ASK, "DEFAULT")}
+    assert skill_decisions(runtime, "deploy-x", session_id=None) == {"deploy-x": (ASK, "DEFAULT")}
     [deleted] = events(AuditAction.RULE_DELETED)
     assert (deleted.subject, deleted.details["before"]["action"]) == ("deploy-*", "ALLOW")
 
@@ -1373,7 +1357,7 @@ def test_an_allow_rule_decides_at_creation_and_a_deny_rule_too(
         rules.rule_create(pattern="read*", action=RuleAction.ALLOW, actor=TEST_ACTOR)
         rules.rule_create(pattern="wipe*", action=RuleAction.DENY, actor=TEST_ACTOR, runtime=runtime)
 
-    request = open_request(runtime, ("read-file", "wipe-db", "deploy"))
+    request = open_skill_request(runtime, "read-file", "wipe-db", "deploy")
 
     assert [(i.skill, i.decision, i.source) for i in request.items.order_by("position")] == [
         ("read-file", ALLOW, DecisionSource.RULE),
@@ -1395,7 +1379,7 @@ def test_a_rule_caps_the_widest_scope_an_answer_may_take(
             pattern="wipe", action=RuleAction.ASK, widest_scope=GrantScope.TURN, actor=TEST_ACTOR
         )
 
-    request = open_request(runtime, ("deploy", "wipe", "notify"), turn_id="t-1")
+    request = open_skill_request(runtime, "deploy", "wipe", "notify", turn_id="t-1")
 
     assert [(i.skill, i.widest_scope) for i in request.items.order_by("position")] == [
         ("deploy", GrantScope.SESSION),
@@ -1417,8 +1401,8 @@ def test_a_rule_caps_the_widest_scope_an_answer_may_take(
 def test_a_grant_that_replaces_another_says_which_in_its_event(
     runtime: AgentRuntime, approver: User
 ) -> None:  # A1, S4: nothing is replaced unsaid
-    first = open_request(runtime)
-    second = open_request(runtime)  # asked again before the first was answered
+    first = open_skill_request(runtime, "deploy")
+    second = open_skill_request(runtime, "deploy")  # asked again before the first was answered
     request_answer(request=first, user=approver, answer=FOR_SESSION)
     allowed = item(first).grant
 
@@ -1435,8 +1419,8 @@ def test_a_grant_that_replaces_another_says_which_in_its_event(
 def test_an_abort_deny_that_replaces_an_answer_says_which_in_its_event(
     runtime: AgentRuntime, approver: User
 ) -> None:  # A1, S9: the abort's DENY names the ALLOW it replaced
-    first = open_request(runtime)
-    second = open_request(runtime)
+    first = open_skill_request(runtime, "deploy")
+    second = open_skill_request(runtime, "deploy")
     request_answer(request=first, user=approver, answer=FOR_SESSION)
     allowed = item(first).grant
     ApprovalRequest.objects.filter(pk=second.pk).update(expires_at=timezone.now() - dt.timedelta(seconds=1))
@@ -1462,9 +1446,11 @@ def _by_ids(runtime: AgentRuntime, **ids: str | None) -> dict[str, tuple[str, st
 def test_a_decision_by_ids_reads_everything_in_one_query_when_the_session_is_fresh(
     runtime: AgentRuntime, approver: User, django_assert_num_queries: Callable
 ) -> None:  # S2, S3: the API's decision path
-    request_answer(request=open_request(runtime, session_id="s-0"), user=approver, answer=FOR_SESSION)
     request_answer(
-        request=open_request(runtime, skills=("notify",), session_id="s-1", turn_id="t-1"),
+        request=open_skill_request(runtime, "deploy", session_id="s-0"), user=approver, answer=FOR_SESSION
+    )
+    request_answer(
+        request=open_skill_request(runtime, "notify", session_id="s-1", turn_id="t-1"),
         user=approver,
         answer=ONCE,
     )
@@ -1489,7 +1475,9 @@ def test_a_decision_by_ids_writes_what_the_session_needs_first(
     with pytest.raises(PrincipalConflictError):
         _by_ids(runtime, session_id="s-new", principal="bob")
 
-    request_answer(request=open_request(runtime, session_id="s-1"), user=approver, answer=FOR_SESSION)
+    request_answer(
+        request=open_skill_request(runtime, "deploy", session_id="s-1"), user=approver, answer=FOR_SESSION
+    )
     assert _by_ids(runtime, session_id="s-1")["deploy"] == ("ALLOW", "SESSION")
     settings.AIMON_SESSION_IDLE_TTL_SECONDS = 600  # type: ignore[attr-defined]
     Session.objects.filter(session_id="s-1").update(last_seen_at=timezone.now() - dt.timedelta(hours=1))
@@ -1504,7 +1492,7 @@ def test_an_answer_after_waiting_past_the_idle_ttl_is_what_the_chain_answers(
     runtime: AgentRuntime, approver: User, settings: object
 ) -> None:  # S7, S12: the request reported ALLOW/SESSION, the chain answered ASK
     settings.AIMON_SESSION_IDLE_TTL_SECONDS = 600  # type: ignore[attr-defined]
-    request = open_request(runtime, ("deploy",))
+    request = open_skill_request(runtime, "deploy")
     idle_for(runtime, "s-1", 900)  # the request waited longer than the idle TTL
 
     request_answer(request=request, user=approver, answer=FOR_SESSION)
@@ -1514,10 +1502,10 @@ def test_an_answer_after_waiting_past_the_idle_ttl_is_what_the_chain_answers(
         GrantScope.SESSION,
         RequestStatus.ANSWERED,
     )
-    assert decide(runtime, session_id="s-1") == {"deploy": (ALLOW, "SESSION")}
+    assert skill_decisions(runtime, "deploy", session_id="s-1") == {"deploy": (ALLOW, "SESSION")}
     assert _by_ids(runtime, session_id="s-1")["deploy"] == (ALLOW, "SESSION")
     session_touch(runtime=runtime, session_id="s-1", principal=None)  # the next touch
-    assert decide(runtime, session_id="s-1") == {"deploy": (ALLOW, "SESSION")}
+    assert skill_decisions(runtime, "deploy", session_id="s-1") == {"deploy": (ALLOW, "SESSION")}
     assert not events(AuditAction.SESSION_EXPIRED)
     assert active(runtime)[0].revoked_at is None
 
@@ -1526,19 +1514,19 @@ def test_a_pending_request_keeps_its_session_from_idling(
     runtime: AgentRuntime, approver: User, settings: object
 ) -> None:  # S12: a session with a pending request is not idle
     settings.AIMON_SESSION_IDLE_TTL_SECONDS = 600  # type: ignore[attr-defined]
-    request_answer(request=open_request(runtime, ("notify",)), user=approver, answer=FOR_SESSION)
-    pending = open_request(runtime, ("deploy",))
+    request_answer(request=open_skill_request(runtime, "notify"), user=approver, answer=FOR_SESSION)
+    pending = open_skill_request(runtime, "deploy")
     idle_for(runtime, "s-1", 900)
 
     session_touch(runtime=runtime, session_id="s-1", principal=None)
 
-    assert decide(runtime, ("notify",), session_id="s-1") == {"notify": (ALLOW, "SESSION")}
+    assert skill_decisions(runtime, "notify", session_id="s-1") == {"notify": (ALLOW, "SESSION")}
     assert not events(AuditAction.SESSION_EXPIRED)
     # Once nothing is pending, idling past the TTL expires the session's approvals as before.
     request_cancel(request=pending, actor=TEST_ACTOR)
     idle_for(runtime, "s-1", 900)
     session_touch(runtime=runtime, session_id="s-1", principal=None)
-    assert decide(runtime, ("notify", "deploy"), session_id="s-1") == {
+    assert skill_decisions(runtime, "notify", "deploy", session_id="s-1") == {
         "notify": (ASK, "DEFAULT"),
         "deploy": (ASK, "DEFAULT"),
     }
@@ -1550,20 +1538,22 @@ def test_a_forks_late_answer_keeps_the_invoking_session_alive(
 ) -> None:  # S3, S12: the answer lands on the invoking session, and counts as its activity
     settings.AIMON_SESSION_IDLE_TTL_SECONDS = 600  # type: ignore[attr-defined]
     session_touch(runtime=runtime, session_id="s-1", principal="alice")
-    fork = open_request(runtime, ("deploy",), session_id=None, invoking_session_id="s-1")
+    fork = open_skill_request(runtime, "deploy", session_id=None, invoking_session_id="s-1")
     idle_for(runtime, "s-1", 900)
 
     request_answer(request=fork, user=approver, answer=FOR_SESSION)
 
-    assert decide(runtime, invoking_session_id="s-1") == {"deploy": (ALLOW, "INVOKING_SESSION")}
-    assert decide(runtime, session_id="s-1") == {"deploy": (ALLOW, "SESSION")}
+    assert skill_decisions(runtime, "deploy", session_id=None, invoking_session_id="s-1") == {
+        "deploy": (ALLOW, "INVOKING_SESSION")
+    }
+    assert skill_decisions(runtime, "deploy", session_id="s-1") == {"deploy": (ALLOW, "SESSION")}
 
 
 # --- Two requests for the same key (S2) -----------------------------------------------------------
 
 
 def two_pending(runtime: AgentRuntime) -> tuple[ApprovalRequest, ApprovalRequest]:
-    return open_request(runtime, ("deploy",)), open_request(runtime, ("deploy",))
+    return open_skill_request(runtime, "deploy"), open_skill_request(runtime, "deploy")
 
 
 def test_a_second_allow_is_answered_by_the_first_ones_grant(
@@ -1595,7 +1585,7 @@ def test_a_second_allow_is_answered_by_the_first_ones_grant(
         grant.pk,
         False,
     )
-    assert decide(runtime, session_id="s-1") == {"deploy": (ALLOW, "SESSION")}
+    assert skill_decisions(runtime, "deploy", session_id="s-1") == {"deploy": (ALLOW, "SESSION")}
 
 
 def test_an_allow_meeting_a_deny_made_now_is_answered_deny_and_told_plainly(
@@ -1612,7 +1602,7 @@ def test_an_allow_meeting_a_deny_made_now_is_answered_deny_and_told_plainly(
     assert [g.pk for g in active(runtime)] == [deny.pk]
     assert (item(second).decision, item(second).grant_id) == (DENY, deny.pk)
     assert status(second) == RequestStatus.ANSWERED
-    assert decide(runtime, session_id="s-1") == {"deploy": (DENY, "SESSION")}
+    assert skill_decisions(runtime, "deploy", session_id="s-1") == {"deploy": (DENY, "SESSION")}
 
 
 def test_a_deny_replaces_an_allow_made_a_moment_before_and_says_so(
@@ -1624,7 +1614,7 @@ def test_a_deny_replaces_an_allow_made_a_moment_before_and_says_so(
     outcome = request_answer(request=second, user=approver, answer=NO)
 
     assert outcome.notes == [DENY_REPLACED_MESSAGE.format(skill="deploy", who="olivia")]
-    assert decide(runtime, session_id="s-1") == {"deploy": (DENY, "SESSION")}
+    assert skill_decisions(runtime, "deploy", session_id="s-1") == {"deploy": (DENY, "SESSION")}
 
 
 def test_deny_this_request_under_a_turn_cap_names_the_session_and_stores_nothing(
@@ -1633,7 +1623,7 @@ def test_deny_this_request_under_a_turn_cap_names_the_session_and_stores_nothing
     rules.rule_create(
         pattern="wipe", action="ASK", widest_scope=GrantScope.TURN, actor=TEST_ACTOR, runtime=None
     )
-    request = open_request(runtime, ("wipe",), turn_id="t-1")
+    request = open_skill_request(runtime, "wipe", turn_id="t-1")
     assert answers_for(approver, request, item(request, "wipe")) == [ONCE, Answer.DENY_REQUEST]
 
     request_answer(request=request, user=approver, answer=Answer.DENY_REQUEST)
@@ -1641,4 +1631,4 @@ def test_deny_this_request_under_a_turn_cap_names_the_session_and_stores_nothing
     assert not Grant.objects.exists()
     [event] = events(AuditAction.SKILL_REQUEST_DENIED)
     assert (event.session_key, event.subject, event.details["scope"]) == ("s-1", "wipe", "REQUEST")
-    assert decide(runtime, ("wipe",), session_id="s-1", turn_id="t-1") == {"wipe": (ASK, "RULE")}
+    assert skill_decisions(runtime, "wipe", session_id="s-1", turn_id="t-1") == {"wipe": (ASK, "RULE")}

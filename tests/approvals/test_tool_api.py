@@ -27,8 +27,8 @@ from aimon_admin.audit.models import AuditEvent
 from aimon_admin.registry.models import ToolSubject
 from aimon_admin.registry.services import local_tools_replace
 from aimon_admin.runtimes.models import AgentRuntime
-from aimon_admin.runtimes.services import token_issue
 from tests.conftest import TEST_ACTOR
+from tests.runtimes.factories import api_client_for, bearer_client
 
 TOOL_REQUESTS = "/api/v1/tool-approval-requests"
 DECISIONS = "/api/v1/tool-decisions"
@@ -58,11 +58,7 @@ def tools(runtime: AgentRuntime, other_runtime: AgentRuntime) -> None:
 
 @pytest.fixture
 def other_api(other_runtime: AgentRuntime) -> APIClient:
-    client = APIClient()
-    client.credentials(
-        HTTP_AUTHORIZATION=f"Bearer {token_issue(runtime=other_runtime, actor=TEST_ACTOR, label='t')[1]}"
-    )
-    return client
+    return api_client_for(other_runtime, label="t")
 
 
 def open_request(api: APIClient, **body: Any) -> Any:
@@ -279,9 +275,7 @@ def test_the_long_poll_returns_when_the_approver_answers(
 ) -> None:  # U2, U3: one long-poll path for both kinds
     settings.REDIS_URL = ""
     monkeypatch.setattr(wakeups, "REPOLL_SECONDS", 30.0)  # only a wake-up returns it before `wait`
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {runtime_token}")
-    opened = open_request(client).json()
+    opened = open_request(bearer_client(runtime_token)).json()
     result: dict[str, Any] = {}
 
     def poll() -> None:

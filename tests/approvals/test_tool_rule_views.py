@@ -8,7 +8,6 @@ import html
 
 import pytest
 from django.core.exceptions import ValidationError
-from django.test import Client
 from django.utils import timezone
 
 from aimon_admin.accounts.models import User
@@ -21,6 +20,7 @@ from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.registry.services import local_tools_replace, tool_subject_set
 from aimon_admin.runtimes.models import AgentRuntime
+from tests.accounts.factories import logged_in
 from tests.conftest import TEST_ACTOR
 from tests.core.prg_support import assert_invalid_post_redirects_and_reloads
 
@@ -39,12 +39,6 @@ HTMX = {"HX-Request": "true"}
 RULES = "/approvals/rules/"
 NEW = "/approvals/rules/tools/new/"
 PREVIEW = "/approvals/rules/tools/preview/"
-
-
-def logged_in(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def text_of(response: object) -> str:

@@ -28,6 +28,7 @@ from aimon_admin.audit.models import AuditEvent
 from aimon_admin.registry.models import ToolSubject
 from aimon_admin.registry.services import local_tools_replace
 from aimon_admin.runtimes.models import AgentRuntime
+from tests.approvals.factories import decide_tool_call, open_skill_request, open_tool_request
 from tests.conftest import TEST_ACTOR
 
 BASH = {"name": "Bash"}  # every axis undeclared: MUTATING, DESTRUCTIVE, NON_IDEMPOTENT
@@ -55,29 +56,6 @@ def tool_rule(text_tool: str, pattern: str, action: str, **fields: Any) -> ToolR
     return rule
 
 
-def decide(runtime: AgentRuntime, tool: str = "Bash", **call: Any) -> services.ToolCallDecision:
-    call.setdefault("session_id", "s-1")
-    return services.tool_call_decide(runtime=runtime, tool=tool, **call)
-
-
-def ask(
-    runtime: AgentRuntime, tool: str = "Bash", arguments: dict | None = None, **fields: Any
-) -> ApprovalRequest:
-    fields.setdefault("session_id", "s-1")
-    fields.setdefault("principal", "alice")
-    request, _ = services.request_create(
-        services.RequestInput(
-            runtime=runtime,
-            skills=[],
-            kind=RequestKind.TOOL,
-            tool=tool,
-            arguments=arguments or PUSH,
-            **fields,
-        )
-    )
-    return request
-
-
 def answer(
     request: ApprovalRequest, user: User, how: Answer, pattern: str | None = None
 ) -> services.AnswerOutcome:
@@ -96,83 +74,91 @@ pytestmark = pytest.mark.usefixtures("tools")
 
 
 def test_without_rules_or_grants_the_gate_answers_as_before(runtime: AgentRuntime) -> None:  # T7, T8
-    assert what(decide(runtime, arguments=PUSH)) == ("ASK", "DESTRUCTIVE_ALWAYS_ASKS", "GATE")
-    assert what(decide(runtime, session_id=None)) == ("DENY", "UNATTENDED_NO_CHANNEL", "GATE")
-    assert what(decide(runtime, "Read")) == ("ALLOW", "READ_ONLY_EXEMPT", "GATE")
+    assert what(decide_tool_call(runtime, "Bash", PUSH)) == ("ASK", "DESTRUCTIVE_ALWAYS_ASKS", "GATE")
+    assert what(decide_tool_call(runtime, "Bash", session_id=None)) == (
+        "DENY",
+        "UNATTENDED_NO_CHANNEL",
+        "GATE",
+    )
+    assert what(decide_tool_call(runtime, "Read")) == ("ALLOW", "READ_ONLY_EXEMPT", "GATE")
 
 
 def test_a_deny_rule_on_the_subject_denies_and_says_which(runtime: AgentRuntime) -> None:  # U1
     rule = tool_rule("Bash", "rm:*", RuleAction.DENY)
 
-    decided = decide(runtime, arguments={"command": "rm -rf /"})
+    decided = decide_tool_call(runtime, "Bash", {"command": "rm -rf /"})
 
     assert what(decided) == ("DENY", "DENIED_BY_RULE", "RULE")
     assert decided.verdict.rule is not None
     assert decided.verdict.rule.id == rule.pk
-    assert what(decide(runtime, arguments=PUSH)) == ("ASK", "DESTRUCTIVE_ALWAYS_ASKS", "GATE")
+    assert what(decide_tool_call(runtime, "Bash", PUSH)) == ("ASK", "DESTRUCTIVE_ALWAYS_ASKS", "GATE")
 
 
 def test_an_allow_rule_answers_its_pattern_only(runtime: AgentRuntime) -> None:  # U1
     tool_rule("Bash", "git status:*", RuleAction.ALLOW)
 
-    assert what(decide(runtime, arguments={"command": "git status --short"})) == (
+    assert what(decide_tool_call(runtime, "Bash", {"command": "git status --short"})) == (
         "ALLOW",
         "ALLOWED_BY_RULE",
         "RULE",
     )
     # An ALLOW's wildcard never stands for a command chained on.
-    assert what(decide(runtime, arguments={"command": "git status; rm -rf /"}))[0] == "ASK"
+    assert what(decide_tool_call(runtime, "Bash", {"command": "git status; rm -rf /"}))[0] == "ASK"
 
 
 def test_a_subject_absent_or_not_text_matches_no_pattern_and_says_so(runtime: AgentRuntime) -> None:  # U1
     tool_rule("Bash", "git status:*", RuleAction.ALLOW)
 
-    absent = decide(runtime, arguments={"cmd": "git status"})
-    not_text = decide(runtime, arguments={"command": ["git", "status"]})
+    absent = decide_tool_call(runtime, "Bash", {"cmd": "git status"})
+    not_text = decide_tool_call(runtime, "Bash", {"command": ["git", "status"]})
 
     assert what(absent)[0] == "ASK"
     assert "'command' is absent" in absent.note
     assert what(not_text)[0] == "ASK"
     assert "'command' is not a string" in not_text.note
     # A tool with no subject argument named says nothing of it.
-    assert decide(runtime, "Read").note == ""
+    assert decide_tool_call(runtime, "Read").note == ""
 
 
 def test_an_operator_deny_cannot_be_granted_away(runtime: AgentRuntime, approver: User) -> None:  # U1
-    request = ask(runtime, arguments={"command": "rm -rf /tmp/x"})
+    request = open_tool_request(runtime, "Bash", {"command": "rm -rf /tmp/x"})
     answer(request, approver, Answer.ALLOW_SESSION, "rm -rf /tmp/x")
-    assert what(decide(runtime, arguments={"command": "rm -rf /tmp/x"}))[0] == "ALLOW"
+    assert what(decide_tool_call(runtime, "Bash", {"command": "rm -rf /tmp/x"}))[0] == "ALLOW"
 
     tool_rule("Bash", "rm:*", RuleAction.DENY)
 
-    assert what(decide(runtime, arguments={"command": "rm -rf /tmp/x"})) == ("DENY", "DENIED_BY_RULE", "RULE")
+    assert what(decide_tool_call(runtime, "Bash", {"command": "rm -rf /tmp/x"})) == (
+        "DENY",
+        "DENIED_BY_RULE",
+        "RULE",
+    )
 
 
 def test_the_ceiling_comes_before_everything(runtime: AgentRuntime, approver: User) -> None:  # U, T6
-    request = ask(runtime, "Edit", {"path": "a.txt"})
+    request = open_tool_request(runtime, "Edit", {"path": "a.txt"})
     answer(request, approver, Answer.ALLOW_SESSION, "")
     runtime.ceiling = "READ_ONLY"
     runtime.save()
 
-    assert what(decide(runtime, "Edit", arguments={"path": "a.txt"})) == ("DENY", "ABOVE_CEILING", "CEILING")
+    assert what(decide_tool_call(runtime, "Edit", {"path": "a.txt"})) == ("DENY", "ABOVE_CEILING", "CEILING")
 
 
 def test_an_unknown_invoking_session_is_refused(runtime: AgentRuntime) -> None:  # S3
     with pytest.raises(services.UnknownInvokingSessionError):
-        decide(runtime, session_id=None, invoking_session_id="never-seen")
+        decide_tool_call(runtime, "Bash", session_id=None, invoking_session_id="never-seen")
 
 
 def test_a_sessions_principal_is_fixed(runtime: AgentRuntime) -> None:  # S12
-    decide(runtime, principal="alice")
+    decide_tool_call(runtime, "Bash", principal="alice")
     with pytest.raises(services.PrincipalConflictError):
-        decide(runtime, principal="bob")
+        decide_tool_call(runtime, "Bash", principal="bob")
 
 
 # --- Requests (U2) -------------------------------------------------------------------------------
 
 
 def test_a_tool_request_stores_the_call(runtime: AgentRuntime) -> None:  # U2, U4
-    request = ask(runtime, arguments={"command": "git push origin main", "timeout": 30})
+    request = open_tool_request(runtime, "Bash", {"command": "git push origin main", "timeout": 30})
 
     assert request.kind == RequestKind.TOOL
     assert request.status == RequestStatus.PENDING
@@ -189,7 +175,7 @@ def test_a_tool_request_stores_the_call(runtime: AgentRuntime) -> None:  # U2, U
 
 def test_an_unattended_call_opens_no_request(runtime: AgentRuntime) -> None:  # U2, T8
     with pytest.raises(services.BadToolCallError) as refused:
-        ask(runtime, session_id=None)
+        open_tool_request(runtime, "Bash", PUSH, session_id=None)
     assert refused.value.field == "session_id"
     assert not ApprovalRequest.objects.exists()
 
@@ -197,8 +183,8 @@ def test_an_unattended_call_opens_no_request(runtime: AgentRuntime) -> None:  # 
 def test_a_call_the_chain_decides_is_answered_from_the_start(runtime: AgentRuntime) -> None:  # U2
     tool_rule("Bash", "rm:*", RuleAction.DENY)
 
-    denied = ask(runtime, arguments={"command": "rm -rf /"})
-    read = ask(runtime, "Read", {"path": "x"})
+    denied = open_tool_request(runtime, "Bash", {"command": "rm -rf /"})
+    read = open_tool_request(runtime, "Read", {"path": "x"})
 
     assert denied.status == RequestStatus.ANSWERED
     assert [(i.decision, i.source, i.scope) for i in denied.items.all()] == [("DENY", "RULE", "")]
@@ -219,7 +205,7 @@ def test_arguments_that_cannot_be_stored_or_digested_are_refused(
     runtime: AgentRuntime, arguments: dict, field: str
 ) -> None:  # bad input
     with pytest.raises(services.BadToolCallError) as refused:
-        ask(runtime, arguments=arguments)
+        open_tool_request(runtime, "Bash", arguments)
     assert refused.value.field == field
 
 
@@ -229,7 +215,7 @@ def test_arguments_that_cannot_be_stored_or_digested_are_refused(
 def test_allow_for_this_session_holds_for_the_pattern_picked(
     runtime: AgentRuntime, approver: User
 ) -> None:  # U3
-    request = ask(runtime)
+    request = open_tool_request(runtime, "Bash", PUSH)
 
     outcome = answer(request, approver, Answer.ALLOW_SESSION, "git push:*")
 
@@ -242,20 +228,23 @@ def test_allow_for_this_session_holds_for_the_pattern_picked(
         GrantScope.SESSION,
         GrantDecision.ALLOW,
     )
-    assert what(decide(runtime, arguments={"command": "git push origin dev"})) == (
+    assert what(decide_tool_call(runtime, "Bash", {"command": "git push origin dev"})) == (
         "ALLOW",
         "GRANTED",
         "SESSION",
     )
-    assert what(decide(runtime, arguments={"command": "rm -rf /"}))[0] == "ASK"
-    assert what(decide(runtime, session_id="s-2", arguments={"command": "git push origin dev"}))[0] == "ASK"
+    assert what(decide_tool_call(runtime, "Bash", {"command": "rm -rf /"}))[0] == "ASK"
+    assert (
+        what(decide_tool_call(runtime, "Bash", {"command": "git push origin dev"}, session_id="s-2"))[0]
+        == "ASK"
+    )
     request.refresh_from_db()
     (item,) = request.items.all()
     assert (item.decision, item.scope, item.pattern) == ("ALLOW", "SESSION", "git push:*")
 
 
 def test_a_destructive_tool_is_never_granted_wholesale(runtime: AgentRuntime, operator: User) -> None:  # U3
-    request = ask(runtime)
+    request = open_tool_request(runtime, "Bash", PUSH)
 
     with pytest.raises(services.NotAllowedError, match="not one of the patterns offered"):
         answer(request, operator, Answer.ALLOW_AGENT, "")
@@ -265,11 +254,11 @@ def test_a_destructive_tool_is_never_granted_wholesale(runtime: AgentRuntime, op
 
 
 def test_a_non_destructive_tool_may_be_granted_whole(runtime: AgentRuntime, approver: User) -> None:  # U3
-    request = ask(runtime, "Edit", {"path": "notes/a.txt"})
+    request = open_tool_request(runtime, "Edit", {"path": "notes/a.txt"})
 
     answer(request, approver, Answer.ALLOW_SESSION, "")
 
-    assert what(decide(runtime, "Edit", arguments={"path": "elsewhere.txt"})) == (
+    assert what(decide_tool_call(runtime, "Edit", {"path": "elsewhere.txt"})) == (
         "ALLOW",
         "GRANTED",
         "SESSION",
@@ -277,7 +266,7 @@ def test_a_non_destructive_tool_may_be_granted_whole(runtime: AgentRuntime, appr
 
 
 def test_no_pattern_given_takes_the_narrowest(runtime: AgentRuntime, approver: User) -> None:  # U3
-    answer(ask(runtime), approver, Answer.ALLOW_SESSION)
+    answer(open_tool_request(runtime, "Bash", PUSH), approver, Answer.ALLOW_SESSION)
 
     assert Grant.objects.get().pattern == "git push origin main"
 
@@ -285,13 +274,13 @@ def test_no_pattern_given_takes_the_narrowest(runtime: AgentRuntime, approver: U
 def test_always_allow_for_this_agent_reaches_every_session_and_only_operators_give_it(
     runtime: AgentRuntime, approver: User, operator: User
 ) -> None:  # U3, S13
-    request = ask(runtime)
+    request = open_tool_request(runtime, "Bash", PUSH)
     with pytest.raises(services.NotAllowedError):
         answer(request, approver, Answer.ALLOW_AGENT, "git push:*")
 
     answer(request, operator, Answer.ALLOW_AGENT, "git push:*")
 
-    assert what(decide(runtime, session_id="s-9", arguments={"command": "git push x"})) == (
+    assert what(decide_tool_call(runtime, "Bash", {"command": "git push x"}, session_id="s-9")) == (
         "ALLOW",
         "GRANTED",
         "AGENT",
@@ -299,54 +288,52 @@ def test_always_allow_for_this_agent_reaches_every_session_and_only_operators_gi
 
 
 def test_deny_is_a_session_deny_of_the_pattern(runtime: AgentRuntime, approver: User) -> None:  # U3
-    request = ask(runtime)
+    request = open_tool_request(runtime, "Bash", PUSH)
 
     answer(request, approver, Answer.DENY, "git push:*")
 
     grant = Grant.objects.get()
     assert (grant.decision, grant.scope, grant.pattern) == ("DENY", "SESSION", "git push:*")
-    assert what(decide(runtime, arguments={"command": "git push origin dev"})) == (
+    assert what(decide_tool_call(runtime, "Bash", {"command": "git push origin dev"})) == (
         "DENY",
         "DENIED",
         "SESSION",
     )
-    assert what(decide(runtime, arguments={"command": "git status"}))[0] == "ASK"
+    assert what(decide_tool_call(runtime, "Bash", {"command": "git status"}))[0] == "ASK"
 
 
 def test_deny_may_take_the_whole_of_a_destructive_tool(runtime: AgentRuntime, approver: User) -> None:  # U3
-    answer(ask(runtime), approver, Answer.DENY, "")
+    answer(open_tool_request(runtime, "Bash", PUSH), approver, Answer.DENY, "")
 
-    assert what(decide(runtime, arguments={"command": "ls"})) == ("DENY", "DENIED", "SESSION")
+    assert what(decide_tool_call(runtime, "Bash", {"command": "ls"})) == ("DENY", "DENIED", "SESSION")
 
 
 def test_a_session_grant_from_a_fork_lands_on_the_invoking_session(
     runtime: AgentRuntime, approver: User
 ) -> None:  # U3, S3, S4
-    decide(runtime, session_id="s-parent", principal="alice")
-    request = ask(runtime, session_id=None, invoking_session_id="s-parent")
+    decide_tool_call(runtime, "Bash", session_id="s-parent", principal="alice")
+    request = open_tool_request(runtime, "Bash", PUSH, session_id=None, invoking_session_id="s-parent")
 
     answer(request, approver, Answer.ALLOW_SESSION, "git push:*")
 
     assert Grant.objects.get().session.session_id == "s-parent"
-    forked = decide(
-        runtime, session_id=None, invoking_session_id="s-parent", arguments={"command": "git push a"}
+    forked = decide_tool_call(
+        runtime, "Bash", {"command": "git push a"}, session_id=None, invoking_session_id="s-parent"
     )
     assert what(forked) == ("ALLOW", "GRANTED", "INVOKING_SESSION")
-    assert what(decide(runtime, session_id="s-child", invoking_session_id="s-parent", arguments=PUSH))[2] == (
-        "INVOKING_SESSION"
-    )
+    assert what(
+        decide_tool_call(runtime, "Bash", PUSH, session_id="s-child", invoking_session_id="s-parent")
+    )[2] == ("INVOKING_SESSION")
 
 
 def test_tool_and_skill_grants_never_answer_for_each_other(
     runtime: AgentRuntime, approver: User
 ) -> None:  # U3: a tool named like a skill
-    skill_request, _ = services.request_create(
-        services.RequestInput(runtime=runtime, skills=["Bash"], session_id="s-1", principal="alice")
-    )
+    skill_request = open_skill_request(runtime, "Bash", session_id="s-1", principal="alice")
     services.request_answer(request=skill_request, user=approver, answer=Answer.ALLOW_SESSION)
-    assert what(decide(runtime, arguments=PUSH))[0] == "ASK"
+    assert what(decide_tool_call(runtime, "Bash", PUSH))[0] == "ASK"
 
-    tool_request = ask(runtime, session_id="s-2")
+    tool_request = open_tool_request(runtime, "Bash", PUSH, session_id="s-2")
     answer(tool_request, approver, Answer.ALLOW_SESSION, "git push:*")
     (verdict,) = services.decide_skills(
         runtime=runtime,
@@ -362,7 +349,7 @@ def test_tool_and_skill_grants_never_answer_for_each_other(
 def test_an_answer_writes_its_tool_grant_once_however_often_it_is_given(
     runtime: AgentRuntime, approver: User
 ) -> None:  # U3, S7: a second request for the same key is settled by the first's grant
-    first, second = ask(runtime), ask(runtime)
+    first, second = open_tool_request(runtime, "Bash", PUSH), open_tool_request(runtime, "Bash", PUSH)
     answer(first, approver, Answer.ALLOW_SESSION, "git push:*")
 
     outcome = answer(second, approver, Answer.ALLOW_SESSION, "git push:*")
@@ -378,7 +365,7 @@ def test_an_answer_writes_its_tool_grant_once_however_often_it_is_given(
 
 @pytest.fixture
 def call_approved(runtime: AgentRuntime, approver: User) -> ApprovalRequest:
-    request = ask(runtime, arguments={"command": "git push origin main", "force": False})
+    request = open_tool_request(runtime, "Bash", {"command": "git push origin main", "force": False})
     outcome = answer(request, approver, Answer.ALLOW_CALL)
     assert outcome.request_answered
     return request
@@ -392,23 +379,21 @@ def test_allow_this_call_writes_no_grant_and_answers_that_call_once(
     assert (item.decision, item.scope) == ("ALLOW", ItemScope.CALL)
     assert not Grant.objects.exists()
 
-    first = decide(runtime, arguments=arguments, approval_id=call_approved.pk)
-    second = decide(runtime, arguments=arguments, approval_id=call_approved.pk)
+    first = decide_tool_call(runtime, "Bash", arguments, approval_id=call_approved.pk)
+    second = decide_tool_call(runtime, "Bash", arguments, approval_id=call_approved.pk)
 
     assert what(first) == ("ALLOW", "GRANTED", "CALL")
     assert what(second)[0] == "ASK"
     assert second.note == services.APPROVAL_NOT_USED_NOTE
-    assert what(decide(runtime, arguments=arguments))[0] == "ASK"  # without the id it asks
+    assert what(decide_tool_call(runtime, "Bash", arguments))[0] == "ASK"  # without the id it asks
 
 
 def test_reordered_keys_are_the_same_call(
     runtime: AgentRuntime, call_approved: ApprovalRequest
 ) -> None:  # U4
     assert what(
-        decide(
-            runtime,
-            arguments={"force": False, "command": "git push origin main"},
-            approval_id=call_approved.pk,
+        decide_tool_call(
+            runtime, "Bash", {"force": False, "command": "git push origin main"}, approval_id=call_approved.pk
         )
     )[0] == ("ALLOW")
 
@@ -426,7 +411,9 @@ def test_reordered_keys_are_the_same_call(
 def test_anything_but_the_same_call_in_the_same_session_asks(
     runtime: AgentRuntime, call_approved: ApprovalRequest, arguments: dict, call: dict
 ) -> None:  # U4
-    decided = decide(runtime, arguments=arguments, approval_id=call_approved.pk, **call)
+    decided = decide_tool_call(
+        runtime, arguments=arguments, approval_id=call_approved.pk, **{"tool": "Bash", **call}
+    )
 
     assert what(decided)[0] == "ASK"
     call_approved.refresh_from_db()
@@ -436,9 +423,10 @@ def test_anything_but_the_same_call_in_the_same_session_asks(
 def test_another_runtime_cannot_use_the_approval(
     other_runtime: AgentRuntime, call_approved: ApprovalRequest
 ) -> None:  # U4
-    decided = decide(
+    decided = decide_tool_call(
         other_runtime,
-        arguments={"command": "git push origin main", "force": False},
+        "Bash",
+        {"command": "git push origin main", "force": False},
         approval_id=call_approved.pk,
     )
 
@@ -450,8 +438,8 @@ def test_a_deny_rule_beats_the_call_approval_and_leaves_it_unused(
 ) -> None:  # U, U4
     tool_rule("Bash", "git push:*", RuleAction.DENY)
 
-    decided = decide(
-        runtime, arguments={"command": "git push origin main", "force": False}, approval_id=call_approved.pk
+    decided = decide_tool_call(
+        runtime, "Bash", {"command": "git push origin main", "force": False}, approval_id=call_approved.pk
     )
 
     assert what(decided) == ("DENY", "DENIED_BY_RULE", "RULE")
@@ -460,16 +448,16 @@ def test_a_deny_rule_beats_the_call_approval_and_leaves_it_unused(
 
 
 def test_a_pending_request_approves_nothing(runtime: AgentRuntime) -> None:  # U4
-    pending = ask(runtime)
+    pending = open_tool_request(runtime, "Bash", PUSH)
 
-    assert what(decide(runtime, arguments=PUSH, approval_id=pending.pk))[0] == "ASK"
+    assert what(decide_tool_call(runtime, "Bash", PUSH, approval_id=pending.pk))[0] == "ASK"
 
 
 def test_the_use_is_audited_with_the_digest(
     runtime: AgentRuntime, call_approved: ApprovalRequest
 ) -> None:  # U7
-    decide(
-        runtime, arguments={"command": "git push origin main", "force": False}, approval_id=call_approved.pk
+    decide_tool_call(
+        runtime, "Bash", {"command": "git push origin main", "force": False}, approval_id=call_approved.pk
     )
 
     approved = AuditEvent.objects.get(action=AuditAction.TOOL_CALL_APPROVED)
@@ -488,7 +476,7 @@ def test_a_replay_of_a_non_idempotent_tool_asks_again(
 ) -> None:  # U6
     arguments = {"command": "git push origin main", "force": False}
 
-    decided = decide(runtime, arguments=arguments, approval_id=call_approved.pk, replay=True)
+    decided = decide_tool_call(runtime, "Bash", arguments, approval_id=call_approved.pk, replay=True)
 
     assert what(decided)[0] == "ASK"
     assert decided.note == services.REPLAY_NOT_IDEMPOTENT_NOTE
@@ -499,13 +487,13 @@ def test_a_replay_of_a_non_idempotent_tool_asks_again(
 def test_a_replay_of_an_idempotent_tool_may_reuse_the_approval(
     runtime: AgentRuntime, approver: User
 ) -> None:  # U6
-    request = ask(runtime, "Edit", {"path": "a.txt"})
+    request = open_tool_request(runtime, "Edit", {"path": "a.txt"})
     answer(request, approver, Answer.ALLOW_CALL)
     call = {"arguments": {"path": "a.txt"}, "approval_id": request.pk}
 
-    assert what(decide(runtime, "Edit", **call))[0] == "ALLOW"
-    assert what(decide(runtime, "Edit", **call))[0] != "ALLOW"  # not a replay: used once
-    assert what(decide(runtime, "Edit", replay=True, **call)) == ("ALLOW", "GRANTED", "CALL")
+    assert what(decide_tool_call(runtime, "Edit", **call))[0] == "ALLOW"
+    assert what(decide_tool_call(runtime, "Edit", **call))[0] != "ALLOW"  # not a replay: used once
+    assert what(decide_tool_call(runtime, "Edit", replay=True, **call)) == ("ALLOW", "GRANTED", "CALL")
 
 
 # --- Pre-approvals (U5) --------------------------------------------------------------------------------
@@ -517,23 +505,31 @@ def test_a_pre_approval_answers_only_its_runtimes_unattended_calls(
     tool_rule("Bash", "git fetch:*", RuleAction.ALLOW, runtime=runtime, unattended=True)
     fetch = {"command": "git fetch origin"}
 
-    assert what(decide(runtime, session_id=None, arguments=fetch)) == ("ALLOW", "PRE_APPROVED", "RULE")
-    assert what(decide(other_runtime, session_id=None, arguments=fetch))[0] == "DENY"
-    assert what(decide(runtime, session_id=None, arguments={"command": "git push"})) == (
+    assert what(decide_tool_call(runtime, "Bash", fetch, session_id=None)) == (
+        "ALLOW",
+        "PRE_APPROVED",
+        "RULE",
+    )
+    assert what(decide_tool_call(other_runtime, "Bash", fetch, session_id=None))[0] == "DENY"
+    assert what(decide_tool_call(runtime, "Bash", {"command": "git push"}, session_id=None)) == (
         "DENY",
         "UNATTENDED_NO_CHANNEL",
         "GATE",
     )
     # Attended calls are asked as before: a pre-approval is for nobody-to-ask only.
-    assert what(decide(runtime, arguments=fetch))[0] == "ASK"
+    assert what(decide_tool_call(runtime, "Bash", fetch))[0] == "ASK"
 
 
 def test_an_unattended_call_is_never_allowed_by_a_session_answer(
     runtime: AgentRuntime, approver: User
 ) -> None:  # U5, T8
-    answer(ask(runtime), approver, Answer.ALLOW_SESSION, "git push:*")
+    answer(open_tool_request(runtime, "Bash", PUSH), approver, Answer.ALLOW_SESSION, "git push:*")
 
-    assert what(decide(runtime, session_id=None, arguments=PUSH)) == ("DENY", "UNATTENDED_NO_CHANNEL", "GATE")
+    assert what(decide_tool_call(runtime, "Bash", PUSH, session_id=None)) == (
+        "DENY",
+        "UNATTENDED_NO_CHANNEL",
+        "GATE",
+    )
 
 
 # --- Abort (S9 for tools) -------------------------------------------------------------------------------
@@ -542,7 +538,7 @@ def test_an_unattended_call_is_never_allowed_by_a_session_answer(
 def test_a_cancelled_tool_request_denies_its_exact_subject_for_the_session(
     runtime: AgentRuntime,
 ) -> None:  # S9, U3
-    request = ask(runtime)
+    request = open_tool_request(runtime, "Bash", PUSH)
 
     services.request_cancel(request=request, actor=TEST_ACTOR)
 
@@ -554,20 +550,20 @@ def test_a_cancelled_tool_request_denies_its_exact_subject_for_the_session(
         "git push origin main",
         GrantOrigin.ABORT,
     )
-    assert what(decide(runtime, arguments=PUSH)) == ("DENY", "DENIED", "SESSION")
-    assert what(decide(runtime, arguments={"command": "git status"}))[0] == "ASK"
+    assert what(decide_tool_call(runtime, "Bash", PUSH)) == ("DENY", "DENIED", "SESSION")
+    assert what(decide_tool_call(runtime, "Bash", {"command": "git status"}))[0] == "ASK"
     event = AuditEvent.objects.get(action=AuditAction.TOOL_ABORT_DENIED)
     assert event.subject == "Bash(git push origin main)"
     assert event.details["pattern"] == "git push origin main"
 
 
 def test_an_aborted_call_with_no_subject_denies_the_whole_tool(runtime: AgentRuntime) -> None:  # S9, U3
-    request = ask(runtime, arguments={"cmd": "ls"})
+    request = open_tool_request(runtime, "Bash", {"cmd": "ls"})
 
     services.request_cancel(request=request, actor=TEST_ACTOR)
 
     assert Grant.objects.get().pattern == ""
-    assert what(decide(runtime, arguments={"command": "anything"}))[0] == "DENY"
+    assert what(decide_tool_call(runtime, "Bash", {"command": "anything"}))[0] == "DENY"
 
 
 # --- Clear and revoke (S10) ------------------------------------------------------------------------
@@ -576,19 +572,21 @@ def test_an_aborted_call_with_no_subject_denies_the_whole_tool(runtime: AgentRun
 def test_clear_and_revoke_take_tool_grants_too(
     runtime: AgentRuntime, approver: User, operator: User
 ) -> None:  # S10
-    answer(ask(runtime), approver, Answer.ALLOW_SESSION, "git push:*")
-    answer(ask(runtime, session_id="s-2"), operator, Answer.ALLOW_AGENT, "git push:*")
+    answer(open_tool_request(runtime, "Bash", PUSH), approver, Answer.ALLOW_SESSION, "git push:*")
+    answer(
+        open_tool_request(runtime, "Bash", PUSH, session_id="s-2"), operator, Answer.ALLOW_AGENT, "git push:*"
+    )
 
     assert services.session_clear(runtime=runtime, session_id="s-1", actor=TEST_ACTOR) == 1
     assert services.agent_grants_revoke(runtime=runtime, actor=TEST_ACTOR) == 1
-    assert what(decide(runtime, arguments=PUSH))[0] == "ASK"
+    assert what(decide_tool_call(runtime, "Bash", PUSH))[0] == "ASK"
 
 
 # --- Audit (U7) -------------------------------------------------------------------------------------------
 
 
 def test_a_tool_grant_is_audited_with_its_pattern(runtime: AgentRuntime, approver: User) -> None:  # U7
-    request = ask(runtime)
+    request = open_tool_request(runtime, "Bash", PUSH)
     answer(request, approver, Answer.ALLOW_SESSION, "git push:*")
 
     event = AuditEvent.objects.get(action=AuditAction.TOOL_GRANTED)
@@ -603,7 +601,7 @@ def test_a_tool_grant_is_audited_with_its_pattern(runtime: AgentRuntime, approve
 def test_a_single_revoke_names_the_tool_grant_with_its_pattern(
     runtime: AgentRuntime, approver: User
 ) -> None:  # U7
-    answer(ask(runtime), approver, Answer.ALLOW_SESSION, "git push:*")
+    answer(open_tool_request(runtime, "Bash", PUSH), approver, Answer.ALLOW_SESSION, "git push:*")
 
     assert services.grant_revoke(grant=Grant.objects.get(), actor=TEST_ACTOR)
 
@@ -613,11 +611,11 @@ def test_a_single_revoke_names_the_tool_grant_with_its_pattern(
         "Bash(git push:*)",
         "git push:*",
     )
-    assert what(decide(runtime, arguments=PUSH))[0] == "ASK"
+    assert what(decide_tool_call(runtime, "Bash", PUSH))[0] == "ASK"
 
 
 def test_an_expired_tool_request_denies_its_subject_for_the_session(runtime: AgentRuntime) -> None:  # S9
-    request = ask(runtime, timeout_seconds=60)
+    request = open_tool_request(runtime, "Bash", PUSH, timeout_seconds=60)
     ApprovalRequest.objects.filter(pk=request.pk).update(expires_at=timezone.now() - dt.timedelta(seconds=1))
 
     assert services.requests_expire_due() == 1
@@ -631,13 +629,13 @@ def test_an_expired_tool_request_denies_its_subject_for_the_session(runtime: Age
 def test_a_session_idle_past_its_ttl_holds_no_tool_grant(
     runtime: AgentRuntime, approver: User, settings: Any
 ) -> None:  # S12, U3
-    answer(ask(runtime), approver, Answer.ALLOW_SESSION, "git push:*")
+    answer(open_tool_request(runtime, "Bash", PUSH), approver, Answer.ALLOW_SESSION, "git push:*")
     long_ago = timezone.now() - dt.timedelta(seconds=settings.AIMON_SESSION_IDLE_TTL_SECONDS + 60)
     Session.objects.filter(session_id="s-1").update(last_seen_at=long_ago)
 
     # Forked from the idle session: its grants are not inherited (read without touching it).
-    forked = decide(runtime, session_id=None, invoking_session_id="s-1", arguments=PUSH)
+    forked = decide_tool_call(runtime, "Bash", PUSH, session_id=None, invoking_session_id="s-1")
     assert what(forked) == ("ASK", "DESTRUCTIVE_ALWAYS_ASKS", "GATE")
     # The session itself, seen again: its grants expire first (audited), then it asks.
-    assert what(decide(runtime, arguments=PUSH))[0] == "ASK"
+    assert what(decide_tool_call(runtime, "Bash", PUSH))[0] == "ASK"
     assert Grant.objects.get().revoke_reason == "EXPIRED"

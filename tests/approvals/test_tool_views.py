@@ -6,21 +6,21 @@ carries the pattern picked; the session and agent pages list tool grants with th
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import pytest
-from django.test import Client
 from django.utils.html import escape
 
 from aimon_admin.accounts.models import User
 from aimon_admin.approvals import services
-from aimon_admin.approvals.choices import Answer, RequestKind
+from aimon_admin.approvals.choices import Answer
 from aimon_admin.approvals.models import ApprovalRequest, Grant
 from aimon_admin.approvals.tool_card import ARGUMENT_FOLD_CHARS, CALL_REACH
 from aimon_admin.registry.choices import AnnotationTrust, McpTransport
 from aimon_admin.registry.models import ToolSubject
 from aimon_admin.registry.services import local_tools_replace, mcp_server_create, mcp_tools_record
 from aimon_admin.runtimes.models import AgentRuntime
+from tests.accounts.factories import logged_in
+from tests.approvals.factories import open_tool_request
 from tests.conftest import TEST_ACTOR
 
 HTMX = {"HX-Request": "true"}
@@ -40,30 +40,6 @@ def tools(runtime: AgentRuntime) -> None:
     ToolSubject.objects.create(server="", tool="Bash", argument="command")
 
 
-def logged_in(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-def ask(
-    runtime: AgentRuntime, tool: str = "Bash", arguments: dict | None = None, **fields: Any
-) -> ApprovalRequest:
-    fields.setdefault("session_id", "s-1")
-    fields.setdefault("principal", "alice")
-    request, _ = services.request_create(
-        services.RequestInput(
-            runtime=runtime,
-            skills=[],
-            kind=RequestKind.TOOL,
-            tool=tool,
-            arguments=arguments or PUSH,
-            **fields,
-        )
-    )
-    return request
-
-
 def buttons(html: str) -> list[str]:
     return re.findall(r'<button type="submit" name="answer" value="([A-Z_]+)"', html)
 
@@ -73,7 +49,9 @@ def patterns(html: str) -> list[str]:
 
 
 def test_the_card_shows_the_call_in_full(runtime: AgentRuntime, approver: User) -> None:  # U2
-    ask(runtime, arguments={"command": "git push origin main", "note": "<script>alert(1)</script>"})
+    open_tool_request(
+        runtime, "Bash", {"command": "git push origin main", "note": "<script>alert(1)</script>"}
+    )
 
     html = logged_in(approver).get("/approvals/").content.decode()
 
@@ -89,7 +67,7 @@ def test_the_card_shows_the_call_in_full(runtime: AgentRuntime, approver: User) 
 def test_the_buttons_and_their_reach(
     runtime: AgentRuntime, approver: User, operator: User
 ) -> None:  # U3, S5, S13
-    request = ask(runtime)
+    request = open_tool_request(runtime, "Bash", PUSH)
 
     mine = logged_in(approver).get("/approvals/").content.decode()
     theirs = logged_in(operator).get(f"/approvals/requests/{request.pk}/").content.decode()
@@ -106,7 +84,7 @@ def test_the_buttons_and_their_reach(
 def test_a_destructive_tool_offers_its_whole_for_a_deny_only(
     runtime: AgentRuntime, approver: User
 ) -> None:  # U3
-    ask(runtime)
+    open_tool_request(runtime, "Bash", PUSH)
 
     html = logged_in(approver).get("/approvals/").content.decode()
 
@@ -116,7 +94,7 @@ def test_a_destructive_tool_offers_its_whole_for_a_deny_only(
 
 
 def test_a_non_destructive_tool_may_be_allowed_whole(runtime: AgentRuntime, approver: User) -> None:  # U3
-    ask(runtime, "Edit", {"path": "a.txt"})
+    open_tool_request(runtime, "Edit", {"path": "a.txt"})
 
     html = logged_in(approver).get("/approvals/").content.decode()
 
@@ -128,7 +106,7 @@ def test_a_non_destructive_tool_may_be_allowed_whole(runtime: AgentRuntime, appr
 def test_a_destructive_tool_without_a_subject_is_allowed_one_call_at_a_time(
     runtime: AgentRuntime, approver: User
 ) -> None:  # U3: never wholesale
-    ask(runtime, arguments={"cmd": "ls"})
+    open_tool_request(runtime, "Bash", {"cmd": "ls"})
 
     html = logged_in(approver).get("/approvals/").content.decode()
 
@@ -138,7 +116,7 @@ def test_a_destructive_tool_without_a_subject_is_allowed_one_call_at_a_time(
 
 def test_a_long_argument_is_folded_and_expandable(runtime: AgentRuntime, approver: User) -> None:  # U2
     long = "x" * (ARGUMENT_FOLD_CHARS + 50)
-    ask(runtime, arguments={"command": "ls", "body": long})
+    open_tool_request(runtime, "Bash", {"command": "ls", "body": long})
 
     html = logged_in(approver).get("/approvals/").content.decode()
 
@@ -166,7 +144,7 @@ def test_an_mcp_tool_shows_its_server_trust_and_claims(
         actor=TEST_ACTOR,
         complete=True,
     )
-    request = ask(runtime, "git_push", {"remote": "origin"}, server="git")
+    request = open_tool_request(runtime, "git_push", {"remote": "origin"}, server="git")
 
     html = logged_in(operator).get(f"/approvals/requests/{request.pk}/").content.decode()
 
@@ -178,7 +156,7 @@ def test_an_mcp_tool_shows_its_server_trust_and_claims(
 
 
 def test_the_answer_carries_the_pattern_picked(runtime: AgentRuntime, approver: User) -> None:  # U3
-    request = ask(runtime)
+    request = open_tool_request(runtime, "Bash", PUSH)
 
     response = logged_in(approver).post(
         f"/approvals/requests/{request.pk}/answer/",
@@ -195,7 +173,7 @@ def test_the_answer_carries_the_pattern_picked(runtime: AgentRuntime, approver: 
 
 
 def test_a_pattern_not_offered_is_refused_saying_why(runtime: AgentRuntime, operator: User) -> None:  # U3
-    request = ask(runtime)
+    request = open_tool_request(runtime, "Bash", PUSH)
 
     response = logged_in(operator).post(
         f"/approvals/requests/{request.pk}/answer/",
@@ -210,7 +188,7 @@ def test_a_pattern_not_offered_is_refused_saying_why(runtime: AgentRuntime, oper
 
 
 def test_allow_this_call_is_shown_as_answered(runtime: AgentRuntime, approver: User) -> None:  # U3, U4
-    request = ask(runtime)
+    request = open_tool_request(runtime, "Bash", PUSH)
     client = logged_in(approver)
 
     client.post(
@@ -223,7 +201,7 @@ def test_allow_this_call_is_shown_as_answered(runtime: AgentRuntime, approver: U
 
 
 def test_dismissing_says_what_is_denied(runtime: AgentRuntime, approver: User) -> None:  # S9
-    request = ask(runtime)
+    request = open_tool_request(runtime, "Bash", PUSH)
 
     html = logged_in(approver).get(f"/approvals/requests/{request.pk}/dismiss/").content.decode()
 
@@ -234,10 +212,16 @@ def test_session_and_agent_pages_list_tool_grants_with_their_patterns(
     runtime: AgentRuntime, approver: User, operator: User
 ) -> None:  # U3, S10
     services.request_answer(
-        request=ask(runtime), user=approver, answer=Answer.ALLOW_SESSION, pattern="git push:*"
+        request=open_tool_request(runtime, "Bash", PUSH),
+        user=approver,
+        answer=Answer.ALLOW_SESSION,
+        pattern="git push:*",
     )
     services.request_answer(
-        request=ask(runtime, session_id="s-2"), user=operator, answer=Answer.ALLOW_AGENT, pattern="git:*"
+        request=open_tool_request(runtime, "Bash", PUSH, session_id="s-2"),
+        user=operator,
+        answer=Answer.ALLOW_AGENT,
+        pattern="git:*",
     )
     session = Grant.objects.get(scope="SESSION").session
     client = logged_in(operator)

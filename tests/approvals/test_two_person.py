@@ -17,16 +17,14 @@ from django.db import IntegrityError, transaction
 from aimon_admin.accounts.models import User
 from aimon_admin.accounts.roles import Role
 from aimon_admin.approvals import rules, tool_rules
-from aimon_admin.approvals.choices import Answer, GrantDecision, RequestKind, RequestStatus, RuleAction
+from aimon_admin.approvals.choices import Answer, GrantDecision, RequestStatus, RuleAction
 from aimon_admin.approvals.models import ApprovalAllow, ApprovalItem, ApprovalRequest, Grant, SkillRule
 from aimon_admin.approvals.services import (
     ALLOW_MUST_MATCH_MESSAGE,
     ALREADY_ALLOWED_MESSAGE,
     OWN_REQUEST_ALLOW_MESSAGE,
     NotAllowedError,
-    RequestInput,
     request_answer,
-    request_create,
     session_touch,
     skills_decide,
     tool_call_decide,
@@ -35,9 +33,11 @@ from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.registry.services import local_tools_replace, tool_subject_set
 from aimon_admin.runtimes.models import AgentRuntime
+from tests.approvals.factories import open_skill_request, open_tool_request
 from tests.conftest import TEST_ACTOR
 
 pytestmark = pytest.mark.django_db
+PUSH = {"command": "git push origin main"}
 
 
 @pytest.fixture(autouse=True)
@@ -61,15 +61,6 @@ def skill_rule(approvers: int, pattern: str = "deploy") -> SkillRule:
     return rules.rule_create(pattern=pattern, action=RuleAction.ASK, actor=TEST_ACTOR, approvers=approvers)
 
 
-def open_request(
-    runtime: AgentRuntime, skills: tuple[str, ...] = ("deploy",), principal: str | None = "alice"
-) -> ApprovalRequest:
-    request, _ = request_create(
-        RequestInput(runtime=runtime, skills=list(skills), session_id="s-1", principal=principal)
-    )
-    return request
-
-
 def item_of(request: ApprovalRequest, skill: str = "deploy") -> ApprovalItem:
     return ApprovalItem.objects.get(request=request, skill=skill)
 
@@ -84,17 +75,17 @@ def allow_events() -> list[AuditEvent]:
 
 def test_the_rule_count_is_stored_on_the_item_when_the_request_opens(runtime: AgentRuntime) -> None:  # P3
     rule = skill_rule(2)
-    request = open_request(runtime)
+    request = open_skill_request(runtime, "deploy")
     assert item_of(request).approvers == 2
     # A later edit of the rule leaves the open request as it was opened.
     rules.rule_update(rule=rule, actor=TEST_ACTOR, action=RuleAction.ASK, widest_scope="AGENT", approvers=3)
     assert item_of(request).approvers == 2
-    assert item_of(open_request(runtime)).approvers == 3
+    assert item_of(open_skill_request(runtime, "deploy")).approvers == 3
 
 
 def test_a_skill_with_no_rule_needs_one_person(runtime: AgentRuntime) -> None:  # P3
     skill_rule(2, pattern="deploy")
-    request = open_request(runtime, skills=("deploy", "lint"))
+    request = open_skill_request(runtime, "deploy", "lint")
     assert (item_of(request).approvers, item_of(request, "lint").approvers) == (2, 1)
 
 
@@ -102,7 +93,7 @@ def test_first_allow_is_recorded_and_audited_and_the_request_stays_pending(
     runtime: AgentRuntime, operators: tuple[User, User, User]
 ) -> None:  # P3: "1 of 2"; each allow audited as it comes
     skill_rule(2)
-    request = open_request(runtime)
+    request = open_skill_request(runtime, "deploy")
     outcome = request_answer(request=request, user=operators[0], answer=Answer.ALLOW_SESSION)
     assert outcome.written == []
     assert outcome.allows_recorded == [("deploy", 1, 2)]
@@ -123,7 +114,7 @@ def test_the_second_allow_writes_the_grant_in_the_same_transaction(
     runtime: AgentRuntime, operators: tuple[User, User, User]
 ) -> None:  # P3: the grant is written, audited, when the Nth allow arrives
     skill_rule(2)
-    request = open_request(runtime)
+    request = open_skill_request(runtime, "deploy")
     request_answer(request=request, user=operators[0], answer=Answer.ALLOW_SESSION)
     outcome = request_answer(request=request, user=operators[1], answer=Answer.ALLOW_SESSION)
     assert [i.skill for i in outcome.written] == ["deploy"]
@@ -147,7 +138,7 @@ def test_three_people_needed_for_three(
     runtime: AgentRuntime, operators: tuple[User, User, User]
 ) -> None:  # P3
     skill_rule(3)
-    request = open_request(runtime)
+    request = open_skill_request(runtime, "deploy")
     for user in operators[:2]:
         request_answer(request=request, user=user, answer=Answer.ALLOW_AGENT)
     assert status(request) == RequestStatus.PENDING
@@ -162,7 +153,7 @@ def test_the_requests_own_principal_never_counts(
 ) -> None:  # P3: the request's own principal is never one of them
     principal = make_user("paula", Role.OPERATOR)
     skill_rule(2)
-    request = open_request(runtime, principal="paula")
+    request = open_skill_request(runtime, "deploy", principal="paula")
     with pytest.raises(NotAllowedError) as refused:
         request_answer(request=request, user=principal, answer=Answer.ALLOW_SESSION)
     assert str(refused.value) == OWN_REQUEST_ALLOW_MESSAGE.format(skill="deploy", needed=2)
@@ -174,9 +165,9 @@ def test_the_sessions_principal_never_counts_either(
     runtime: AgentRuntime, make_user: Callable[..., User], operators: tuple[User, User, User]
 ) -> None:  # P3, S13: the request's principal, else its session's
     paula = make_user("paula", Role.OPERATOR)
-    open_request(runtime, principal="paula")  # fixes s-1's principal
+    open_skill_request(runtime, "deploy", principal="paula")  # fixes s-1's principal
     skill_rule(2)
-    request = open_request(runtime, principal=None)
+    request = open_skill_request(runtime, "deploy", principal=None)
     ApprovalRequest.objects.filter(pk=request.pk).update(principal="")  # as if opened with none
     request.refresh_from_db()
     with pytest.raises(NotAllowedError, match="people other than you"):
@@ -186,7 +177,7 @@ def test_the_sessions_principal_never_counts_either(
 def test_the_principal_may_still_deny(runtime: AgentRuntime, make_user: Callable[..., User]) -> None:  # P3
     principal = make_user("paula", Role.OPERATOR)
     skill_rule(2)
-    request = open_request(runtime, principal="paula")
+    request = open_skill_request(runtime, "deploy", principal="paula")
     request_answer(request=request, user=principal, answer=Answer.DENY)
     assert item_of(request).decision == GrantDecision.DENY
     assert status(request) == RequestStatus.ANSWERED
@@ -196,7 +187,7 @@ def test_the_same_person_cannot_allow_twice(
     runtime: AgentRuntime, operators: tuple[User, User, User]
 ) -> None:  # P3
     skill_rule(2)
-    request = open_request(runtime)
+    request = open_skill_request(runtime, "deploy")
     request_answer(request=request, user=operators[0], answer=Answer.ALLOW_SESSION)
     with pytest.raises(NotAllowedError) as refused:
         request_answer(request=request, user=operators[0], answer=Answer.ALLOW_SESSION)
@@ -209,7 +200,7 @@ def test_one_allow_per_person_is_held_by_the_database(
     runtime: AgentRuntime, operators: tuple[User, User, User]
 ) -> None:  # P3: distinct people, whatever writes around the service
     skill_rule(2)
-    item = item_of(open_request(runtime))
+    item = item_of(open_skill_request(runtime, "deploy"))
     ApprovalAllow.objects.create(item=item, user=operators[0], answer=Answer.ALLOW_SESSION)
     with pytest.raises(IntegrityError), transaction.atomic():
         ApprovalAllow.objects.create(item=item, user=operators[0], answer=Answer.ALLOW_SESSION)
@@ -219,7 +210,7 @@ def test_a_later_allow_must_match_the_first(
     runtime: AgentRuntime, operators: tuple[User, User, User]
 ) -> None:  # P3
     skill_rule(2)
-    request = open_request(runtime)
+    request = open_skill_request(runtime, "deploy")
     request_answer(request=request, user=operators[0], answer=Answer.ALLOW_SESSION)
     with pytest.raises(NotAllowedError) as refused:
         request_answer(request=request, user=operators[1], answer=Answer.ALLOW_AGENT)
@@ -235,7 +226,7 @@ def test_one_deny_denies_and_the_partial_allows_stay_in_the_audit(
     runtime: AgentRuntime, operators: tuple[User, User, User]
 ) -> None:  # P3: one Deny denies
     skill_rule(3)
-    request = open_request(runtime)
+    request = open_skill_request(runtime, "deploy")
     request_answer(request=request, user=operators[0], answer=Answer.ALLOW_SESSION)
     request_answer(request=request, user=operators[1], answer=Answer.ALLOW_SESSION)
     outcome = request_answer(request=request, user=operators[2], answer=Answer.DENY)
@@ -251,7 +242,7 @@ def test_a_deny_by_someone_who_already_allowed_denies(
     runtime: AgentRuntime, operators: tuple[User, User, User]
 ) -> None:  # P3: anyone who may answer denies at once
     skill_rule(2)
-    request = open_request(runtime)
+    request = open_skill_request(runtime, "deploy")
     request_answer(request=request, user=operators[0], answer=Answer.ALLOW_SESSION)
     request_answer(request=request, user=operators[0], answer=Answer.DENY)
     assert item_of(request).decision == GrantDecision.DENY
@@ -261,7 +252,7 @@ def test_an_allow_after_the_request_closed_is_refused(
     runtime: AgentRuntime, operators: tuple[User, User, User]
 ) -> None:  # P3: nothing counted on a closed request
     skill_rule(2)
-    request = open_request(runtime)
+    request = open_skill_request(runtime, "deploy")
     request_answer(request=request, user=operators[0], answer=Answer.DENY)
     with pytest.raises(Exception, match="already answered"):
         request_answer(request=request, user=operators[1], answer=Answer.ALLOW_SESSION)
@@ -272,7 +263,7 @@ def test_answer_all_counts_the_several_and_answers_the_single(
     runtime: AgentRuntime, operators: tuple[User, User, User]
 ) -> None:  # P3: an item of one person is answered at once, the other waits
     skill_rule(2)
-    request = open_request(runtime, skills=("deploy", "lint"))
+    request = open_skill_request(runtime, "deploy", "lint")
     outcome = request_answer(request=request, user=operators[0], answer=Answer.ALLOW_SESSION)
     assert [i.skill for i in outcome.written] == ["lint"]
     assert outcome.allows_recorded == [("deploy", 1, 2)]
@@ -309,21 +300,6 @@ def bash(runtime: AgentRuntime) -> None:
     local_tools_replace(runtime=runtime, tools=[{"name": "Bash"}], actor=TEST_ACTOR)
 
 
-def open_tool_request(runtime: AgentRuntime, command: str = "git push origin main") -> ApprovalRequest:
-    request, _ = request_create(
-        RequestInput(
-            runtime=runtime,
-            skills=[],
-            session_id="s-1",
-            principal="alice",
-            kind=RequestKind.TOOL,
-            tool="Bash",
-            arguments={"command": command},
-        )
-    )
-    return request
-
-
 @pytest.mark.usefixtures("bash")
 def test_a_tool_rule_needing_two_people(
     runtime: AgentRuntime, operators: tuple[User, User, User]
@@ -332,7 +308,7 @@ def test_a_tool_rule_needing_two_people(
         text="Bash(git push:*)", action=RuleAction.ASK, actor=TEST_ACTOR, approvers=2
     )
     assert AuditEvent.objects.get(action=AuditAction.TOOL_RULE_CREATED).details["approvers"] == 2
-    request = open_tool_request(runtime)
+    request = open_tool_request(runtime, "Bash", PUSH)
     assert item_of(request, "Bash").approvers == 2
     request_answer(request=request, user=operators[0], answer=Answer.ALLOW_SESSION, pattern="git push:*")
     with pytest.raises(NotAllowedError, match="must be the same"):
@@ -348,7 +324,9 @@ def test_a_tool_rule_needing_two_people(
     tool_rules.tool_rule_update(
         rule=rule, actor=TEST_ACTOR, action=RuleAction.ASK, unattended=False, approvers=1
     )
-    assert item_of(open_tool_request(runtime, "git push origin dev"), "Bash").approvers == 1
+    assert (
+        item_of(open_tool_request(runtime, "Bash", {"command": "git push origin dev"}), "Bash").approvers == 1
+    )
 
 
 @pytest.mark.usefixtures("bash")
@@ -356,7 +334,7 @@ def test_allow_this_call_by_two_people(
     runtime: AgentRuntime, operators: tuple[User, User, User]
 ) -> None:  # P3
     tool_rules.tool_rule_create(text="Bash(git push:*)", action=RuleAction.ASK, actor=TEST_ACTOR, approvers=2)
-    request = open_tool_request(runtime)
+    request = open_tool_request(runtime, "Bash", PUSH)
     request_answer(request=request, user=operators[0], answer=Answer.ALLOW_CALL)
     assert status(request) == RequestStatus.PENDING
     request_answer(request=request, user=operators[1], answer=Answer.ALLOW_CALL)
@@ -373,7 +351,7 @@ def test_an_allow_rule_needing_two_people_asks_them_rather_than_allowing(
         runtime=runtime, skills=["deploy"], session=session, invoking_session=None, turn_id=None
     )
     assert verdict.decision == "ASK"
-    request = open_request(runtime)
+    request = open_skill_request(runtime, "deploy")
     assert item_of(request).approvers == 2
     request_answer(request=request, user=operators[0], answer=Answer.ALLOW_SESSION)
     assert status(request) == RequestStatus.PENDING
@@ -401,4 +379,4 @@ def test_a_tool_allow_rule_needing_two_people_asks_attended_and_denies_unattende
     assert attended.verdict.decision == "ASK"
     unattended_call = tool_call_decide(runtime=runtime, tool="Bash", arguments=call)
     assert unattended_call.verdict.decision == "DENY"
-    assert item_of(open_tool_request(runtime), "Bash").approvers == 2
+    assert item_of(open_tool_request(runtime, "Bash", PUSH), "Bash").approvers == 2

@@ -6,6 +6,7 @@ and the patterns offered to fewer people never reach into it."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from django.test import Client
@@ -14,19 +15,24 @@ from rest_framework.test import APIClient
 from aimon_admin.accounts.models import User
 from aimon_admin.accounts.roles import Role
 from aimon_admin.approvals import rules, selectors, tool_rules
-from aimon_admin.approvals.choices import Answer, GrantDecision, RequestKind, RequestStatus, RuleAction
+from aimon_admin.approvals.choices import Answer, GrantDecision, RequestStatus, RuleAction
 from aimon_admin.approvals.models import ApprovalRequest, Grant
 from aimon_admin.approvals.services import (
     NotAllowedError,
-    RequestInput,
     request_answer,
-    request_create,
     session_touch,
     skills_decide,
     tool_call_decide,
 )
 from aimon_admin.registry.services import local_tools_replace, tool_subject_set
 from aimon_admin.runtimes.models import AgentRuntime
+from tests.approvals.factories import (
+    api_decide_tool_call,
+    api_open_tool_request,
+    decide_tool_call,
+    open_skill_request,
+    open_tool_request,
+)
 from tests.conftest import TEST_ACTOR
 
 pytestmark = pytest.mark.django_db
@@ -70,28 +76,12 @@ def push_floor(approvers: int = 2, text: str = "Bash(git push:*)") -> None:
 
 
 def open_call(runtime: AgentRuntime, command: str, session: str = "sA1") -> ApprovalRequest:
-    request, _ = request_create(
-        RequestInput(
-            runtime=runtime,
-            skills=[],
-            session_id=session,
-            principal="alice",
-            kind=RequestKind.TOOL,
-            tool="Bash",
-            arguments={"command": command},
-        )
-    )
-    return request
+    return open_tool_request(runtime, "Bash", {"command": command}, session_id=session)
 
 
-def decide(runtime: AgentRuntime, command: str, session: str = "sA1", **extra: object) -> tuple[str, str]:
-    decided = tool_call_decide(
-        runtime=runtime,
-        tool="Bash",
-        session_id=session,
-        principal="alice",
-        arguments={"command": command},
-        **extra,  # type: ignore[arg-type]
+def decide(runtime: AgentRuntime, command: str, session: str = "sA1", **extra: Any) -> tuple[str, str]:
+    decided = decide_tool_call(
+        runtime, "Bash", {"command": command}, session_id=session, principal="alice", **extra
     )
     return decided.verdict.decision, decided.verdict.source
 
@@ -235,13 +225,9 @@ def test_a_command_that_cannot_be_read_is_under_every_floor_of_its_tool(
 def test_a_skill_grant_fewer_people_gave_does_not_allow_under_a_skill_rule(
     runtime: AgentRuntime, people: dict[str, User]
 ) -> None:  # P3, for skills
-    skills_request, _ = request_create(
-        RequestInput(runtime=runtime, skills=["deploy-prod"], session_id="sA1", principal="alice")
-    )
+    skills_request = open_skill_request(runtime, "deploy-prod", session_id="sA1")
     request_answer(request=skills_request, user=people["alice"], answer=Answer.ALLOW_SESSION)
-    agent_request, _ = request_create(
-        RequestInput(runtime=runtime, skills=["deploy-prod"], session_id="sB1", principal="alice")
-    )
+    agent_request = open_skill_request(runtime, "deploy-prod", session_id="sB1")
     request_answer(request=agent_request, user=people["olivia"], answer=Answer.ALLOW_AGENT)
     session = session_touch(runtime=runtime, session_id="sA1", principal="alice")
 
@@ -254,9 +240,7 @@ def test_a_skill_grant_fewer_people_gave_does_not_allow_under_a_skill_rule(
     assert verdict() == ("ALLOW", "SESSION")
     rules.rule_create(pattern="deploy-*", action=RuleAction.ASK, actor=TEST_ACTOR, approvers=2)
     assert verdict() == ("ASK", "RULE")
-    request, _ = request_create(
-        RequestInput(runtime=runtime, skills=["deploy-prod"], session_id="sA1", principal="alice")
-    )
+    request = open_skill_request(runtime, "deploy-prod", session_id="sA1")
     for who in ("olivia", "oscar"):
         request_answer(request=request, user=people[who], answer=Answer.ALLOW_SESSION)
     assert Grant.objects.get(request=request).approvers == 2
@@ -267,19 +251,15 @@ def test_through_the_api_the_runtime_is_told_ask(
     runtime: AgentRuntime, api: APIClient, people: dict[str, User]
 ) -> None:  # P3: alice and git push end to end, as a runtime sees it
     push_floor()
-    opened = api.post(
-        "/api/v1/tool-approval-requests",
-        {"tool": "Bash", "session_id": "sA1", "principal": "alice", "arguments": {"command": STATUS}},
-        format="json",
+    opened = api_open_tool_request(
+        api, tool="Bash", session_id="sA1", principal="alice", arguments={"command": STATUS}
     )
     assert opened.status_code == 201, opened.content
     request = ApprovalRequest.objects.get(pk=opened.json()["id"])
     request_answer(request=request, user=people["alice"], answer=Answer.ALLOW_SESSION)
     for command in (PUSH, FORCE):
-        answered = api.post(
-            "/api/v1/tool-decisions",
-            {"tool": "Bash", "session_id": "sA1", "principal": "alice", "arguments": {"command": command}},
-            format="json",
+        answered = api_decide_tool_call(
+            api, tool="Bash", session_id="sA1", principal="alice", arguments={"command": command}
         )
         assert answered.status_code == 200, answered.content
         assert answered.json()["decision"] == "ASK"

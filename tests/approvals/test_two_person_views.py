@@ -11,14 +11,15 @@ from django.test import Client
 from aimon_admin.accounts.models import User
 from aimon_admin.accounts.roles import Role
 from aimon_admin.approvals import rules, selectors, tool_rules
-from aimon_admin.approvals.choices import RequestKind, RequestStatus, RuleAction
+from aimon_admin.approvals.choices import RequestStatus, RuleAction
 from aimon_admin.approvals.models import ApprovalRequest, Grant, SkillRule, ToolRule
-from aimon_admin.approvals.services import RequestInput, request_create
 from aimon_admin.approvals.views import ALLOW_RECORDED_MESSAGE
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.registry.services import local_tools_replace, tool_subject_set
 from aimon_admin.runtimes.models import AgentRuntime
+from tests.accounts.factories import logged_in
+from tests.approvals.factories import open_skill_request, open_tool_request
 from tests.conftest import TEST_ACTOR
 from tests.core.prg_support import assert_invalid_post_redirects_and_reloads
 
@@ -36,12 +37,6 @@ def named_subjects() -> None:
 HTMX = {"HX-Request": "true"}
 
 
-def logged_in(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
 @pytest.fixture
 def people(make_user: Callable[..., User]) -> dict[str, User]:
     return {
@@ -53,9 +48,7 @@ def people(make_user: Callable[..., User]) -> dict[str, User]:
 
 def two_person_request(runtime: AgentRuntime, principal: str = "paula") -> ApprovalRequest:
     rules.rule_create(pattern="deploy", action=RuleAction.ASK, approvers=2, actor=TEST_ACTOR)
-    return request_create(
-        RequestInput(runtime=runtime, skills=["deploy"], session_id="s-1", principal=principal)
-    )[0]
+    return open_skill_request(runtime, "deploy", session_id="s-1", principal=principal)
 
 
 def allow(client: Client, request: ApprovalRequest, **headers: str) -> str:
@@ -201,17 +194,9 @@ def test_a_tool_request_card_shows_the_count_and_the_first_allow(
 ) -> None:  # P3 on a tool request: Allow this call by two people
     local_tools_replace(runtime=runtime, tools=[{"name": "Bash"}], actor=TEST_ACTOR)
     tool_rules.tool_rule_create(text="Bash(git push:*)", action=RuleAction.ASK, approvers=2, actor=TEST_ACTOR)
-    request = request_create(
-        RequestInput(
-            runtime=runtime,
-            skills=[],
-            session_id="s-1",
-            principal="paula",
-            kind=RequestKind.TOOL,
-            tool="Bash",
-            arguments={"command": "git push origin main"},
-        )
-    )[0]
+    request = open_tool_request(
+        runtime, "Bash", {"command": "git push origin main"}, session_id="s-1", principal="paula"
+    )
     answer = {"skill": "Bash", "answer": "ALLOW_CALL"}
     logged_in(people["olivia"]).post(f"/approvals/requests/{request.pk}/answer/", answer)
     page = logged_in(people["oscar"]).get(f"/approvals/requests/{request.pk}/").content.decode()
@@ -221,17 +206,9 @@ def test_a_tool_request_card_shows_the_count_and_the_first_allow(
     assert status(request) == RequestStatus.ANSWERED
 
     # A session allow's pattern: the second person's choice starts at the first person's.
-    request = request_create(
-        RequestInput(
-            runtime=runtime,
-            skills=[],
-            session_id="s-1",
-            principal="paula",
-            kind=RequestKind.TOOL,
-            tool="Bash",
-            arguments={"command": "git push origin main"},
-        )
-    )[0]
+    request = open_tool_request(
+        runtime, "Bash", {"command": "git push origin main"}, session_id="s-1", principal="paula"
+    )
     session = {"skill": "Bash", "answer": "ALLOW_SESSION", "pattern": "git push:*"}
     logged_in(people["olivia"]).post(f"/approvals/requests/{request.pk}/answer/", session)
     page = logged_in(people["oscar"]).get(f"/approvals/requests/{request.pk}/").content.decode()

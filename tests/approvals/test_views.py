@@ -20,15 +20,15 @@ from aimon_admin.approvals.services import (
     AGENT_WIDE_ENDS,
     SETTLED_DENY_STANDS_MESSAGE,
     STANDING_ANSWER_REFUSED_MESSAGE,
-    RequestInput,
     request_answer,
-    request_create,
 )
 from aimon_admin.approvals.views import DENY_REQUEST_ONLY_HELP
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.runtimes.models import AgentRuntime
 from aimon_admin.runtimes.services import runtime_create, runtime_update_settings
+from tests.accounts.factories import logged_in
+from tests.approvals.factories import open_skill_request
 from tests.conftest import TEST_ACTOR
 from tests.core.prg_support import assert_invalid_post_redirects_and_reloads
 
@@ -36,22 +36,12 @@ pytestmark = pytest.mark.django_db
 HTMX = {"HX-Request": "true"}
 
 
-def logged_in(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-def ask(runtime: AgentRuntime, *skills: str, **fields: object) -> ApprovalRequest:
-    return request_create(RequestInput(runtime=runtime, skills=list(skills), **fields))[0]  # type: ignore[arg-type]
-
-
 def test_each_person_sees_only_their_own_requests(
     runtime: AgentRuntime, approver: User, other_approver: User, operator: User
 ) -> None:
     # S13: a request belongs to its principal; operators see all.
-    mine = ask(runtime, "deploy", session_id="s-1", principal="alice")
-    theirs = ask(runtime, "notify", session_id="s-2", principal="bob")
+    mine = open_skill_request(runtime, "deploy", session_id="s-1", principal="alice")
+    theirs = open_skill_request(runtime, "notify", session_id="s-2", principal="bob")
     alice = logged_in(approver).get("/approvals/").content.decode()
     assert str(mine.pk) in alice
     assert str(theirs.pk) not in alice
@@ -64,7 +54,7 @@ def test_principal_less_requests_go_to_operators_and_the_owner(
     runtime: AgentRuntime, approver: User, other_approver: User
 ) -> None:
     # S13: no principal → operators and the runtime's owner.
-    request = ask(runtime, "backup")
+    request = open_skill_request(runtime, "backup", session_id=None, principal=None)
     assert str(request.pk) not in logged_in(approver).get("/approvals/").content.decode()
     runtime_update_settings(
         runtime=runtime,
@@ -79,7 +69,7 @@ def test_principal_less_requests_go_to_operators_and_the_owner(
 
 
 def test_auditors_answer_nothing(runtime: AgentRuntime, auditor: User) -> None:
-    request = ask(runtime, "deploy", session_id="s-1")
+    request = open_skill_request(runtime, "deploy", session_id="s-1", principal=None)
     client = logged_in(auditor)
     assert client.get("/approvals/").status_code == 403
     response = client.post(f"/approvals/requests/{request.pk}/answer/", {"answer": "ALLOW_SESSION"})
@@ -97,8 +87,8 @@ def test_buttons_carry_the_fixed_labels_and_the_reach_of_always(
     runtime: AgentRuntime, operator: User
 ) -> None:
     # S5: the reach is stated before the click; docs/concepts.md fixes the labels.
-    ask(runtime, "deploy", "notify", session_id="s-1", turn_id="t-1", principal="olivia")
-    ask(runtime, "other", session_id="s-2")
+    open_skill_request(runtime, "deploy", "notify", session_id="s-1", turn_id="t-1", principal="olivia")
+    open_skill_request(runtime, "other", session_id="s-2", principal=None)
     html = logged_in(operator).get("/approvals/").content.decode()
     labels = re.findall(r'<button type="submit" class="btn btn-answer"[^>]*>([^<]+)</button>', html)
     assert labels[:4] == ["Allow once", "Allow for this session", "Always allow for this agent", "Deny"]
@@ -112,7 +102,7 @@ def test_buttons_carry_the_fixed_labels_and_the_reach_of_always(
 
 
 def test_allow_once_is_offered_only_with_a_turn(runtime: AgentRuntime, operator: User) -> None:
-    ask(runtime, "deploy", session_id="s-1")
+    open_skill_request(runtime, "deploy", session_id="s-1", principal=None)
     html = logged_in(operator).get("/approvals/").content.decode()
     assert ">Allow once<" not in html
 
@@ -121,7 +111,7 @@ def test_always_allow_is_not_offered_to_an_approver_who_does_not_own_the_runtime
     runtime: AgentRuntime, approver: User
 ) -> None:
     # S13: agent scope only for operators and the owner; the button is absent …
-    request = ask(runtime, "deploy", session_id="s-1", principal="alice")
+    request = open_skill_request(runtime, "deploy", session_id="s-1", principal="alice")
     client = logged_in(approver)
     assert "Always allow for this agent" not in client.get("/approvals/").content.decode()
     # … and the server refuses a crafted POST.
@@ -136,15 +126,15 @@ def test_an_escalating_request_warns_that_a_session_answer_becomes_agent_wide(
     runtime: AgentRuntime, operator: User
 ) -> None:
     # S6 shown before the click.
-    ask(runtime, "backup")
+    open_skill_request(runtime, "backup", session_id=None, principal=None)
     html = logged_in(operator).get("/approvals/").content.decode()
     assert "A session answer here, Deny included, becomes <strong>agent-wide</strong>" in html
     assert f"holds {AGENT_WIDE_ENDS}." in html
 
 
 def test_a_fork_request_says_so(runtime: AgentRuntime, operator: User) -> None:
-    ask(runtime, "write", session_id="s-1")  # the invoking session exists (S3)
-    ask(runtime, "read", invoking_session_id="s-1")
+    open_skill_request(runtime, "write", session_id="s-1", principal=None)  # the invoking session exists (S3)
+    open_skill_request(runtime, "read", invoking_session_id="s-1", session_id=None, principal=None)
     html = logged_in(operator).get("/approvals/").content.decode()
     assert "comes from a sub-agent (fork) of session" in html
 
@@ -152,7 +142,7 @@ def test_a_fork_request_says_so(runtime: AgentRuntime, operator: User) -> None:
 def test_answering_by_htmx_writes_the_grant_and_returns_the_card(
     runtime: AgentRuntime, approver: User
 ) -> None:
-    request = ask(runtime, "deploy", "notify", session_id="s-1", principal="alice")
+    request = open_skill_request(runtime, "deploy", "notify", session_id="s-1", principal="alice")
     response = logged_in(approver).post(
         f"/approvals/requests/{request.pk}/answer/",
         {"answer": "ALLOW_SESSION", "skill": "deploy"},
@@ -173,7 +163,7 @@ def test_answering_by_htmx_writes_the_grant_and_returns_the_card(
 
 
 def test_answer_all_answers_every_open_skill(runtime: AgentRuntime, approver: User) -> None:
-    request = ask(runtime, "deploy", "notify", session_id="s-1", principal="alice")
+    request = open_skill_request(runtime, "deploy", "notify", session_id="s-1", principal="alice")
     logged_in(approver).post(f"/approvals/requests/{request.pk}/answer/", {"answer": "DENY"}, headers=HTMX)
     request.refresh_from_db()
     assert request.status == "ANSWERED"
@@ -184,7 +174,7 @@ def test_the_second_person_is_told_who_answered_and_how(
     runtime: AgentRuntime, approver: User, operator: User
 ) -> None:
     # Exactly once: one answer wins, the other is told.
-    request = ask(runtime, "deploy", "notify", session_id="s-1", principal="alice")
+    request = open_skill_request(runtime, "deploy", "notify", session_id="s-1", principal="alice")
     request_answer(request=request, user=operator, answer=Answer.DENY, skills=["deploy"])
     html = (
         logged_in(approver)
@@ -200,7 +190,7 @@ def test_the_second_person_is_told_who_answered_and_how(
 
 
 def test_someone_elses_request_is_404(runtime: AgentRuntime, other_approver: User) -> None:
-    request = ask(runtime, "deploy", session_id="s-1", principal="alice")
+    request = open_skill_request(runtime, "deploy", session_id="s-1", principal="alice")
     client = logged_in(other_approver)
     assert client.get(f"/approvals/requests/{request.pk}/").status_code == 404
     response = client.post(f"/approvals/requests/{request.pk}/answer/", {"answer": "ALLOW_SESSION"})
@@ -215,7 +205,7 @@ def test_the_poll_is_204_while_nothing_changes_and_swaps_when_something_does(
     page = client.get("/approvals/").content.decode()
     version = re.search(r"/approvals/poll/\?v=([0-9a-f]+)", page).group(1)  # type: ignore[union-attr]
     assert client.get(f"/approvals/poll/?v={version}", headers=HTMX).status_code == 204
-    request = ask(runtime, "deploy", session_id="s-1", principal="alice")
+    request = open_skill_request(runtime, "deploy", session_id="s-1", principal="alice")
     response = client.get(f"/approvals/poll/?v={version}", headers=HTMX)
     assert response.status_code == 200
     assert str(request.pk) in response.content.decode()
@@ -224,7 +214,7 @@ def test_the_poll_is_204_while_nothing_changes_and_swaps_when_something_does(
 
 def test_dismiss_asks_first_then_denies_for_the_session(runtime: AgentRuntime, approver: User) -> None:
     # S9: a person dismissing is an abort: SESSION DENY, never agent-wide.
-    request = ask(runtime, "deploy", session_id="s-1", principal="alice")
+    request = open_skill_request(runtime, "deploy", session_id="s-1", principal="alice")
     client = logged_in(approver)
     confirm = client.get(f"/approvals/requests/{request.pk}/dismiss/").content.decode()
     assert "denied for this session (never agent-wide)" in confirm
@@ -237,7 +227,7 @@ def test_dismiss_asks_first_then_denies_for_the_session(runtime: AgentRuntime, a
 
 
 def test_session_page_shows_each_skills_decision_and_why(runtime: AgentRuntime, approver: User) -> None:
-    request = ask(runtime, "deploy", "notify", session_id="s-1", principal="alice")
+    request = open_skill_request(runtime, "deploy", "notify", session_id="s-1", principal="alice")
     request_answer(request=request, user=approver, answer=Answer.ALLOW_SESSION, skills=["deploy"])
     session = request.session
     html = logged_in(approver).get(f"/approvals/sessions/{session.pk}/").content.decode()
@@ -249,7 +239,7 @@ def test_clear_session_asks_then_removes_and_audits_with_counts(
     runtime: AgentRuntime, approver: User
 ) -> None:
     # S10
-    request = ask(runtime, "deploy", "notify", session_id="s-1", principal="alice")
+    request = open_skill_request(runtime, "deploy", "notify", session_id="s-1", principal="alice")
     request_answer(request=request, user=approver, answer=Answer.ALLOW_SESSION)
     client = logged_in(approver)
     url = f"/approvals/sessions/{request.session.pk}/clear/"
@@ -266,7 +256,7 @@ def test_clear_session_asks_then_removes_and_audits_with_counts(
 def test_another_approvers_session_is_404(
     runtime: AgentRuntime, approver: User, other_approver: User
 ) -> None:
-    request = ask(runtime, "deploy", session_id="s-1", principal="alice")
+    request = open_skill_request(runtime, "deploy", session_id="s-1", principal="alice")
     client = logged_in(other_approver)
     assert client.get(f"/approvals/sessions/{request.session.pk}/").status_code == 404
     assert client.post(f"/approvals/sessions/{request.session.pk}/clear/").status_code == 404
@@ -275,7 +265,7 @@ def test_another_approvers_session_is_404(
 def test_revoke_agent_wide_is_for_operators_and_the_owner(
     runtime: AgentRuntime, operator: User, approver: User
 ) -> None:
-    request = ask(runtime, "deploy", session_id="s-1", principal="alice")
+    request = open_skill_request(runtime, "deploy", session_id="s-1", principal="alice")
     request_answer(request=request, user=operator, answer=Answer.ALLOW_AGENT)
     assert logged_in(approver).get("/approvals/agents/agent-one/").status_code == 403
     assert logged_in(approver).post("/approvals/agents/agent-one/revoke/").status_code == 403
@@ -288,7 +278,7 @@ def test_revoke_agent_wide_is_for_operators_and_the_owner(
 
 
 def test_a_single_grant_can_be_revoked(runtime: AgentRuntime, approver: User) -> None:
-    request = ask(runtime, "deploy", session_id="s-1", principal="alice")
+    request = open_skill_request(runtime, "deploy", session_id="s-1", principal="alice")
     request_answer(request=request, user=approver, answer=Answer.ALLOW_SESSION)
     grant = Grant.objects.get()
     client = logged_in(approver)
@@ -332,7 +322,7 @@ def test_a_rule_capping_scope_removes_always_allow(runtime: AgentRuntime, operat
     logged_in(operator).post(
         "/approvals/rules/new/", {"pattern": "drop-*", "action": "ASK", "widest_scope": "SESSION"}
     )
-    request = ask(runtime, "drop-db", session_id="s-1")
+    request = open_skill_request(runtime, "drop-db", session_id="s-1", principal=None)
     html = logged_in(operator).get(f"/approvals/requests/{request.pk}/").content.decode()
     assert "Always allow for this agent" not in html
     assert "Allow for this session" in html
@@ -374,7 +364,7 @@ def test_every_role_sees_the_sessionless_answers_s13_allows(
     principal: str | None,
     labels: list[str] | None,
 ) -> None:  # S13
-    request = ask(owned, "deploy", principal=principal)
+    request = open_skill_request(owned, "deploy", principal=principal, session_id=None)
     client = logged_in(User.objects.get(username=who))
     inbox = client.get("/approvals/").content.decode()
     page = client.get(f"/approvals/requests/{request.pk}/")
@@ -389,7 +379,7 @@ def test_every_role_sees_the_sessionless_answers_s13_allows(
 
 
 def test_an_auditor_gets_no_sessionless_answer(owned: AgentRuntime, auditor: User) -> None:  # S13
-    request = ask(owned, "deploy", principal=None)
+    request = open_skill_request(owned, "deploy", principal=None, session_id=None)
     client = logged_in(auditor)
     for answer in ("DENY", "DENY_REQUEST"):
         response = client.post(
@@ -404,7 +394,7 @@ def test_an_auditor_gets_no_sessionless_answer(owned: AgentRuntime, auditor: Use
 def test_a_forged_standing_answer_from_an_approver_is_refused_and_writes_nothing(
     owned: AgentRuntime, approver: User, answer: str
 ) -> None:  # S13: alice's forged Deny wrote an AGENT-scope DENY
-    request = ask(owned, "deploy", principal="alice")
+    request = open_skill_request(owned, "deploy", principal="alice", session_id=None)
     client = logged_in(approver)
 
     response = client.post(f"/approvals/requests/{request.pk}/answer/", {"answer": answer, "skill": "deploy"})
@@ -431,7 +421,7 @@ def test_a_forged_standing_answer_from_an_approver_is_refused_and_writes_nothing
 def test_deny_this_request_answers_the_request_and_stores_nothing(
     owned: AgentRuntime, approver: User
 ) -> None:  # S13
-    request = ask(owned, "deploy", principal="alice")
+    request = open_skill_request(owned, "deploy", principal="alice", session_id=None)
 
     response = logged_in(approver).post(
         f"/approvals/requests/{request.pk}/answer/",
@@ -465,8 +455,8 @@ def test_the_inbox_explains_deny_this_request_in_plain_words(
 def test_the_second_answer_for_a_held_key_is_told_plainly_never_an_sql_message(
     runtime: AgentRuntime, approver: User, operator: User
 ) -> None:  # S2, S7
-    first = ask(runtime, "deploy", session_id="s-1", principal="alice")
-    second = ask(runtime, "deploy", session_id="s-1", principal="alice")
+    first = open_skill_request(runtime, "deploy", session_id="s-1", principal="alice")
+    second = open_skill_request(runtime, "deploy", session_id="s-1", principal="alice")
     request_answer(request=first, user=approver, answer=Answer.DENY)
 
     response = logged_in(operator).post(
@@ -489,9 +479,7 @@ def test_the_inbox_selector_only_reads_and_the_inbox_closes_due_requests_first(
 ) -> None:
     # S9: a request past its deadline is not shown; closing it is a service's write (the
     # beat task's, or the inbox's before it reads), never the selector's.
-    approval, _ = request_create(
-        RequestInput(runtime=runtime, skills=["deploy"], session_id="s-due", principal=approver.username)
-    )
+    approval = open_skill_request(runtime, "deploy", session_id="s-due", principal=approver.username)
     ApprovalRequest.objects.filter(pk=approval.pk).update(expires_at=timezone.now() - dt.timedelta(seconds=1))
     assert list(selectors.pending_requests_for(user=approver)) == []
     assert ApprovalRequest.objects.get(pk=approval.pk).status == RequestStatus.PENDING

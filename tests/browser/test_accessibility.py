@@ -25,10 +25,10 @@ from playwright.sync_api import Browser, Page, expect
 from pytest_django.live_server_helper import LiveServer
 
 from aimon_admin.accounts.roles import Role
-from aimon_admin.accounts.services import user_create
 from aimon_admin.approvals.choices import GrantDecision
 from aimon_admin.approvals.services import RequestInput, request_create
 from aimon_admin.runtimes.services import runtime_create
+from tests.accounts.factories import person
 from tests.browser import sweep
 from tests.browser.a11y import BLOCKING, assert_accessible, describe, violations
 from tests.browser.conftest import SCREENSHOTS
@@ -42,7 +42,7 @@ from tests.browser.sweep import (
     overflowing,
     unswept_routes,
 )
-from tests.conftest import PASSWORD, TEST_ACTOR
+from tests.conftest import TEST_ACTOR
 
 # The sweep's fixtures, used here.
 world = sweep.world
@@ -102,7 +102,7 @@ EMPTY_WITH_A_RUNTIME = (
 
 def test_empty_lists_pass_axe_and_fit_the_phone(browser: Browser, live_server: LiveServer, db: None) -> None:
     users = {
-        key: user_create(username=key, password=PASSWORD, roles=[role], actor=TEST_ACTOR)
+        key: person(key, role)
         for key, role in (("approver", Role.APPROVER), ("operator", Role.OPERATOR), ("auditor", Role.AUDITOR))
     }
     # At the phone's width only (the stricter of the two, with the overflow check), to keep

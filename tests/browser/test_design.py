@@ -33,8 +33,9 @@ from pytest_django.live_server_helper import LiveServer
 
 from aimon_admin.accounts.models import User
 from aimon_admin.accounts.roles import Role
-from aimon_admin.accounts.services import user_create, user_set_roles
+from aimon_admin.accounts.services import user_set_roles
 from aimon_admin.runtimes.services import runtime_create
+from tests.accounts.factories import person
 from tests.browser import sweep
 from tests.browser.conftest import SCREENSHOTS
 from tests.browser.sweep import SweepWorld, Visitors, enrich, visits_for
@@ -168,11 +169,9 @@ def test_levels_and_decisions_are_badges_coloured_by_their_value(db: None, world
 
 def test_every_empty_list_says_what_to_do_next(db: None) -> None:
     users = {
-        "approver": user_create(username="alice", password=PASSWORD, roles=[Role.APPROVER], actor=TEST_ACTOR),
-        "operator": user_create(
-            username="olivia", password=PASSWORD, roles=[Role.OPERATOR], actor=TEST_ACTOR
-        ),
-        "auditor": user_create(username="audrey", password=PASSWORD, roles=[Role.AUDITOR], actor=TEST_ACTOR),
+        "approver": person("alice", Role.APPROVER),
+        "operator": person("olivia", Role.OPERATOR),
+        "auditor": person("audrey", Role.AUDITOR),
     }
     before_any_runtime = [
         ("operator", reverse("runtimes:list")),

@@ -10,22 +10,20 @@ import pytest
 from playwright.sync_api import Page, expect
 from pytest_django.live_server_helper import LiveServer
 
-from aimon_admin.accounts.models import User
 from aimon_admin.accounts.roles import Role
-from aimon_admin.accounts.services import user_create
-from aimon_admin.approvals.choices import RequestKind
-from aimon_admin.approvals.services import RequestInput, request_create
 from aimon_admin.audit import verify_now
-from aimon_admin.core.actors import Actor
 from aimon_admin.registry import home as registry_home
-from aimon_admin.registry.choices import McpTransport, SyncStatus
+from aimon_admin.registry.choices import SyncStatus
 from aimon_admin.registry.models import McpSyncRun
-from aimon_admin.registry.services import local_tools_replace, mcp_server_create
+from aimon_admin.registry.services import local_tools_replace
 from aimon_admin.runtimes.models import AgentRuntime
 from aimon_admin.runtimes.services import runtime_create
+from tests.accounts.factories import person
+from tests.approvals.factories import open_skill_request, open_tool_request
 from tests.browser.a11y import assert_accessible
 from tests.browser.conftest import LogIn, Shot, assert_fits_width, assert_tappable, at_both_widths
-from tests.conftest import PASSWORD, TEST_ACTOR
+from tests.conftest import TEST_ACTOR
+from tests.registry.factories import mcp_server
 
 
 @pytest.fixture
@@ -36,32 +34,13 @@ def world(db: None) -> AgentRuntime:
     runtime = runtime_create(name="agent-with-a-rather-long-name-for-a-phone", actor=TEST_ACTOR)
     local_tools_replace(runtime=runtime, tools=[{"name": "Bash", "description": "shell"}], actor=TEST_ACTOR)
     for skills in (["deploy"], ["backup", "notify"]):
-        request_create(RequestInput(runtime=runtime, skills=skills, session_id="s-a", principal="alice"))
-    request_create(
-        RequestInput(
-            runtime=runtime,
-            skills=[],
-            kind=RequestKind.TOOL,
-            tool="Bash",
-            arguments={"command": "git push"},
-            session_id="s-a",
-            principal="alice",
-        )
-    )
-    server = mcp_server_create(
-        name="an-mcp-server-whose-name-goes-on-and-on",
-        transport=McpTransport.STDIO,
-        command="x",
-        actor=Actor.system("pytest"),
-    )
+        open_skill_request(runtime, *skills, session_id="s-a", principal="alice")
+    open_tool_request(runtime, "Bash", {"command": "git push"}, session_id="s-a", principal="alice")
+    server = mcp_server("an-mcp-server-whose-name-goes-on-and-on")
     McpSyncRun.objects.create(
         server=server, status=SyncStatus.FAILED, error="x" * 400, finished_at=dt.datetime.now(dt.UTC)
     )
     return runtime
-
-
-def person(username: str, *roles: str) -> User:
-    return user_create(username=username, password=PASSWORD, roles=roles, actor=TEST_ACTOR)
 
 
 def check_home(page: Page, shot: Shot, name: str) -> None:

@@ -22,7 +22,7 @@ from aimon_admin.accounts.roles import Role
 from aimon_admin.approvals import home as approvals_home
 from aimon_admin.approvals.choices import Answer, RequestKind
 from aimon_admin.approvals.models import ApprovalRequest
-from aimon_admin.approvals.services import RequestInput, request_answer, request_create
+from aimon_admin.approvals.services import request_answer
 from aimon_admin.audit import home as audit_home
 from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.models import AuditEvent
@@ -40,6 +40,8 @@ from aimon_admin.registry.services import (
 )
 from aimon_admin.runtimes.models import AgentRuntime
 from aimon_admin.runtimes.services import runtime_create
+from tests.accounts.factories import logged_in
+from tests.approvals.factories import open_skill_request, open_tool_request
 from tests.conftest import TEST_ACTOR
 
 pytestmark = pytest.mark.django_db
@@ -55,12 +57,6 @@ FIGURE = re.compile(
     r'<a class="home-figure[^"]*" href="(?P<url>[^"]+)" data-figure="(?P<key>[^"]+)" '
     r'data-count="(?P<count>\d+)"><span class="home-count">(?P<shown>[^<]+)</span>'
 )
-
-
-def logged_in(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def home(user: User) -> str:
@@ -90,24 +86,6 @@ def fresh_forecast() -> Any:
     registry_home.forecast_forget()
 
 
-def ask_skills(runtime: AgentRuntime, *skills: str, **fields: Any) -> ApprovalRequest:
-    return request_create(RequestInput(runtime=runtime, skills=list(skills), **fields))[0]
-
-
-def ask_tool(runtime: AgentRuntime, **fields: Any) -> ApprovalRequest:
-    request, _ = request_create(
-        RequestInput(
-            runtime=runtime,
-            skills=[],
-            kind=RequestKind.TOOL,
-            tool="Bash",
-            arguments={"command": "git push"},
-            **fields,
-        )
-    )
-    return request
-
-
 @pytest.fixture
 def requests_world(runtime: AgentRuntime, approver: User, other_approver: User) -> dict[str, Any]:
     """Alice's two skill requests and one tool request, Bob's skill and tool requests, and
@@ -115,16 +93,20 @@ def requests_world(runtime: AgentRuntime, approver: User, other_approver: User) 
     local_tools_replace(runtime=runtime, tools=[{"name": "Bash", "description": "shell"}], actor=TEST_ACTOR)
     made = {
         "alice_skill": [
-            ask_skills(runtime, "deploy", session_id="s-a", principal="alice"),
-            ask_skills(runtime, "backup", "notify", session_id="s-a", principal="alice"),
+            open_skill_request(runtime, "deploy", session_id="s-a", principal="alice"),
+            open_skill_request(runtime, "backup", "notify", session_id="s-a", principal="alice"),
         ],
-        "alice_tool": [ask_tool(runtime, session_id="s-a", principal="alice")],
-        "bob_skill": [ask_skills(runtime, "rollback", session_id="s-b", principal="bob")],
-        "bob_tool": [ask_tool(runtime, session_id="s-b2", principal="bob")],
+        "alice_tool": [
+            open_tool_request(runtime, "Bash", {"command": "git push"}, session_id="s-a", principal="alice")
+        ],
+        "bob_skill": [open_skill_request(runtime, "rollback", session_id="s-b", principal="bob")],
+        "bob_tool": [
+            open_tool_request(runtime, "Bash", {"command": "git push"}, session_id="s-b2", principal="bob")
+        ],
     }
-    answered = ask_skills(runtime, "lint", session_id="s-a", principal="alice")
+    answered = open_skill_request(runtime, "lint", session_id="s-a", principal="alice")
     request_answer(request=answered, user=approver, answer=Answer.ALLOW_SESSION)
-    late = ask_skills(runtime, "restart", session_id="s-a", principal="alice")
+    late = open_skill_request(runtime, "restart", session_id="s-a", principal="alice")
     ApprovalRequest.objects.filter(pk=late.pk).update(expires_at=timezone.now() - dt.timedelta(seconds=5))
     return made
 
@@ -148,7 +130,7 @@ def test_the_approver_home_counts_the_requests_they_may_answer_and_each_count_op
     # S13 (an approver answers their own requests, and as a runtime's owner its requests that
     # are nobody's): mine and all, by kind.
     owned = runtime_create(name="alices-agent", owner=approver, actor=TEST_ACTOR)
-    nightly = ask_skills(owned, "nightly-backup")
+    nightly = open_skill_request(owned, "nightly-backup", session_id=None, principal=None)
     html = home(approver)
     found = figures(html)
     assert {k: v[0] for k, v in found.items()} == {
@@ -170,7 +152,7 @@ def test_the_operator_home_counts_every_request_and_theirs_apart(
     requests_world: dict[str, Any], operator: User, runtime: AgentRuntime
 ) -> None:
     # Operators answer every request (S13); "from your own sessions" is what names them.
-    own = ask_skills(runtime, "migrate", session_id="s-o", principal="olivia")
+    own = open_skill_request(runtime, "migrate", session_id="s-o", principal="olivia")
     found = figures(home(operator))
     assert found["requests-all"][0] == 6
     assert found["requests-mine"][0] == 1
@@ -320,7 +302,7 @@ def test_the_auditor_home_counts_escalations_and_recent_warnings_and_shows_verif
     auditor: User, runtime: AgentRuntime, operator: User
 ) -> None:
     # S6: a session answer to a request with no session is made agent-wide.
-    escalated = ask_skills(runtime, "report", principal="alice")
+    escalated = open_skill_request(runtime, "report", principal="alice", session_id=None)
     request_answer(request=escalated, user=operator, answer=Answer.ALLOW_SESSION)
     system = Actor.system("pytest")
     for _ in range(2):
@@ -429,7 +411,7 @@ def test_empty_homes_say_what_to_do_first(make_user) -> None:  # type: ignore[no
 def busy_world(
     requests_world: dict[str, Any], registry_world: dict[str, Any], operator: User, runtime: AgentRuntime
 ) -> None:
-    escalated = ask_skills(runtime, "report", principal="alice")
+    escalated = open_skill_request(runtime, "report", principal="alice", session_id=None)
     request_answer(request=escalated, user=operator, answer=Answer.ALLOW_SESSION)
 
 

@@ -12,7 +12,7 @@ from django.test import Client, override_settings
 from aimon_admin.accounts.models import User
 from aimon_admin.accounts.views import lockout_message
 from aimon_admin.approvals.choices import Answer
-from aimon_admin.approvals.services import RequestInput, request_answer, request_create
+from aimon_admin.approvals.services import request_answer
 from aimon_admin.approvals.views import CLEARED_MESSAGE
 from aimon_admin.core.plurals import counted
 from aimon_admin.registry.choices import McpTransport
@@ -20,15 +20,11 @@ from aimon_admin.registry.services import local_tools_replace, mcp_server_create
 from aimon_admin.registry.sync.messages import PROGRESS_DONE, PROGRESS_LISTED, PROGRESS_STORING
 from aimon_admin.registry.views.gate import FORECAST
 from aimon_admin.runtimes.models import AgentRuntime
+from tests.accounts.factories import logged_in
+from tests.approvals.factories import open_skill_request
 from tests.conftest import TEST_ACTOR
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def logged_in(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @pytest.mark.parametrize(
@@ -78,9 +74,7 @@ def test_clearing_a_session_with_one_approval_says_one_approval(
     runtime: AgentRuntime, approver: User
 ) -> None:
     # It once read "Session cleared: 1 approvals removed."
-    request, _ = request_create(
-        RequestInput(runtime=runtime, skills=["deploy"], session_id="s-1", principal="alice")
-    )
+    request = open_skill_request(runtime, "deploy", session_id="s-1", principal="alice")
     request_answer(request=request, user=approver, answer=Answer.ALLOW_SESSION)
     request.refresh_from_db()
     response = logged_in(approver).post(f"/approvals/sessions/{request.session_id}/clear/", follow=True)

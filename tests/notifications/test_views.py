@@ -9,7 +9,6 @@ import re
 from typing import Any
 
 import pytest
-from django.test import Client
 
 from aimon_admin.accounts.models import User
 from aimon_admin.approvals.models import ApprovalRequest
@@ -21,16 +20,11 @@ from aimon_admin.notifications import selectors, senders, services, views
 from aimon_admin.notifications.choices import ChannelKind, DeliveryStatus, NotificationEvent
 from aimon_admin.notifications.models import Channel, Delivery
 from aimon_admin.runtimes.models import AgentRuntime
+from tests.accounts.factories import logged_in
 from tests.core.prg_support import assert_invalid_post_redirects_and_reloads
 from tests.notifications.receivers import http_receiver
 
 pytestmark = pytest.mark.django_db
-
-
-def logged_in(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def text(response: Any) -> str:

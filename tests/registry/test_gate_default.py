@@ -10,25 +10,19 @@ from __future__ import annotations
 import re
 
 import pytest
-from django.test import Client
-from rest_framework.test import APIClient
 
 from aimon_admin.accounts.models import User
 from aimon_admin.registry.views import gate
 from aimon_admin.runtimes.models import AgentRuntime
-from aimon_admin.runtimes.services import runtime_create, token_issue
+from aimon_admin.runtimes.services import runtime_create
+from tests.accounts.factories import logged_in
 from tests.conftest import TEST_ACTOR
+from tests.runtimes.factories import api_client_for
 
 pytestmark = pytest.mark.django_db
 
 SIMULATOR = "/registry/simulator/"
 WORKLIST = "/registry/simulator/worklist/"
-
-
-def logged_in(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def selected(html: str) -> list[str]:
@@ -55,9 +49,7 @@ def disabled(name: str) -> AgentRuntime:
 
 def used_now(runtime: AgentRuntime) -> None:
     """A real API call with one of its tokens: its last use is now."""
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token_issue(runtime=runtime, actor=TEST_ACTOR)[1]}")
-    assert client.get("/api/v1/runtime").status_code == 200
+    assert api_client_for(runtime).get("/api/v1/runtime").status_code == 200
 
 
 @pytest.mark.parametrize("url", [SIMULATOR, WORKLIST])

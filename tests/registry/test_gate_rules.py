@@ -6,7 +6,6 @@ from __future__ import annotations
 import html
 
 import pytest
-from django.test import Client
 
 from aimon_admin.accounts.models import User
 from aimon_admin.approvals import tool_rules
@@ -18,6 +17,7 @@ from aimon_admin.registry.extensions import AllowRule, unattended_rules, unatten
 from aimon_admin.registry.services import local_tools_replace, tool_subject_set
 from aimon_admin.registry.views.gate import FORECAST, RULES_ANSWER_EVERY_CALL, RULES_ANSWER_SOME_CALLS
 from aimon_admin.runtimes.models import AgentRuntime
+from tests.accounts.factories import logged_in
 from tests.conftest import TEST_ACTOR
 
 pytestmark = pytest.mark.django_db
@@ -56,12 +56,6 @@ def tools(runtime: AgentRuntime, other_runtime: AgentRuntime) -> None:
     # Saved before rm turned out destructive (the service refuses it now): it answers nothing.
     ToolRule.objects.create(runtime=runtime, tool="rm", pattern="", action=RuleAction.ALLOW)
     tool_rules.tool_rule_create(text="Bash(rm:*)", action=RuleAction.DENY, actor=TEST_ACTOR)
-
-
-def logged_in(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def test_the_rules_that_answer_a_runtimes_unattended_calls(runtime: AgentRuntime, tools: None) -> None:

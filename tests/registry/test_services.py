@@ -48,6 +48,7 @@ from aimon_admin.registry.services.common import SERVED_BY_SYNC
 from aimon_admin.runtimes.models import AgentRuntime
 from aimon_admin.runtimes.services import runtime_create, runtime_update_settings
 from tests.conftest import TEST_ACTOR
+from tests.registry.factories import mcp_server
 
 pytestmark = pytest.mark.django_db
 
@@ -90,12 +91,6 @@ def local(runtime: AgentRuntime, name: str) -> Tool:
 
 def mcp(server: McpServer, name: str) -> Tool:
     return Tool.objects.get(source=ToolSource.MCP, server=server, name=name)
-
-
-def make_server(name: str = "files", trust: str = AnnotationTrust.IGNORE) -> McpServer:
-    return mcp_server_create(
-        name=name, actor=TEST_ACTOR, annotation_trust=trust, transport=McpTransport.STDIO, command="mcp-files"
-    )
 
 
 def item(name: str, annotations: Any = None, description: str = "", schema: Any = None) -> dict[str, Any]:
@@ -322,7 +317,7 @@ def test_another_runtimes_catalog_is_untouched(runtime: AgentRuntime, other_runt
 
 
 def test_claims_are_stored_verbatim(runtime: AgentRuntime) -> None:  # T10
-    server = make_server(trust=AnnotationTrust.TRUST)
+    server = mcp_server("files", trust=AnnotationTrust.TRUST)
     claims = {
         "readOnlyHint": "yes",
         "destructiveHint": 0,
@@ -353,7 +348,7 @@ def test_tools_are_resolved_at_record_time_under_the_servers_trust(
     trust: str, expected: dict[str, str]
 ) -> None:
     # T11, T12
-    server = make_server(trust=trust)
+    server = mcp_server("files", trust=trust)
     before = timezone.now()
     result = record(server, item("read", {"readOnlyHint": True, "openWorldHint": False}))
     tool = mcp(server, "read")
@@ -367,7 +362,7 @@ def test_tools_are_resolved_at_record_time_under_the_servers_trust(
 
 def test_a_listing_is_resolved_under_the_current_trust_not_a_stale_copy() -> None:  # T13
     # A sync loads its server, then fetches for seconds; trust changed meanwhile wins.
-    server = make_server(trust=AnnotationTrust.TRUST)
+    server = mcp_server("files", trust=AnnotationTrust.TRUST)
     record(server, item("old", {"readOnlyHint": True}))
     stale = McpServer.objects.get(pk=server.pk)
     mcp_server_set_trust(server=server, trust=AnnotationTrust.IGNORE, actor=TEST_ACTOR)
@@ -379,7 +374,7 @@ def test_a_listing_is_resolved_under_the_current_trust_not_a_stale_copy() -> Non
 
 
 def test_decisions_read_the_stored_axes_never_the_claims(runtime: AgentRuntime) -> None:  # T12
-    server = make_server(trust=AnnotationTrust.TRUST)
+    server = mcp_server("files", trust=AnnotationTrust.TRUST)
     record(server, item("read", {"readOnlyHint": True}))
     # Claims rewritten behind the services' back are not re-read at decision time.
     Tool.objects.filter(server=server).update(claims={"readOnlyHint": False, "destructiveHint": True})
@@ -387,7 +382,7 @@ def test_decisions_read_the_stored_axes_never_the_claims(runtime: AgentRuntime) 
 
 
 def test_the_fingerprint_of_the_whole_definition_is_stored() -> None:  # T15
-    server = make_server()
+    server = mcp_server("files")
     schema = {"type": "object", "properties": {"path": {"type": "string"}}}
     record(server, item("read", {"readOnlyHint": True}, description="Read a file.", schema=schema))
     tool = mcp(server, "read")
@@ -397,7 +392,7 @@ def test_the_fingerprint_of_the_whole_definition_is_stored() -> None:  # T15
 
 
 def test_a_complete_listing_marks_unseen_tools_absent_never_deleted() -> None:  # T12
-    server = make_server()
+    server = mcp_server("files")
     record(server, item("a"), item("b"))
     original = mcp(server, "b")
     result = record(server, item("a"))
@@ -411,7 +406,7 @@ def test_a_complete_listing_marks_unseen_tools_absent_never_deleted() -> None:  
 
 
 def test_a_partial_listing_leaves_unseen_tools_present() -> None:  # T12
-    server = make_server()
+    server = mcp_server("files")
     record(server, item("a"), item("b"))
     result = record(server, item("a"), complete=False)
     assert result.absent == []
@@ -419,14 +414,14 @@ def test_a_partial_listing_leaves_unseen_tools_present() -> None:  # T12
 
 
 def test_duplicate_names_in_a_listing_are_refused_with_nothing_written() -> None:  # T12
-    server = make_server()
+    server = mcp_server("files")
     with pytest.raises(RegistryError, match="repeated: a"):
         record(server, item("a"), item("b"), item("a"))
     assert not Tool.objects.exists()
 
 
 def test_an_unchanged_listing_records_no_definition_event() -> None:  # T15
-    server = make_server(trust=AnnotationTrust.TRUST)
+    server = mcp_server("files", trust=AnnotationTrust.TRUST)
     record(server, item("a", {"readOnlyHint": True}))
     result = record(server, item("a", {"readOnlyHint": True}))
     assert (result.added, result.changed) == ([], [])
@@ -436,7 +431,7 @@ def test_an_unchanged_listing_records_no_definition_event() -> None:  # T15
 def test_a_definition_change_with_float_claims_is_recorded() -> None:  # T10, T15, A1
     # Claims are whatever the server sent; a number with a fraction must not stop a
     # change (here one claiming more risk) from being stored and audited.
-    server = make_server(trust=AnnotationTrust.TRUST)
+    server = mcp_server("files", trust=AnnotationTrust.TRUST)
     record(server, item("a", {"readOnlyHint": True, "x-weight": 0.5}))
     result = record(server, item("a", {"readOnlyHint": False, "x-weight": 0.75}))
     assert result.changed == ["a"]
@@ -452,7 +447,7 @@ def test_a_definition_change_with_float_claims_is_recorded() -> None:  # T10, T1
 
 
 def test_a_change_claiming_less_risk_is_held_under_trust(runtime: AgentRuntime) -> None:  # T15
-    server = make_server(trust=AnnotationTrust.TRUST)
+    server = mcp_server("files", trust=AnnotationTrust.TRUST)
     record(server, item("rm", {"destructiveHint": True}))
     result = record(server, item("rm", {"destructiveHint": False}))
     assert (result.changed, result.held_for_review) == (["rm"], ["rm"])
@@ -501,7 +496,7 @@ def test_a_change_claiming_less_risk_is_held_under_trust(runtime: AgentRuntime) 
 def test_a_change_claiming_more_risk_takes_effect_at_once(
     first: dict[str, Any], then: dict[str, Any], before: dict[str, str], after: dict[str, str]
 ) -> None:  # T15
-    server = make_server(trust=AnnotationTrust.TRUST)
+    server = mcp_server("files", trust=AnnotationTrust.TRUST)
     record(server, item("t", first))
     assert axes(mcp(server, "t")) == before
     result = record(server, item("t", then))
@@ -517,7 +512,7 @@ def test_a_change_claiming_more_risk_takes_effect_at_once(
 
 
 def test_a_description_only_change_is_audited_but_not_held() -> None:  # T15
-    server = make_server(trust=AnnotationTrust.TRUST)
+    server = mcp_server("files", trust=AnnotationTrust.TRUST)
     record(server, item("read", {"readOnlyHint": True}, description="Reads a file."))
     result = record(server, item("read", {"readOnlyHint": True}, description="Reads any file, anywhere."))
     assert (result.changed, result.held_for_review) == (["read"], [])
@@ -531,7 +526,7 @@ def test_a_description_only_change_is_audited_but_not_held() -> None:  # T15
 
 
 def test_a_held_definition_relisted_unchanged_stays_held() -> None:  # T15
-    server = make_server(trust=AnnotationTrust.TRUST)
+    server = mcp_server("files", trust=AnnotationTrust.TRUST)
     record(server, item("rm"))
     record(server, item("rm", {"readOnlyHint": True}))
     record(server, item("rm", {"readOnlyHint": True}))
@@ -544,7 +539,7 @@ def test_a_held_definition_relisted_unchanged_stays_held() -> None:  # T15
 def test_a_held_lowering_cannot_be_laundered_by_a_further_change() -> None:  # T15
     # Compared with the accepted definition, not the held one: a second change that only
     # rewords the description still claims less risk than what an operator accepted.
-    server = make_server(trust=AnnotationTrust.TRUST)
+    server = mcp_server("files", trust=AnnotationTrust.TRUST)
     record(server, item("rm", {"destructiveHint": True}, description="Deletes."))
     record(server, item("rm", {"destructiveHint": False}, description="Deletes."))
     result = record(server, item("rm", {"destructiveHint": False}, description="Tidies up."))
@@ -558,7 +553,7 @@ def test_a_held_lowering_cannot_be_laundered_by_a_further_change() -> None:  # T
 
 
 def test_a_change_back_to_the_accepted_risk_ends_the_hold() -> None:  # T15
-    server = make_server(trust=AnnotationTrust.TRUST)
+    server = mcp_server("files", trust=AnnotationTrust.TRUST)
     record(server, item("rm", {"destructiveHint": True}))
     record(server, item("rm", {"destructiveHint": False}))
     result = record(server, item("rm", {"destructiveHint": True}, description="Deletes."))
@@ -570,7 +565,7 @@ def test_a_change_back_to_the_accepted_risk_ends_the_hold() -> None:  # T15
 
 
 def test_accepting_a_held_definition_resolves_it_from_its_claims(operator: User) -> None:  # T15
-    server = make_server(trust=AnnotationTrust.TRUST)
+    server = mcp_server("files", trust=AnnotationTrust.TRUST)
     record(server, item("rm", {"destructiveHint": True}))
     record(server, item("rm", {"destructiveHint": False, "idempotentHint": True}))
     tool = tool_accept_definition(tool=mcp(server, "rm"), actor=Actor.for_user(operator))
@@ -591,7 +586,7 @@ def test_accepting_a_held_definition_resolves_it_from_its_claims(operator: User)
 
 
 def test_accepting_a_tool_not_awaiting_review_is_refused(runtime: AgentRuntime) -> None:  # T15
-    server = make_server(trust=AnnotationTrust.TRUST)
+    server = mcp_server("files", trust=AnnotationTrust.TRUST)
     record(server, item("read", {"readOnlyHint": True}))
     local_tools_replace(runtime=runtime, tools=[{"name": "deploy"}], actor=TEST_ACTOR)
     for tool in (mcp(server, "read"), local(runtime, "deploy")):
@@ -602,7 +597,7 @@ def test_accepting_a_tool_not_awaiting_review_is_refused(runtime: AgentRuntime) 
 
 def test_under_ignore_a_lowering_is_still_held_so_trust_does_not_take_it_silently(operator: User) -> None:
     # T13, T15
-    server = make_server(trust=AnnotationTrust.IGNORE)
+    server = mcp_server("files", trust=AnnotationTrust.IGNORE)
     record(server, item("rm", {"destructiveHint": True}), item("ls", {"readOnlyHint": True}))
     result = record(server, item("rm", {"readOnlyHint": True}), item("ls", {"readOnlyHint": True}))
     assert result.held_for_review == ["rm"]
@@ -626,7 +621,7 @@ def test_under_ignore_a_lowering_is_still_held_so_trust_does_not_take_it_silentl
 def test_a_relayed_lowering_is_kept_as_a_finding_and_the_event_names_the_runtime(
     runtime: AgentRuntime,
 ) -> None:  # T15: a relay never lowers a tool's resolved risk
-    server = make_server(trust=AnnotationTrust.TRUST)
+    server = mcp_server("files", trust=AnnotationTrust.TRUST)
     record(server, item("rm", {"destructiveHint": True}), item("other"))
     before = Tool.objects.values().get(server=server, name="rm")
 
@@ -677,7 +672,7 @@ def test_a_relayed_lowering_is_kept_as_a_finding_and_the_event_names_the_runtime
 def test_a_relayed_raise_takes_effect_at_once_and_the_text_stays_as_served(
     runtime: AgentRuntime, other_runtime: AgentRuntime, operator: User
 ) -> None:  # T15: a change that claims more risk takes effect at once, relayed or synced
-    server = make_server(trust=AnnotationTrust.TRUST)
+    server = mcp_server("files", trust=AnnotationTrust.TRUST)
     record(server, item("ls", {"readOnlyHint": True}, description="served"))
     result = mcp_tools_relay(
         server=server, runtime=runtime, listing=[item("ls", {"readOnlyHint": False}, description="relayed")]
@@ -706,7 +701,7 @@ def test_a_relayed_raise_takes_effect_at_once_and_the_text_stays_as_served(
 
 
 def test_a_relay_claiming_less_risk_lowers_no_axis(runtime: AgentRuntime) -> None:  # T15
-    server = make_server(trust=AnnotationTrust.TRUST)
+    server = mcp_server("files", trust=AnnotationTrust.TRUST)
     record(server, item("rm", {"readOnlyHint": False, "destructiveHint": True}))
     mcp_tools_relay(server=server, runtime=runtime, listing=[item("rm", {"readOnlyHint": True})])
     assert axes(mcp(server, "rm")) == WORST
@@ -716,7 +711,7 @@ def test_a_relay_claiming_less_risk_lowers_no_axis(runtime: AgentRuntime) -> Non
 def test_a_relay_of_the_old_read_only_listing_neither_clears_a_hold_nor_lowers_risk(
     runtime: AgentRuntime, other_runtime: AgentRuntime
 ) -> None:  # T15, T6: the poisoned-relay scenario, at the service layer
-    server = make_server(trust=AnnotationTrust.TRUST)
+    server = mcp_server("files", trust=AnnotationTrust.TRUST)
     probe_read_only = item("probe", {"readOnlyHint": True})
     record(server, probe_read_only)
     assert axes(mcp(server, "probe")) == READ_ONLY
@@ -742,7 +737,7 @@ def test_a_relay_of_the_old_read_only_listing_neither_clears_a_hold_nor_lowers_r
 def test_a_relay_never_clears_a_hold_even_naming_the_held_or_the_accepted_definition(
     runtime: AgentRuntime,
 ) -> None:  # T15
-    server = make_server(trust=AnnotationTrust.TRUST)
+    server = mcp_server("files", trust=AnnotationTrust.TRUST)
     accepted, lowered = item("rm", {"destructiveHint": True}), item("rm", {"readOnlyHint": True})
     record(server, accepted)
     record(server, lowered)  # the server's own sync lowered it: held for an operator
@@ -757,7 +752,7 @@ def test_a_relay_never_clears_a_hold_even_naming_the_held_or_the_accepted_defini
 def test_a_poisoned_relay_changes_no_served_text_and_is_kept_verbatim(
     runtime: AgentRuntime, other_runtime: AgentRuntime
 ) -> None:  # T15: no tool poisoning across runtimes
-    server = make_server(trust=AnnotationTrust.TRUST)
+    server = mcp_server("files", trust=AnnotationTrust.TRUST)
     record(
         server, item("probe", {"readOnlyHint": True}, description="Probe a host", schema={"type": "object"})
     )
@@ -791,7 +786,7 @@ def test_a_poisoned_relay_changes_no_served_text_and_is_kept_verbatim(
 def test_the_same_relayed_definition_is_one_open_finding_per_runtime(
     runtime: AgentRuntime, other_runtime: AgentRuntime
 ) -> None:  # T15
-    server = make_server()
+    server = mcp_server("files")
     record(server, item("probe", description="served"))
     relayed = item("probe", description="relayed")
 
@@ -806,7 +801,7 @@ def test_the_same_relayed_definition_is_one_open_finding_per_runtime(
 
 
 def test_a_relay_that_matches_the_served_definition_keeps_no_finding(runtime: AgentRuntime) -> None:
-    server = make_server()
+    server = mcp_server("files")
     record(server, item("probe", {"readOnlyHint": True}))
 
     result = mcp_tools_relay(server=server, runtime=runtime, listing=[item("probe", {"readOnlyHint": True})])
@@ -816,7 +811,7 @@ def test_a_relay_that_matches_the_served_definition_keeps_no_finding(runtime: Ag
 
 
 def test_a_relay_is_recorded_only_with_the_runtime_that_relayed_it() -> None:
-    server = make_server()
+    server = mcp_server("files")
     with pytest.raises(ValueError, match=RELAY_NEEDS_RUNTIME):
         mcp_tools_record(server=server, listing=[item("probe")], actor=TEST_ACTOR, complete=False)
 
@@ -827,7 +822,7 @@ def test_a_relay_is_recorded_only_with_the_runtime_that_relayed_it() -> None:
 def test_accepting_a_finding_serves_its_definition_to_everyone_and_is_audited(
     runtime: AgentRuntime, other_runtime: AgentRuntime, operator: User
 ) -> None:  # T15, A1
-    server = make_server(trust=AnnotationTrust.TRUST)
+    server = mcp_server("files", trust=AnnotationTrust.TRUST)
     record(server, item("probe", {"readOnlyHint": True}, description="old"))
     relayed = item("probe", {"readOnlyHint": False}, description="new", schema={"type": "object", "x": 1})
     finding = mcp_tools_relay(server=server, runtime=runtime, listing=[relayed]).findings[0]
@@ -870,7 +865,7 @@ def test_accepting_a_finding_serves_its_definition_to_everyone_and_is_audited(
 def test_an_accepted_finding_that_claims_less_risk_is_held_by_the_usual_drift_rule(
     runtime: AgentRuntime, operator: User
 ) -> None:  # T15
-    server = make_server(trust=AnnotationTrust.TRUST)
+    server = mcp_server("files", trust=AnnotationTrust.TRUST)
     record(server, item("rm", {"destructiveHint": True}))
     finding = mcp_tools_relay(
         server=server, runtime=runtime, listing=[item("rm", {"readOnlyHint": True})]
@@ -891,7 +886,7 @@ def test_an_accepted_finding_that_claims_less_risk_is_held_by_the_usual_drift_ru
 def test_dismissing_a_finding_leaves_the_tool_and_is_audited(
     runtime: AgentRuntime, operator: User
 ) -> None:  # A1
-    server = make_server()
+    server = mcp_server("files")
     record(server, item("probe", description="served"))
     finding = mcp_tools_relay(
         server=server, runtime=runtime, listing=[item("probe", description="x")]
@@ -923,7 +918,7 @@ def test_dismissing_a_finding_leaves_the_tool_and_is_audited(
 def test_a_closed_finding_cannot_be_closed_again(
     runtime: AgentRuntime, operator: User, first: str, second: str
 ) -> None:
-    server = make_server()
+    server = mcp_server("files")
     record(server, item("probe", description="served"))
     finding = mcp_tools_relay(
         server=server, runtime=runtime, listing=[item("probe", description="x")]
@@ -940,7 +935,7 @@ def test_a_closed_finding_cannot_be_closed_again(
 def test_after_a_finding_is_closed_the_same_relay_opens_a_new_one(
     runtime: AgentRuntime, operator: User
 ) -> None:
-    server = make_server()
+    server = mcp_server("files")
     record(server, item("probe", description="served"))
     relayed = item("probe", description="x")
     finding = mcp_tools_relay(server=server, runtime=runtime, listing=[relayed]).findings[0]
@@ -979,7 +974,7 @@ def test_a_tool_first_heard_of_from_a_runtime_is_served_to_none_until_the_server
     runtime: AgentRuntime, other_runtime: AgentRuntime
 ) -> None:  # T15
     # A runtime cannot add a tool, nor make one trusted, for every runtime by relaying it.
-    server = make_server(trust=AnnotationTrust.TRUST)
+    server = mcp_server("files", trust=AnnotationTrust.TRUST)
     result = mcp_tools_relay(server=server, runtime=runtime, listing=[item("peek", {"readOnlyHint": True})])
     assert (result.added, result.held_for_review) == ([], [])
     [finding] = result.findings
@@ -1009,7 +1004,7 @@ def test_a_tool_first_heard_of_from_a_runtime_is_served_to_none_until_the_server
 def test_an_operator_can_accept_a_relayed_first_sighting(
     runtime: AgentRuntime, other_runtime: AgentRuntime, operator: User
 ) -> None:  # T15: accepting serves it, resolved as any definition first seen
-    server = make_server(trust=AnnotationTrust.TRUST)
+    server = mcp_server("files", trust=AnnotationTrust.TRUST)
     relayed = item("peek", {"readOnlyHint": True}, description="Peek at a file")
     [finding] = mcp_tools_relay(server=server, runtime=runtime, listing=[relayed]).findings
     [same] = mcp_tools_relay(server=server, runtime=other_runtime, listing=[relayed]).findings
@@ -1053,7 +1048,7 @@ def _catalog(server: McpServer) -> None:
 
 
 def test_setting_trust_re_resolves_every_tool_from_its_claims() -> None:  # T13
-    server = make_server()
+    server = mcp_server("files")
     _catalog(server)
     changes = mcp_server_set_trust(server=server, trust=AnnotationTrust.TRUST, actor=TEST_ACTOR)
     mv_after = {**MUTATING_SAFE, "idempotency_behavior": "IDEMPOTENT"}
@@ -1086,7 +1081,7 @@ def test_setting_trust_re_resolves_every_tool_from_its_claims() -> None:  # T13
 
 
 def test_an_absent_tool_returns_resolved_under_the_current_trust(runtime: AgentRuntime) -> None:  # T12, T13
-    server = make_server()
+    server = mcp_server("files")
     _catalog(server)
     mcp_server_set_trust(server=server, trust=AnnotationTrust.TRUST, actor=TEST_ACTOR)
     mcp_tools_relay(server=server, runtime=runtime, listing=[item("old", {"readOnlyHint": True})])
@@ -1098,7 +1093,7 @@ def test_an_absent_tool_returns_resolved_under_the_current_trust(runtime: AgentR
 
 
 def test_setting_the_same_trust_is_a_no_op() -> None:  # T13
-    server = make_server(trust=AnnotationTrust.TRUST)
+    server = mcp_server("files", trust=AnnotationTrust.TRUST)
     record(server, item("ls", {"readOnlyHint": True}))
     resolved_at = mcp(server, "ls").resolved_at
     assert mcp_server_set_trust(server=server, trust="TRUST", actor=TEST_ACTOR) == []
@@ -1108,7 +1103,7 @@ def test_setting_the_same_trust_is_a_no_op() -> None:  # T13
 
 @pytest.mark.parametrize("trust", ["trust", "TRUSTED", "", "ALLOW", None])
 def test_an_unknown_trust_raises_and_changes_nothing(trust: Any) -> None:  # T13
-    server = make_server()
+    server = mcp_server("files")
     record(server, item("ls", {"readOnlyHint": True}))
     with pytest.raises(ValueError, match="AnnotationTrust"):
         mcp_server_set_trust(server=server, trust=trust, actor=TEST_ACTOR)
@@ -1128,7 +1123,7 @@ def test_the_trust_preview_matches_what_setting_trust_does_and_writes_nothing(
     start: str, target: str
 ) -> None:
     # T13
-    server = make_server(trust=start)
+    server = mcp_server("files", trust=start)
     _catalog(server)
     record(server, item("rm", {"readOnlyHint": True}), complete=False)  # held: stays WORST either way
     stored = {tool.name: (axes(tool), tool.resolved_at) for tool in Tool.objects.filter(server=server)}
@@ -1204,7 +1199,7 @@ def test_updating_a_secret_records_its_name_never_its_value() -> None:  # A1
 
 
 def test_an_unchanged_update_records_nothing() -> None:  # A1
-    server = make_server()
+    server = mcp_server("files")
     assert mcp_server_update(server=server, actor=TEST_ACTOR, command="mcp-files", enabled=True) is False
     assert not events(AuditAction.MCP_SERVER_CHANGED)
 
@@ -1212,7 +1207,7 @@ def test_an_unchanged_update_records_nothing() -> None:  # A1
 @pytest.mark.parametrize("setting", [{"annotation_trust": "TRUST"}, {"name": "renamed"}, {"password": "x"}])
 def test_unknown_update_settings_are_refused(setting: dict[str, Any]) -> None:  # T13
     # Trust changes only through mcp_server_set_trust, which re-resolves and audits them.
-    server = make_server()
+    server = mcp_server("files")
     with pytest.raises(RegistryError, match="unknown server settings"):
         mcp_server_update(server=server, actor=TEST_ACTOR, **setting)
     server.refresh_from_db()
@@ -1243,14 +1238,14 @@ def test_an_invalid_server_is_refused_with_nothing_written() -> None:
     with pytest.raises(ValidationError, match=r"A stdio server needs a command\."):
         mcp_server_create(name="files", actor=TEST_ACTOR, transport=McpTransport.STDIO)
     assert not McpServer.objects.exists()
-    server = make_server()
+    server = mcp_server("files")
     with pytest.raises(ValidationError, match=r"A stdio server needs a command\."):
         mcp_server_update(server=server, actor=TEST_ACTOR, command="")
     server.refresh_from_db()
     assert server.command == "mcp-files"
     assert not events(AuditAction.MCP_SERVER_CHANGED)
     with pytest.raises(RegistryError, match="already exists"):
-        make_server()
+        mcp_server("files")
 
 
 # --- tool_record_review -------------------------------------------------------------------------
@@ -1320,10 +1315,10 @@ def _everything(runtime: AgentRuntime, other_runtime: AgentRuntime) -> None:
     local_tools_replace(
         runtime=other_runtime, tools=[{"name": "theirs", "side_effect_level": "READ_ONLY"}], actor=TEST_ACTOR
     )
-    files = make_server("files", trust=AnnotationTrust.TRUST)
+    files = mcp_server("files", trust=AnnotationTrust.TRUST)
     record(files, item("read", {"readOnlyHint": True}), item("write"), item("old", {"readOnlyHint": True}))
     record(files, item("read", {"readOnlyHint": True}), item("write"))
-    off = make_server("off", trust=AnnotationTrust.TRUST)
+    off = mcp_server("off", trust=AnnotationTrust.TRUST)
     record(off, item("read", {"readOnlyHint": True}))
     mcp_server_update(server=off, actor=TEST_ACTOR, enabled=False)
 
@@ -1417,7 +1412,7 @@ def test_after_resolution_an_mcp_tool_and_a_local_tool_decide_alike(
     runtime: AgentRuntime, declared: dict[str, str], claims: dict[str, Any]
 ) -> None:  # T12
     local_tools_replace(runtime=runtime, tools=[{"name": "t", **declared}], actor=TEST_ACTOR)
-    record(make_server(trust=AnnotationTrust.TRUST), item("t", claims))
+    record(mcp_server("files", trust=AnnotationTrust.TRUST), item("t", claims))
     assert axes(local(runtime, "t")) == axes(Tool.objects.get(source=ToolSource.MCP, name="t"))
     for ceiling in ("READ_ONLY", "MUTATING"):
         for exempt in ("READ_ONLY", "MUTATING"):
@@ -1470,7 +1465,7 @@ def test_a_streamable_http_server_refuses_a_url_that_is_not_http_with_a_host(url
 def test_accepting_a_finding_with_an_over_long_description_stores_it_cut(
     runtime: AgentRuntime, operator: User
 ) -> None:  # T15 with the description limit: no 5xx, the finding keeps it whole
-    server = make_server()
+    server = mcp_server("files")
     record(server, item("probe", description="served"))
     long_text = "x" * (TOOL_DESCRIPTION_MAX * 2)
     [finding] = mcp_tools_relay(

@@ -14,10 +14,8 @@ from django.utils import timezone
 from django.utils.html import escape
 
 from aimon_admin.accounts.models import User
-from aimon_admin.core.actors import Actor
-from aimon_admin.registry.choices import McpTransport, SyncStatus
-from aimon_admin.registry.models import McpServer, McpSyncRun
-from aimon_admin.registry.services import mcp_server_create
+from aimon_admin.registry.choices import SyncStatus
+from aimon_admin.registry.models import McpSyncRun
 from aimon_admin.registry.sync import (
     QUEUED_STUCK_AFTER,
     STALE_AFTER,
@@ -26,15 +24,10 @@ from aimon_admin.registry.sync import (
     run_trouble,
 )
 from aimon_admin.registry.views.servers import BAD_SYNC_FILTER
+from tests.registry.factories import mcp_server
 
 pytestmark = pytest.mark.django_db
 NOW = timezone.now()
-
-
-def server(name: str, **fields: object) -> McpServer:
-    return mcp_server_create(
-        name=name, transport=McpTransport.STDIO, command="x", actor=Actor.system("pytest"), **fields
-    )
 
 
 def run(status: str, **fields: object) -> McpSyncRun:
@@ -67,22 +60,22 @@ def test_the_servers_list_filtered_to_attention_lists_enabled_servers_whose_last
     operator: User,
 ) -> None:
     now = timezone.now()
-    broken = server("broken")
+    broken = mcp_server("broken")
     McpSyncRun.objects.create(server=broken, status=SyncStatus.FAILED, error="unreachable", finished_at=now)
-    stuck = server("stuck")
+    stuck = mcp_server("stuck")
     McpSyncRun.objects.create(
         server=stuck,
         status=SyncStatus.RUNNING,
         started_at=now,
         lease_expires_at=now - dt.timedelta(minutes=1),
     )
-    recovered = server("recovered")
+    recovered = mcp_server("recovered")
     McpSyncRun.objects.create(
         server=recovered, status=SyncStatus.FAILED, finished_at=now - dt.timedelta(hours=1)
     )
     McpSyncRun.objects.create(server=recovered, status=SyncStatus.SUCCEEDED, finished_at=now)
-    server("never")
-    off = server("off", enabled=False)
+    mcp_server("never")
+    off = mcp_server("off", enabled=False)
     McpSyncRun.objects.create(server=off, status=SyncStatus.FAILED, finished_at=now)
     client = Client()
     client.force_login(operator)

@@ -50,6 +50,7 @@ from aimon_admin.registry.services import (
     mcp_tools_relay,
 )
 from aimon_admin.runtimes.models import AgentRuntime
+from tests.accounts.factories import logged_in
 from tests.conftest import TEST_ACTOR
 from tests.core.prg_support import assert_invalid_post_redirects_and_reloads
 
@@ -62,12 +63,6 @@ HTMX = {"HX-Request": "true"}
 READ_ONLY_CLAIMS = {"readOnlyHint": True}
 WRITE_CLAIMS = {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True}
 DELETE_CLAIMS = {"readOnlyHint": False, "destructiveHint": True}
-
-
-def logged_in(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def text(response: Any) -> str:

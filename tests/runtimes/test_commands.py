@@ -6,13 +6,13 @@ import io
 
 import pytest
 from django.core.management import CommandError, call_command
-from rest_framework.test import APIClient
 
 from aimon_admin.accounts.models import User
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.runtimes.models import AgentRuntime, RuntimeToken
 from aimon_admin.runtimes.tokens import token_hash
+from tests.runtimes.factories import bearer_client
 
 pytestmark = pytest.mark.django_db
 
@@ -30,9 +30,7 @@ def test_create_runtime_prints_a_working_token_alone_on_its_last_line() -> None:
     assert out.strip() == token
     assert "shown only once" in err
     assert RuntimeToken.objects.get().token_hash == token_hash(token)
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    assert client.get("/api/v1/runtime").json() == {
+    assert bearer_client(token).get("/api/v1/runtime").json() == {
         "name": "builder",
         "ceiling": "MUTATING",
         "exempt_at_or_below": "READ_ONLY",

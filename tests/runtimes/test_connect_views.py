@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 import yaml
 from aimon_client.gateway.config import load_config
-from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -26,7 +25,9 @@ from aimon_admin.runtimes.choices import EnforcementPoint
 from aimon_admin.runtimes.models import AgentRuntime, EnforcementPointCall
 from aimon_admin.runtimes.services import runtime_retire, token_issue
 from aimon_admin.runtimes.tokens import token_hash
+from tests.accounts.factories import logged_in
 from tests.conftest import TEST_ACTOR
+from tests.runtimes.factories import bearer_client
 
 pytestmark = pytest.mark.django_db
 
@@ -36,12 +37,6 @@ PAGE = "/runtimes/agent-one/"
 @pytest.fixture(autouse=True)
 def fresh_process() -> None:
     enforcement.forget()
-
-
-def logged_in(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def snippet(page: str, element_id: str) -> str:
@@ -163,9 +158,7 @@ def test_an_odd_base_url_stays_one_value_in_yaml_and_shell(
 
 def test_which_point_last_called_and_when(runtime: AgentRuntime, operator: User, runtime_token: str) -> None:
     # A real call through the API with the gateway's User-Agent, then the page.
-    api = APIClient()
-    api.credentials(HTTP_AUTHORIZATION=f"Bearer {runtime_token}")
-    response = api.post(
+    response = bearer_client(runtime_token).post(
         "/api/v1/tool-decisions", {"tool": "Bash"}, format="json", HTTP_USER_AGENT="aimon-gateway/0.1.0"
     )
     assert response.status_code == 200

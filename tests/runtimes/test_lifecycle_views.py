@@ -10,7 +10,6 @@ import re
 import pytest
 from django.test import Client
 from django.urls import reverse
-from rest_framework.test import APIClient
 
 from aimon_admin.accounts.models import User
 from aimon_admin.audit.choices import AuditAction
@@ -18,6 +17,7 @@ from aimon_admin.audit.models import AuditEvent
 from aimon_admin.runtimes.models import AgentRuntime, RuntimeToken
 from aimon_admin.runtimes.services import RUNTIME_RETIRED_MESSAGE, runtime_retire
 from tests.conftest import TEST_ACTOR
+from tests.runtimes.factories import bearer_client
 
 pytestmark = pytest.mark.django_db
 
@@ -37,9 +37,7 @@ def last_action() -> str:
 
 
 def calls(token: str) -> int:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    return client.get("/api/v1/runtime").status_code
+    return bearer_client(token).get("/api/v1/runtime").status_code
 
 
 @pytest.mark.parametrize("name", ["runtimes:disable", "runtimes:retire"])

@@ -23,6 +23,7 @@ from aimon_admin.runtimes.authentication import (
 )
 from aimon_admin.runtimes.services import runtime_disable, runtime_enable, runtime_retire, token_issue
 from tests.conftest import TEST_ACTOR
+from tests.runtimes.factories import bearer_client
 from tests.security.test_authorization_matrix import ROUTES, World, fingerprint, path_of
 from tests.security.test_authorization_matrix import world as matrix_world
 
@@ -49,16 +50,10 @@ def call(client: APIClient, method: str, path: str, key: str) -> Any:
     return getattr(client, method)(path, BODIES.get(key, {}), format="json")
 
 
-def client_with(token: str) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    return client
-
-
 def served_methods(key: str, path: str, token: str) -> list[str]:
     """The methods the endpoint answers a live token with something other than 405."""
     served = []
-    client = client_with(token)
+    client = bearer_client(token)
     for method in METHODS:
         with transaction.atomic():
             status = call(client, method, path, key).status_code
@@ -92,7 +87,7 @@ def test_every_endpoint_refuses_a_disabled_or_retired_runtimes_token(
     else:
         runtime_retire(runtime=world.runtime, actor=TEST_ACTOR)
         message = RUNTIME_RETIRED_MESSAGE
-    client = client_with(token)
+    client = bearer_client(token)
     for method in methods:
         before = fingerprint()
         response = call(client, method, path, key)
@@ -106,7 +101,7 @@ def test_every_endpoint_refuses_a_disabled_or_retired_runtimes_token(
 
 def test_the_fused_decision_says_the_runtime_is_disabled_then_decides_once_enabled(world: World) -> None:
     # The hot path: the token is looked up inside the decision's own prepared statement.
-    client = client_with(world.tokens["token"])
+    client = bearer_client(world.tokens["token"])
     body = BODIES["api:skill-decisions"]
     assert client.post("/api/v1/skill-decisions", body, format="json").status_code == 200
 
@@ -114,7 +109,7 @@ def test_the_fused_decision_says_the_runtime_is_disabled_then_decides_once_enabl
     refused = client.post("/api/v1/skill-decisions", body, format="json")
     assert (refused.status_code, refused.json()["detail"]) == (401, RUNTIME_DISABLED_MESSAGE)
     # The other runtime's token is untouched.
-    other = client_with(world.tokens["other_token"]).post("/api/v1/skill-decisions", body, format="json")
+    other = bearer_client(world.tokens["other_token"]).post("/api/v1/skill-decisions", body, format="json")
     assert other.status_code == 200
 
     runtime_enable(runtime=world.runtime, actor=TEST_ACTOR)
@@ -124,15 +119,15 @@ def test_the_fused_decision_says_the_runtime_is_disabled_then_decides_once_enabl
 def test_a_token_issued_while_disabled_waits_for_the_enable(world: World) -> None:
     runtime_disable(runtime=world.runtime, actor=TEST_ACTOR)
     _, raw = token_issue(runtime=world.runtime, actor=TEST_ACTOR, label="spare")
-    response = client_with(raw).get("/api/v1/runtime")
+    response = bearer_client(raw).get("/api/v1/runtime")
     assert (response.status_code, response.json()["detail"]) == (401, RUNTIME_DISABLED_MESSAGE)
     runtime_enable(runtime=world.runtime, actor=TEST_ACTOR)
-    assert client_with(raw).get("/api/v1/runtime").status_code == 200
+    assert bearer_client(raw).get("/api/v1/runtime").status_code == 200
 
 
 def test_a_revoked_or_unknown_token_keeps_the_usual_words(world: World) -> None:
     # Only a token that would otherwise work learns about its runtime.
     runtime_disable(runtime=world.runtime, actor=TEST_ACTOR)
     for raw in (world.tokens["revoked_token"], "aimon_" + "x" * 43):
-        response = client_with(raw).get("/api/v1/runtime")
+        response = bearer_client(raw).get("/api/v1/runtime")
         assert (response.status_code, response.json()["detail"]) == (401, INVALID_TOKEN_MESSAGE)

@@ -21,12 +21,7 @@ from aimon_admin.runtimes.services import (
 )
 from aimon_admin.runtimes.tokens import token_generate, token_hash, token_looks_valid, token_prefix
 from tests.conftest import TEST_ACTOR
-
-
-def client_with(token: str) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    return client
+from tests.runtimes.factories import bearer_client
 
 
 def test_generated_tokens_are_long_random_and_recognisable() -> None:
@@ -68,23 +63,23 @@ def test_token_issue_is_audited_with_prefix_never_the_token(runtime: AgentRuntim
 def test_a_runtime_may_hold_several_active_tokens(runtime: AgentRuntime) -> None:
     first = token_issue(runtime=runtime, actor=TEST_ACTOR)[1]
     second = token_issue(runtime=runtime, actor=TEST_ACTOR)[1]
-    assert client_with(first).get("/api/v1/runtime").status_code == 200
-    assert client_with(second).get("/api/v1/runtime").status_code == 200
+    assert bearer_client(first).get("/api/v1/runtime").status_code == 200
+    assert bearer_client(second).get("/api/v1/runtime").status_code == 200
 
 
 @pytest.mark.django_db
 def test_a_revoked_token_is_refused_at_once_and_the_others_still_work(runtime: AgentRuntime) -> None:
     token, plaintext = token_issue(runtime=runtime, actor=TEST_ACTOR)
     _, other = token_issue(runtime=runtime, actor=TEST_ACTOR)
-    assert client_with(plaintext).get("/api/v1/runtime").status_code == 200
+    assert bearer_client(plaintext).get("/api/v1/runtime").status_code == 200
     token_revoke(token=token, actor=TEST_ACTOR)
-    response = client_with(plaintext).get("/api/v1/runtime")
+    response = bearer_client(plaintext).get("/api/v1/runtime")
     assert response.status_code == 401
     assert response.json() == {
         "error": "not_authenticated",
         "detail": "Invalid, revoked or unknown runtime token.",
     }
-    assert client_with(other).get("/api/v1/runtime").status_code == 200
+    assert bearer_client(other).get("/api/v1/runtime").status_code == 200
 
 
 @pytest.mark.django_db
@@ -112,7 +107,7 @@ def test_revocation_records_who_and_when(runtime: AgentRuntime, operator) -> Non
 def test_tokens_of_an_inactive_runtime_are_refused(runtime: AgentRuntime) -> None:
     _, plaintext = token_issue(runtime=runtime, actor=TEST_ACTOR)
     runtime_disable(runtime=runtime, actor=TEST_ACTOR)
-    assert client_with(plaintext).get("/api/v1/runtime").status_code == 401
+    assert bearer_client(plaintext).get("/api/v1/runtime").status_code == 401
 
 
 @pytest.mark.django_db
@@ -168,8 +163,8 @@ def test_no_authorization_header_gets_401(runtime: AgentRuntime) -> None:
 def test_a_token_names_its_own_runtime(runtime: AgentRuntime, other_runtime: AgentRuntime) -> None:
     _, mine = token_issue(runtime=runtime, actor=TEST_ACTOR)
     _, theirs = token_issue(runtime=other_runtime, actor=TEST_ACTOR)
-    assert client_with(mine).get("/api/v1/runtime").json()["name"] == "agent-one"
-    assert client_with(theirs).get("/api/v1/runtime").json()["name"] == "agent-two"
+    assert bearer_client(mine).get("/api/v1/runtime").json()["name"] == "agent-one"
+    assert bearer_client(theirs).get("/api/v1/runtime").json()["name"] == "agent-two"
 
 
 def test_the_authenticated_token_and_runtime_are_what_the_orm_reads(

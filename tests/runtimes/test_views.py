@@ -14,18 +14,13 @@ from aimon_admin.runtimes.models import AgentRuntime, RuntimeToken
 from aimon_admin.runtimes.services import token_issue
 from aimon_admin.runtimes.tokens import token_hash
 from aimon_admin.runtimes.views import TOKEN_ALREADY_SHOWN_MESSAGE
+from tests.accounts.factories import logged_in
 from tests.conftest import TEST_ACTOR
 from tests.core.prg_support import assert_invalid_post_redirects_and_reloads
 
 pytestmark = pytest.mark.django_db
 
 SETTINGS = {"ceiling": "READ_ONLY", "exempt_at_or_below": "READ_ONLY", "owner": "", "description": ""}
-
-
-def logged_in(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 # (path template, method) -> expected status for operator, auditor, approver.

@@ -42,7 +42,6 @@ from pytest_django import DjangoDbBlocker
 
 from aimon_admin.accounts.models import User
 from aimon_admin.accounts.roles import Role
-from aimon_admin.accounts.services import user_create
 from aimon_admin.approvals import rules, tool_rules
 from aimon_admin.approvals.choices import Answer, RequestKind, RuleAction
 from aimon_admin.approvals.models import ApprovalRequest, Grant, Session, SkillRule, ToolRule
@@ -65,7 +64,8 @@ from aimon_admin.registry.services import (
 from aimon_admin.runtimes import enforcement
 from aimon_admin.runtimes.models import AgentRuntime, RuntimeToken
 from aimon_admin.runtimes.services import runtime_create, token_issue, token_revoke
-from tests.conftest import PASSWORD, TEST_ACTOR
+from tests.accounts.factories import person
+from tests.conftest import TEST_ACTOR
 
 # --- Outcomes ------------------------------------------------------------------------------------
 
@@ -447,13 +447,11 @@ class World:
 
 def _build_world() -> World:
     users = {
-        "alice": user_create(username="alice", password=PASSWORD, roles=[Role.APPROVER], actor=TEST_ACTOR),
-        "bob": user_create(username="bob", password=PASSWORD, roles=[Role.APPROVER], actor=TEST_ACTOR),
-        "operator": user_create(
-            username="olivia", password=PASSWORD, roles=[Role.OPERATOR], actor=TEST_ACTOR
-        ),
-        "auditor": user_create(username="audrey", password=PASSWORD, roles=[Role.AUDITOR], actor=TEST_ACTOR),
-        "owner": user_create(username="owen", password=PASSWORD, roles=[Role.APPROVER], actor=TEST_ACTOR),
+        "alice": person("alice", Role.APPROVER),
+        "bob": person("bob", Role.APPROVER),
+        "operator": person("olivia", Role.OPERATOR),
+        "auditor": person("audrey", Role.AUDITOR),
+        "owner": person("owen", Role.APPROVER),
     }
     runtime = runtime_create(name="agent-one", owner=users["owner"], actor=TEST_ACTOR)
     other_runtime = runtime_create(name="agent-two", actor=TEST_ACTOR)

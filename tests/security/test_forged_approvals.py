@@ -29,10 +29,11 @@ from aimon_admin.accounts.models import User
 from aimon_admin.approvals import rules
 from aimon_admin.approvals.choices import Answer, GrantDecision, GrantScope, RequestStatus, RuleAction
 from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant
-from aimon_admin.approvals.services import RequestInput, request_create
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.runtimes.models import AgentRuntime
 from aimon_admin.runtimes.services import runtime_update_settings
+from tests.accounts.factories import logged_in
+from tests.approvals.factories import open_skill_request
 from tests.conftest import TEST_ACTOR
 from tests.fuzzing import budget
 from tests.security.test_authorization_matrix import ROUTES
@@ -88,16 +89,6 @@ def allows() -> dict[str, Any]:
     }
 
 
-def ask(runtime: AgentRuntime, *skills: str, **fields: Any) -> ApprovalRequest:
-    return request_create(RequestInput(runtime=runtime, skills=list(skills), **fields))[0]
-
-
-def logged_in(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
 @pytest.fixture(autouse=True)
 def _fresh_rule_index() -> Any:
     rules.rule_index_reset()
@@ -141,7 +132,9 @@ def test_no_api_route_and_method_lets_a_runtime_write_an_allow(
     api: APIClient, runtime: AgentRuntime, approver: User
 ) -> None:
     # S11: of approvals a runtime can only ask, cancel, clear and revoke.
-    pending = ask(runtime, "deploy", "notify", session_id="s-alice", principal="alice", turn_id="t-1")
+    pending = open_skill_request(
+        runtime, "deploy", "notify", session_id="s-alice", principal="alice", turn_id="t-1"
+    )
     before = allows()
     statuses: set[int] = set()
     for path in _api_paths(pending.pk):
@@ -165,7 +158,7 @@ def test_no_api_route_and_method_lets_a_runtime_write_an_allow(
 
 def test_no_page_lets_a_runtime_token_write_an_allow(runtime: AgentRuntime, runtime_token: str) -> None:
     # S11: a token is no sign-in; every page POST with an answer in it is sent to sign in.
-    pending = ask(runtime, "deploy", session_id="s-alice", principal="alice")
+    pending = open_skill_request(runtime, "deploy", session_id="s-alice", principal="alice")
     client = Client(HTTP_AUTHORIZATION=f"Bearer {runtime_token}")
     before = allows()
     for path in (
@@ -254,7 +247,9 @@ def test_nobody_answers_a_request_that_is_not_theirs(
     skill: str,
 ) -> None:
     # S13: Alice's request is Bob's 404, and Owen's (the runtime's owner) too: it has a principal.
-    pending = ask(runtime, "deploy", "notify", session_id="s-alice", principal="alice", turn_id="t-1")
+    pending = open_skill_request(
+        runtime, "deploy", "notify", session_id="s-alice", principal="alice", turn_id="t-1"
+    )
     intruders = [logged_in(other_approver), logged_in(owned)]  # signing in is audited: first
     before = allows()
     events = AuditEvent.objects.count()
@@ -272,7 +267,7 @@ def test_nobody_answers_a_request_that_is_not_theirs(
 
 def test_an_auditor_answers_nothing_whatever_the_value(runtime: AgentRuntime, auditor: User) -> None:
     # S13: auditors answer nothing.
-    pending = ask(runtime, "deploy", session_id="s-1")
+    pending = open_skill_request(runtime, "deploy", session_id="s-1", principal=None)
     for answer in CRAFTED:
         response = logged_in(auditor).post(
             reverse("approvals:answer", kwargs={"pk": pending.pk}), {"answer": answer, "skill": "deploy"}
@@ -298,16 +293,20 @@ def _scenarios(runtime: AgentRuntime) -> dict[str, ApprovalRequest]:
     )
     return {
         # A session with a turn: once, session, (agent for operators and the owner), deny.
-        "turn": ask(runtime, "deploy", "notify", session_id="s-alice", principal="alice", turn_id="t-1"),
+        "turn": open_skill_request(
+            runtime, "deploy", "notify", session_id="s-alice", principal="alice", turn_id="t-1"
+        ),
         # No turn: no Allow once.
-        "no-turn": ask(runtime, "deploy", session_id="s-alice-2", principal="alice"),
+        "no-turn": open_skill_request(runtime, "deploy", session_id="s-alice-2", principal="alice"),
         # No session at all: a session answer would be agent-wide (S6), so only those who
         # may grant AGENT scope get it.
-        "escalates": ask(runtime, "deploy", principal="alice"),
+        "escalates": open_skill_request(runtime, "deploy", principal="alice", session_id=None),
         # A rule caps the skill at SESSION: nobody gets Always allow.
-        "capped": ask(runtime, "prod-db", session_id="s-alice-3", principal="alice"),
+        "capped": open_skill_request(runtime, "prod-db", session_id="s-alice-3", principal="alice"),
         # A fork: its session answer lands on the invoking session.
-        "fork": ask(runtime, "deploy", invoking_session_id="s-alice", principal="alice"),
+        "fork": open_skill_request(
+            runtime, "deploy", invoking_session_id="s-alice", principal="alice", session_id=None
+        ),
     }
 
 
@@ -327,8 +326,10 @@ def test_the_server_refuses_every_answer_the_page_does_not_offer(
                 == 404
             )
         scenarios = {
-            "no-principal": ask(runtime, "deploy", "notify"),
-            "no-principal-turn": ask(runtime, "deploy", session_id="s-x", turn_id="t"),
+            "no-principal": open_skill_request(runtime, "deploy", "notify", session_id=None, principal=None),
+            "no-principal-turn": open_skill_request(
+                runtime, "deploy", session_id="s-x", turn_id="t", principal=None
+            ),
         }
     client = logged_in(user)
     checked = 0
@@ -374,8 +375,8 @@ def test_an_approver_cannot_grant_agent_scope_by_crafting_a_post(
 ) -> None:
     # S13: "Always allow for this agent" is absent for Alice and the server refuses it; a
     # session answer where there is no session (it would become agent-wide, S6) too.
-    with_session = ask(runtime, "deploy", session_id="s-alice", principal="alice")
-    without = ask(runtime, "deploy", principal="alice")
+    with_session = open_skill_request(runtime, "deploy", session_id="s-alice", principal="alice")
+    without = open_skill_request(runtime, "deploy", principal="alice", session_id=None)
     client = logged_in(approver)
     for pending, answer in (
         (with_session, Answer.ALLOW_AGENT),
@@ -400,8 +401,8 @@ def test_the_reason_never_changes_what_the_page_offers(
     runtime: AgentRuntime, approver: User, reason: str
 ) -> None:
     # S11 S13: the buttons come from who is asking and the request's shape, never its text.
-    plain = ask(runtime, "deploy", session_id="s-1", principal="alice")
-    worded = ask(runtime, "deploy", session_id="s-2", principal="alice", reason=reason)
+    plain = open_skill_request(runtime, "deploy", session_id="s-1", principal="alice")
+    worded = open_skill_request(runtime, "deploy", session_id="s-2", principal="alice", reason=reason)
     client = logged_in(approver)
     pages = [
         client.get(reverse("approvals:request", kwargs={"pk": r.pk})).content.decode()
@@ -425,9 +426,9 @@ def test_someone_elses_grant_cannot_be_revoked_or_seen(
     # operators' to revoke, anyone else's 404. A refused revoke leaves the grant in force.
     from aimon_admin.approvals.services import request_answer
 
-    session_grant_request = ask(runtime, "deploy", session_id="s-alice", principal="alice")
+    session_grant_request = open_skill_request(runtime, "deploy", session_id="s-alice", principal="alice")
     request_answer(request=session_grant_request, user=approver, answer=Answer.ALLOW_SESSION)
-    agent_grant_request = ask(runtime, "notify", session_id="s-alice", principal="alice")
+    agent_grant_request = open_skill_request(runtime, "notify", session_id="s-alice", principal="alice")
     request_answer(request=agent_grant_request, user=operator, answer=Answer.ALLOW_AGENT)
     session_grant = Grant.objects.get(scope=GrantScope.SESSION)
     agent_grant = Grant.objects.get(scope=GrantScope.AGENT)
