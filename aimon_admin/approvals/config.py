@@ -34,7 +34,7 @@ from aimon_admin.approvals import rules, tool_rules
 from aimon_admin.approvals.choices import GrantScope, RuleAction
 from aimon_admin.approvals.models import APPROVERS_MAX, SkillRule, ToolRule
 from aimon_admin.approvals.policy import rule_allows_everything, skill_pattern_problems
-from aimon_admin.approvals.tool_policy import RuleTextError, parse_rule_text
+from aimon_admin.approvals.tool_rule_grammar import RuleTextError, parse_rule_text
 from aimon_admin.core.actors import Actor
 from aimon_admin.registry import config as registry_config
 from aimon_admin.registry.config import Config, ConfigError, ConfigResult

@@ -14,12 +14,8 @@ from aimon_admin.approvals.policy import (
     skill_pattern_problems,
 )
 from aimon_admin.approvals.rules import ALLOW_EVERYTHING_MESSAGE
-from aimon_admin.approvals.tool_policy import (
-    SUBJECT_PATTERN_MAX,
-    TOOL_NAME_MAX,
-    RuleTextError,
-    parse_rule_text,
-)
+from aimon_admin.approvals.subject_patterns import SUBJECT_PATTERN_MAX
+from aimon_admin.approvals.tool_rule_grammar import TOOL_NAME_MAX, RuleTextError, parse_rule_text
 from aimon_admin.approvals.tool_rules import PRE_APPROVAL_NEEDS_ALLOW, PRE_APPROVAL_NEEDS_RUNTIME
 from aimon_admin.runtimes.models import AgentRuntime
 

@@ -19,7 +19,7 @@ from aimon_admin.approvals import tool_rules
 from aimon_admin.approvals.choices import RuleAction
 from aimon_admin.approvals.forms import TOOL_RULE_TEXT_MAX, ToolRuleForm
 from aimon_admin.approvals.models import ToolRule
-from aimon_admin.approvals.tool_policy import RuleTextError, parse_rule_text, rule_text, tool_label
+from aimon_admin.approvals.tool_rule_grammar import RuleTextError, parse_rule_text, rule_text, tool_label
 from aimon_admin.core.actors import Actor
 from aimon_admin.core.plurals import counted
 from aimon_admin.core.prg import form_from_draft, redirect_invalid

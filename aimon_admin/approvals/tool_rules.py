@@ -20,21 +20,23 @@ from aimon_admin.approvals.choices import RequestKind, RuleAction
 from aimon_admin.approvals.models import ApprovalRequest, ToolRule
 from aimon_admin.approvals.policy import rule_action_for
 from aimon_admin.approvals.rules import _bump_version, _current_version
+from aimon_admin.approvals.subject_patterns import (
+    SubjectPattern,
+    pattern_is_wholesale,
+    pattern_within,
+    subject_pattern_problems,
+    whole_tool_allowed,
+)
 from aimon_admin.approvals.subjects import Subject
-from aimon_admin.approvals.tool_policy import (
+from aimon_admin.approvals.tool_rule_grammar import (
     PATTERN_WHOLE_DESTRUCTIVE,
     RuleTextError,
-    SubjectPattern,
     ToolRuleIndex,
     ToolRuleSpec,
     parse_rule_text,
-    pattern_is_wholesale,
-    pattern_within,
     rule_text,
-    subject_pattern_problems,
     tool_label,
     tool_name_problems,
-    whole_tool_allowed,
 )
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.services import audit_record

@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 from aimon_admin.approvals import rules, tool_rules
 from aimon_admin.approvals.choices import RuleAction
 from aimon_admin.approvals.models import ToolRule
-from aimon_admin.approvals.tool_policy import PATTERN_WHOLE_DESTRUCTIVE, TOOL_NAME_EMPTY, ToolRuleMatch
+from aimon_admin.approvals.tool_rule_grammar import PATTERN_WHOLE_DESTRUCTIVE, TOOL_NAME_EMPTY, ToolRuleMatch
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.registry.choices import DestructiveBehavior, IdempotencyBehavior, SideEffectLevel
