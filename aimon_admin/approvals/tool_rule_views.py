@@ -15,7 +15,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
-from aimon_admin.approvals import tool_rules
+from aimon_admin.approvals import rules, tool_rules
 from aimon_admin.approvals.choices import RuleAction
 from aimon_admin.approvals.forms import TOOL_RULE_TEXT_MAX, ToolRuleForm
 from aimon_admin.approvals.models import ToolRule
@@ -190,7 +190,7 @@ def tool_rule_create_view(request: HttpRequest) -> HttpResponse:
     if form.is_valid():
         data = form.cleaned_data
         try:
-            rule = tool_rules.tool_rule_create(
+            rule = rules.tool_rule_create(
                 text=data["text"],
                 action=data["action"],
                 runtime=data["runtime"],
@@ -221,7 +221,7 @@ def tool_rule_delete_view(request: HttpRequest, pk: int) -> HttpResponse:
     rule = get_object_or_404(ToolRule.objects.select_related("runtime"), pk=pk)
     text = rule_text(server=rule.server, tool=rule.tool, pattern=rule.pattern)
     if request.method == "POST":
-        tool_rules.tool_rule_delete(rule=rule, actor=Actor.for_user(request.user))
+        rules.rule_delete(rule=rule, actor=Actor.for_user(request.user))
         messages.success(request, TOOL_RULE_DELETED_MESSAGE.format(text=text))
         return redirect(reverse("approvals:rules") + "#tool-rules")
     if rule.action == RuleAction.DENY:
