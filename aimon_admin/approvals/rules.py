@@ -1,10 +1,6 @@
 """Operators' rules of both kinds, skill rules (S2) and tool rules (U1, U5): the one path every
-rule is written through, and the index of skill rules the skill chain reads.
-
-A write checks the rule (what a kind checks is its own), saves it, restamps the rule set's
-version (approvals/rule_version.py, which every cached rule index keys on) and writes its
-audit event, all in one transaction (A1, U7). What else differs between the kinds is a
-`RuleKind`.
+rule is written through (checked, saved, the rule set's version restamped and the audit event
+written in one transaction: A1, U7), and the index of skill rules the skill chain reads.
 """
 
 from __future__ import annotations
@@ -27,11 +23,7 @@ from aimon_admin.approvals.policy import (
     stored_rule_action,
 )
 from aimon_admin.approvals.rule_version import cached_index, cached_indexes_forget, rule_set_version_bump
-from aimon_admin.approvals.tool_rule_grammar import (
-    RuleTextError,
-    parse_rule_text,
-    rule_text,
-)
+from aimon_admin.approvals.tool_rule_grammar import RuleTextError, parse_rule_text, rule_text
 from aimon_admin.approvals.tool_rules import tool_rule_check
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.services import audit_record
@@ -70,6 +62,7 @@ class RuleKind:
     text: Callable[[Any], str]  # what it matches, as its events and messages name it
     problems: Callable[[Any], list[str]]  # what the grammar finds wrong with a stored rule
     snapshot: Callable[[Any], dict[str, object]]  # what its events record of it
+    check: Callable[[Any], None]  # refuses (ValidationError) the rule as it would be saved
 
 
 def _runtime_name(rule: Rule) -> str | None:
@@ -124,6 +117,7 @@ SKILL = RuleKind(
     text=lambda rule: rule.pattern,
     problems=lambda rule: skill_pattern_problems(rule.pattern),
     snapshot=_skill_snapshot,
+    check=lambda rule: None,  # its pattern and ALLOW for everything are checked where written
 )
 TOOL = RuleKind(
     model=ToolRule,
@@ -136,11 +130,8 @@ TOOL = RuleKind(
     text=_tool_text,
     problems=_tool_problems,
     snapshot=_tool_snapshot,
+    check=tool_rule_check,
 )
-
-
-def _kind_of(rule: Rule) -> RuleKind:
-    return SKILL if isinstance(rule, SkillRule) else TOOL
 
 
 # --- The skill rule index (S2) -----------------------------------------------------------------
@@ -187,9 +178,11 @@ def _stored(kind: RuleKind, rule: RuleT) -> tuple[RuleT, dict[str, object]]:
 
 
 def _save(kind: RuleKind, rule: Rule, *, actor: Actor, before: dict[str, object] | None = None) -> None:
-    """Saves a rule its kind has checked (`before`: as it was, for a change), restamps the
-    rule set's version and writes the event, in the caller's transaction. A change that
-    changes nothing writes nothing."""
+    """The one write of a rule (`before`: as it was, for a change): checked by its kind,
+    saved, the rule set's version restamped and the event written, in the caller's
+    transaction. A change that changes nothing writes nothing."""
+    kind.check(rule)
+    rule.action = RuleAction(rule.action)
     after = kind.snapshot(rule)
     if before == after:
         return
@@ -209,7 +202,7 @@ def _save(kind: RuleKind, rule: Rule, *, actor: Actor, before: dict[str, object]
 @transaction.atomic
 def rule_delete(*, rule: Rule, actor: Actor) -> None:
     """Deletes a rule of either kind."""
-    kind = _kind_of(rule)
+    kind = SKILL if isinstance(rule, SkillRule) else TOOL
     rule = kind.model.objects.select_related("runtime").get(pk=rule.pk)
     before, runtime, text = kind.snapshot(rule), rule.runtime, kind.text(rule)
     rule.delete()
@@ -236,15 +229,15 @@ def rule_create(
     runtime: AgentRuntime | None = None,
     widest_scope: str = GrantScope.AGENT,
     note: str = "",
-    allow_everything_confirmed: bool = False,
+    confirm_everything: bool = False,
     approvers: int = 1,
 ) -> SkillRule:
     """Writes a skill rule. The pattern must follow the grammar (policy.skill_pattern_problems),
-    and an ALLOW for every skill (`*`) only with `allow_everything_confirmed`."""
+    and an ALLOW for every skill (`*`) only with `confirm_everything`."""
     problems = skill_pattern_problems(pattern)
     if problems:
         raise ValidationError({"pattern": problems})
-    if rule_allows_everything(action=action, pattern=pattern) and not allow_everything_confirmed:
+    if rule_allows_everything(action=action, pattern=pattern) and not confirm_everything:
         where = f" of {runtime.name}" if runtime else " of every runtime"
         raise ValidationError({"confirm_everything": [ALLOW_EVERYTHING_MESSAGE.format(where=where)]})
     rule = SkillRule(
@@ -305,20 +298,12 @@ def tool_rule_create(
         parsed = parse_rule_text(text)
     except RuleTextError as exc:
         raise ValidationError({"text": exc.problems}) from exc
-    tool_rule_check(
-        server=parsed.server,
-        tool=parsed.tool,
-        pattern=parsed.pattern,
-        action=action,
-        runtime=runtime,
-        unattended=unattended,
-    )
     rule = ToolRule(
         runtime=runtime,
         server=parsed.server,
         tool=parsed.tool,
         pattern=parsed.pattern,
-        action=RuleAction(action),
+        action=action,
         unattended=unattended,
         approvers=approvers,
         note=note,
@@ -341,16 +326,7 @@ def tool_rule_update(
     open request keeps its number, P3) and note; its runtime and text stay (to change
     those, delete the rule and write another). Checked as `tool_rule_create` checks."""
     rule, before = _stored(TOOL, rule)
-    tool_rule_check(
-        server=rule.server,
-        tool=rule.tool,
-        pattern=rule.pattern,
-        action=action,
-        runtime=rule.runtime,
-        unattended=unattended,
-    )
-    rule.action = RuleAction(action)
-    rule.unattended = unattended
+    rule.action, rule.unattended = action, unattended
     if approvers is not None:
         rule.approvers = approvers
     rule.note = note

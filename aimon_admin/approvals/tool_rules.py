@@ -153,18 +153,17 @@ def whole_tool_problem(
     return None
 
 
-def tool_rule_check(
-    *, server: str, tool: str, pattern: str, action: str, runtime: AgentRuntime | None, unattended: bool
-) -> None:
+def tool_rule_check(rule: ToolRule) -> None:
     """Refuses (ValidationError, each problem named by its field) a tool rule as it would be
     written: an action that is none, a pre-approval that is not one runtime's ALLOW, an ALLOW
     of the whole of a destructive or unregistered tool, a pattern its tool has no subject for."""
+    server, tool, pattern, action, runtime = rule.server, rule.tool, rule.pattern, rule.action, rule.runtime
     problems: dict[str, list[str]] = {}
     if action not in RuleAction.values:
         problems["action"] = [f"Choose one of {', '.join(RuleAction.values)}."]
-    if unattended and action != RuleAction.ALLOW:
+    if rule.unattended and action != RuleAction.ALLOW:
         problems["unattended"] = [PRE_APPROVAL_NEEDS_ALLOW]
-    elif unattended and runtime is None:
+    elif rule.unattended and runtime is None:
         problems["unattended"] = [PRE_APPROVAL_NEEDS_RUNTIME]
     whole = whole_tool_problem(server=server, tool=tool, pattern=pattern, action=action, runtime=runtime)
     if whole:

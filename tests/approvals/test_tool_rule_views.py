@@ -15,9 +15,9 @@ from aimon_admin.accounts.models import User
 from aimon_admin.approvals import rules, tool_rules
 from aimon_admin.approvals.choices import RequestKind, RuleAction
 from aimon_admin.approvals.models import ApprovalRequest, ToolRule
+from aimon_admin.approvals.rule_views import NO_SUBJECT_FLAG, TOOL_PREVIEW_EMPTY_MESSAGE
 from aimon_admin.approvals.tool_policy import arguments_digest
 from aimon_admin.approvals.tool_rule_grammar import PATTERN_WHOLE_DESTRUCTIVE, TOOL_NAME_EMPTY
-from aimon_admin.approvals.tool_rule_views import NO_SUBJECT_FLAG, TOOL_PREVIEW_EMPTY_MESSAGE
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.registry.services import local_tools_replace, tool_subject_set

@@ -50,7 +50,7 @@ from aimon_admin.approvals import config as approvals_config
 from aimon_admin.approvals import rules, tool_rules
 from aimon_admin.approvals import services as approvals
 from aimon_admin.approvals.choices import Answer, GrantScope, RequestKind, RequestStatus, RuleAction
-from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, Session, SkillRule
+from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, Session, SkillRule, ToolRule
 from aimon_admin.approvals.services import chain_read as approvals_chain
 from aimon_admin.approvals.services import escalation as approvals_escalation
 from aimon_admin.approvals.services import request_views
@@ -1347,9 +1347,7 @@ CASES: dict[str, list[Case]] = {
     ],
     "aimon_admin.approvals.tool_rules.tool_rule_check": [
         Case(
-            run=lambda w: tool_rules.tool_rule_check(
-                server="", tool="Bash", pattern="", action=RuleAction.DENY, runtime=None, unattended=False
-            ),
+            run=lambda w: tool_rules.tool_rule_check(ToolRule(tool="Bash", action=RuleAction.DENY)),
             reads="checks a tool rule before it is written; refusing, it raises",
         )
     ],
