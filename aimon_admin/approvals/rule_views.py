@@ -100,7 +100,7 @@ class RuleSection:
         return f"{self.form.prefix}-{name}" if self.form.prefix else name
 
     @property
-    def check(self) -> str:
+    def check_name(self) -> str:  # of its *Check* button
         return self.prefixed("check")
 
     def typed(self, data: Mapping[str, Any]) -> dict[str, str]:
@@ -293,7 +293,7 @@ def rule_create_view(request: HttpRequest, section: RuleSection) -> HttpResponse
     if request.method == "GET":
         # A reload of an invalid form's page, or a typed address: the form lives on the rules page.
         return redirect(f"{rules_page}#{section.anchor}")
-    if request.POST.get(section.check):
+    if request.POST.get(section.check_name):
         # *Check* without script: the form as typed and what it would match, at an address of
         # its own (a GET, so a reload asks nothing).
         fields = [section.prefixed(name) for name in section.carried]

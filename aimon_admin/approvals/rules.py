@@ -117,7 +117,7 @@ SKILL = RuleKind(
     text=lambda rule: rule.pattern,
     problems=lambda rule: skill_pattern_problems(rule.pattern),
     snapshot=_skill_snapshot,
-    check=lambda rule: None,  # its pattern and ALLOW for everything are checked where written
+    check=lambda rule: None,  # rule_create checks the pattern and an ALLOW for everything first
 )
 TOOL = RuleKind(
     model=ToolRule,
