@@ -81,7 +81,7 @@ def setup(log: Path) -> tuple[str, Any]:
 
     from aimon_admin.accounts.roles import Role
     from aimon_admin.accounts.services import user_create
-    from aimon_admin.approvals.tool_rules import tool_rule_create
+    from aimon_admin.approvals.rules import tool_rule_create
     from aimon_admin.core.actors import Actor
     from aimon_admin.registry.choices import AnnotationTrust, McpTransport
     from aimon_admin.registry.services import mcp_server_create, mcp_sync_request

@@ -92,7 +92,7 @@ def _seed_rules(runtime: object, names: list[str]) -> None:
     """1,000 argument rules over 50 tools, each tool's subject its `arg` (U1, U5)."""
     from django.db import transaction
 
-    from aimon_admin.approvals import rules
+    from aimon_admin.approvals import rule_version
     from aimon_admin.approvals.models import ToolRule
     from aimon_admin.registry.models import ToolSubject
 
@@ -111,7 +111,7 @@ def _seed_rules(runtime: object, names: list[str]) -> None:
             for name in names
             for j in range(per_tool)
         )
-        rules._bump_version()
+        rule_version.rule_set_version_bump()
 
 
 # --- Load ------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ Run by hand (never by CI), from the project root:
 
     .venv/bin/python benchmarks/tool_rules.py [--calls 20000] [--seed 1]
 
-Times `ToolRuleIndex.match` (approvals/tool_policy.py), the whole of what the tool chain
+Times `ToolRuleIndex.match` (approvals/tool_rule_grammar.py), the whole of what the tool chain
 does with rules for one call, with no database: the index is what `tool_rule_index()`
 caches per process. Two layouts of 1,000 rules:
 
@@ -46,7 +46,7 @@ import django
 django.setup()
 
 from aimon_admin.approvals.choices import RuleAction  # noqa: E402
-from aimon_admin.approvals.tool_policy import ToolRuleIndex, ToolRuleSpec  # noqa: E402
+from aimon_admin.approvals.tool_rule_grammar import ToolRuleIndex, ToolRuleSpec  # noqa: E402
 from aimon_admin.registry.choices import DestructiveBehavior, IdempotencyBehavior, SideEffectLevel  # noqa: E402
 from aimon_admin.registry.policy import ToolAxes  # noqa: E402
 

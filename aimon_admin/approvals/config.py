@@ -30,11 +30,11 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from aimon_admin.approvals import rules, tool_rules
+from aimon_admin.approvals import rules
 from aimon_admin.approvals.choices import GrantScope, RuleAction
 from aimon_admin.approvals.models import APPROVERS_MAX, SkillRule, ToolRule
 from aimon_admin.approvals.policy import rule_allows_everything, skill_pattern_problems
-from aimon_admin.approvals.tool_policy import RuleTextError, parse_rule_text
+from aimon_admin.approvals.tool_rule_grammar import RuleTextError, parse_rule_text
 from aimon_admin.core.actors import Actor
 from aimon_admin.registry import config as registry_config
 from aimon_admin.registry.config import Config, ConfigError, ConfigResult
@@ -325,7 +325,7 @@ def _apply_tool_rule(config: Config, entry: ToolRuleEntry, actor: Actor) -> bool
         )
         raise ConfigError([f"{config.filename}:{entry.line}: {entry.where}: {message}"])
     try:
-        tool_rules.tool_rule_create(
+        rules.tool_rule_create(
             text=entry.text,
             action=entry.action,
             runtime=runtime,

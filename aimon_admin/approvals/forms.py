@@ -14,12 +14,8 @@ from aimon_admin.approvals.policy import (
     skill_pattern_problems,
 )
 from aimon_admin.approvals.rules import ALLOW_EVERYTHING_MESSAGE
-from aimon_admin.approvals.tool_policy import (
-    SUBJECT_PATTERN_MAX,
-    TOOL_NAME_MAX,
-    RuleTextError,
-    parse_rule_text,
-)
+from aimon_admin.approvals.subject_patterns import SUBJECT_PATTERN_MAX
+from aimon_admin.approvals.tool_rule_grammar import TOOL_NAME_MAX, RuleTextError, parse_rule_text
 from aimon_admin.approvals.tool_rules import PRE_APPROVAL_NEEDS_ALLOW, PRE_APPROVAL_NEEDS_RUNTIME
 from aimon_admin.runtimes.models import AgentRuntime
 
@@ -45,6 +41,25 @@ APPROVERS_HELP = (
 )
 
 
+# The fields a rule of either kind has.
+def runtime_field() -> forms.ModelChoiceField:
+    return forms.ModelChoiceField(
+        queryset=AgentRuntime.objects.order_by("name"),
+        required=False,
+        to_field_name="name",
+        empty_label="Every runtime",
+    )
+
+
+def note_field() -> forms.CharField:
+    return forms.CharField(
+        required=False,
+        max_length=RULE_NOTE_MAX,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text=f"Why this rule exists; at most {RULE_NOTE_MAX} characters.",
+    )
+
+
 def approvers_field() -> forms.TypedChoiceField:
     return forms.TypedChoiceField(
         label=APPROVERS_LABEL,
@@ -57,14 +72,21 @@ def approvers_field() -> forms.TypedChoiceField:
     )
 
 
+def live_preview(form: forms.Form, route: str, target: str, what: str, *names: str) -> None:
+    """The preview beside a rule form follows the fields `names` as they change (the first as
+    it is typed). Each sends the values of them all, never the whole form: its CSRF token
+    does not belong in a URL."""
+    preview = {"hx-get": reverse(route), "hx-target": target, "hx-swap": "outerHTML", "data-what": what}
+    for name in names:
+        others = ", ".join(f"[name='{form.add_prefix(other)}']" for other in names if other != name)
+        trigger = "input changed delay:300ms, change" if name == names[0] else "change"
+        form.fields[name].widget.attrs.update(preview, **{"hx-trigger": trigger, "hx-include": others})
+    form.fields[names[0]].widget.attrs["autocomplete"] = "off"
+
+
 class RuleForm(forms.Form):
     pattern = forms.CharField(max_length=SKILL_PATTERN_MAX, help_text=PATTERN_HELP)
-    runtime = forms.ModelChoiceField(
-        queryset=AgentRuntime.objects.order_by("name"),
-        required=False,
-        to_field_name="name",
-        empty_label="Every runtime",
-    )
+    runtime = runtime_field()
     action = forms.ChoiceField(
         choices=RuleAction.choices,
         initial=RuleAction.ASK,
@@ -77,12 +99,7 @@ class RuleForm(forms.Form):
         help_text="Choose “This session” to take 'Always allow for this agent' away for these skills.",
     )
     approvers = approvers_field()
-    note = forms.CharField(
-        required=False,
-        max_length=RULE_NOTE_MAX,
-        widget=forms.Textarea(attrs={"rows": 2}),
-        help_text=f"Why this rule exists; at most {RULE_NOTE_MAX} characters.",
-    )
+    note = note_field()
     confirm_everything = forms.BooleanField(
         label=CONFIRM_EVERYTHING_LABEL,
         required=False,
@@ -91,26 +108,8 @@ class RuleForm(forms.Form):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        # The preview of what the pattern matches follows the pattern and the runtime as they change.
-        preview = {
-            "hx-get": reverse("approvals:rule-preview"),
-            "hx-target": "#pattern-preview",
-            "hx-swap": "outerHTML",
-            "data-what": "Counting the skills this pattern matches",
-        }
-        # Each sends its own value and the other's; never the whole form, whose CSRF token
-        # does not belong in a URL.
-        self.fields["pattern"].widget.attrs.update(
-            preview,
-            **{
-                "hx-trigger": "input changed delay:300ms, change",
-                "hx-include": "[name='runtime']",
-                "autocomplete": "off",
-            },
-        )
-        self.fields["runtime"].widget.attrs.update(
-            preview, **{"hx-trigger": "change", "hx-include": "[name='pattern']"}
-        )
+        what = "Counting the skills this pattern matches"
+        live_preview(self, "approvals:rule-preview", "#pattern-preview", what, "pattern", "runtime")
 
     def clean_pattern(self) -> str:
         pattern = self.cleaned_data["pattern"]
@@ -152,12 +151,7 @@ PRE_APPROVAL_HELP = (
 
 class ToolRuleForm(forms.Form):
     text = forms.CharField(label="Rule", max_length=TOOL_RULE_TEXT_MAX, help_text=TOOL_RULE_HELP)
-    runtime = forms.ModelChoiceField(
-        queryset=AgentRuntime.objects.order_by("name"),
-        required=False,
-        to_field_name="name",
-        empty_label="Every runtime",
-    )
+    runtime = runtime_field()
     action = forms.ChoiceField(
         choices=RuleAction.choices,
         initial=RuleAction.ASK,
@@ -168,33 +162,16 @@ class ToolRuleForm(forms.Form):
     )
     unattended = forms.BooleanField(label=PRE_APPROVAL_LABEL, required=False, help_text=PRE_APPROVAL_HELP)
     approvers = approvers_field()
-    note = forms.CharField(
-        required=False,
-        max_length=RULE_NOTE_MAX,
-        widget=forms.Textarea(attrs={"rows": 2}),
-        help_text=f"Why this rule exists; at most {RULE_NOTE_MAX} characters.",
-    )
+    note = note_field()
+
+    prefix = "tool"  # the skill rule form shares the page
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("prefix", "tool")  # the skill rule form shares the page
         super().__init__(*args, **kwargs)
-        # The preview follows the text, the runtime and the action as they change; each
-        # sends the three values, never the whole form (its CSRF token is no URL's business).
-        preview = {
-            "hx-get": reverse("approvals:tool-rule-preview"),
-            "hx-target": "#tool-rule-preview",
-            "hx-swap": "outerHTML",
-            "data-what": "Looking up the tool and the calls this rule matches",
-        }
-        others = {
-            "text": "[name='tool-runtime'], [name='tool-action']",
-            "runtime": "[name='tool-text'], [name='tool-action']",
-            "action": "[name='tool-text'], [name='tool-runtime']",
-        }
-        for name, include in others.items():
-            trigger = "input changed delay:300ms, change" if name == "text" else "change"
-            self.fields[name].widget.attrs.update(preview, **{"hx-trigger": trigger, "hx-include": include})
-        self.fields["text"].widget.attrs["autocomplete"] = "off"
+        what = "Looking up the tool and the calls this rule matches"
+        live_preview(
+            self, "approvals:tool-rule-preview", "#tool-rule-preview", what, "text", "runtime", "action"
+        )
 
     def clean_text(self) -> str:
         text = self.cleaned_data["text"].strip()

@@ -82,7 +82,7 @@ class GrantQuerySet(models.QuerySet):
         return self.filter(revoked_at__isnull=True)
 
 
-# tool_policy.SUBJECT_PATTERN_MAX. Kept short so a unique index holding it, the tool and the
+# subject_patterns.SUBJECT_PATTERN_MAX. Kept short so a unique index holding it, the tool and the
 # server stays under PostgreSQL's b-tree row limit (2,704 bytes) even in 4-byte characters.
 SUBJECT_PATTERN_MAX = 300
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from aimon_admin.approvals.choices import Answer, GrantScope, ItemScope, RequestKind, RequestStatus
 from aimon_admin.approvals.models import ApprovalAllow, ApprovalItem, ApprovalRequest, RequestView
-from aimon_admin.approvals.tool_policy import rule_text
+from aimon_admin.approvals.tool_rule_grammar import rule_text
 from aimon_admin.core.timeline import Entry, entries_for
 
 # Where an answered item's answer holds, as the timeline says it.

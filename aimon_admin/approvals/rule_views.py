@@ -1,174 +1,337 @@
-"""Skill rules on the rules page (operators; S2's rule layer): the list with what is wrong
-with each stored rule, the form with its live preview of the known skills a pattern
-matches, and deletion. The tool rules below them are tool_rule_views.py's; writes go
-through approvals/rules.py."""
+"""The rules page (operators): skill rules (S2's rule layer), then tool rules (U1, U5). Each
+kind is listed with what is wrong with a stored rule, has a form with a live preview of
+what the typed rule would match, and is deleted behind a confirmation. One set of views
+serves both kinds, each route naming its `RuleSection` (urls.py); writes go through
+approvals/rules.py."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
-from aimon_admin.approvals import policy, rules, selectors, tool_rule_views
-from aimon_admin.approvals.forms import RuleForm
-from aimon_admin.approvals.models import SkillRule
+from aimon_admin.approvals import policy, rules, selectors, tool_rules
+from aimon_admin.approvals.choices import RuleAction
+from aimon_admin.approvals.forms import TOOL_RULE_TEXT_MAX, RuleForm, ToolRuleForm
+from aimon_admin.approvals.models import SkillRule, ToolRule
+from aimon_admin.approvals.tool_rule_grammar import tool_label
 from aimon_admin.core.actors import Actor
+from aimon_admin.core.plurals import counted
 from aimon_admin.core.prg import form_from_draft, redirect_invalid
+from aimon_admin.registry import selectors as registry_selectors
 from aimon_admin.runtimes.models import RUNTIME_NAME_VALIDATOR, AgentRuntime
 
-RULE_SAVED_MESSAGE = "Rule for {pattern} saved."
-RULE_DRAFT = "rule-create"
+RULE_SAVED_MESSAGE = "Rule for {text} saved."
+RULE_DELETED_MESSAGE = "Rule for {text} deleted."
+DELETE_RULE_TITLE = "Delete the rule for {text}?"
+TOOL_RULE_SAVED_MESSAGE = "Tool rule {text} saved."
+TOOL_RULE_DELETED_MESSAGE = "Tool rule {text} deleted."
+DELETE_TOOL_RULE_TITLE = "Delete the tool rule {text}?"
+STILL_IN_FORCE = "Approvals already granted stay in force."
 PREVIEW_EMPTY_MESSAGE = "Type a pattern to see how many known skills it matches."
+TOOL_PREVIEW_EMPTY_MESSAGE = (
+    "Type a rule, e.g. Bash(git status:*), to see the tool it names and the calls it matches."
+)
 PREVIEW_SAMPLE = 10
+NO_SUBJECT_FLAG = (
+    "{tool} has no subject argument named, so this pattern matches no call yet: name one on the "
+    "tool's page, or in load_config's toolSubjects."
+)
+DELETE_SKILL_EFFECT = "Skills matching {pattern} fall to the next matching rule, or ask."
+DELETE_DENY_EFFECT = (
+    "Calls matching {text} are no longer refused by this rule: the answers and rules after it decide them."
+)
+DELETE_PRE_APPROVAL_EFFECT = (
+    "Unattended calls of {runtime} matching {text} are refused again, as nobody can be asked."
+)
+DELETE_EFFECT = "Calls matching {text} fall to the next matching rule, or ask."
+PREVIEW_MATCHED = (
+    "Of the {count} subject asked about recently{by}, it would {verb} {matched}.",
+    "Of the {count} subjects asked about recently{by}, it would {verb} {matched}.",
+)
+PREVIEW_VERBS = {RuleAction.ALLOW: "allow", RuleAction.ASK: "ask about", RuleAction.DENY: "refuse"}
+PREVIEW_NOT_COVERED = (
+    "{count} more begins the same way but chains another command, redirects, or steps up a path: "
+    "an allow does not cover it, so it asks.",
+    "{count} more begin the same way but chain another command, redirect, or step up a path: "
+    "an allow does not cover them, so they ask.",
+)
+PREVIEW_MORE = ("and {count} more", "and {count} more")
 
 
-def _rule_rows() -> list[dict[str, Any]]:
-    """Each rule, with what is wrong with it: a pattern stored before the grammar existed
-    is flagged, and so is an ALLOW for every skill."""
-    return [
-        {
-            "rule": rule,
-            "problems": policy.skill_pattern_problems(rule.pattern),
-            "allows_everything": policy.rule_allows_everything(action=rule.action, pattern=rule.pattern),
-        }
-        for rule in SkillRule.objects.select_related("runtime").order_by("pattern", "id")
-    ]
-
-
-def _pattern_preview(pattern: str, runtime_name: str) -> dict[str, Any]:
-    """How many known skills (seen in requests and grants) a pattern would match, before saving."""
-    if not pattern:
-        return {"empty": PREVIEW_EMPTY_MESSAGE}
-    problems = policy.skill_pattern_problems(pattern)
-    if problems:
-        return {"pattern": pattern, "problems": problems}
+def _runtime_named(name: str) -> AgentRuntime | None:
     # Only a well-formed name is looked up: anything else (a NUL byte, say) matches no
     # runtime, and PostgreSQL would refuse the query with an error instead.
-    well_formed = bool(runtime_name) and RUNTIME_NAME_VALIDATOR.regex.fullmatch(runtime_name) is not None
-    runtime = AgentRuntime.objects.filter(name=runtime_name).first() if well_formed else None
-    known = selectors.known_skills(runtime=runtime)
-    matched = policy.pattern_matching(pattern, known)
-    return {
-        "pattern": pattern,
-        "runtime": runtime,
-        "known": len(known),
-        "count": len(matched),
-        "sample": matched[:PREVIEW_SAMPLE],
-        "more": max(0, len(matched) - PREVIEW_SAMPLE),
-        "everything": policy.pattern_matches_everything(pattern),
-    }
+    if not name or RUNTIME_NAME_VALIDATOR.regex.fullmatch(name) is None:
+        return None
+    return AgentRuntime.objects.filter(name=name).first()
+
+
+class RuleSection:
+    """What the rules page shows and does for one kind of rule; the views are the same."""
+
+    name: str  # its part of the page's context
+    kind: rules.RuleKind
+    form: type[RuleForm] | type[ToolRuleForm]
+    create: Callable[..., rules.Rule]  # takes its form's cleaned data, and the actor
+    route: str  # its URL names' stem: -create, -preview, -delete
+    draft: str  # its form's name for post/redirect/get
+    anchor: str  # where its form sits on the page
+    listed: str  # where on the rules page its rules are listed ("": the top)
+    carried: tuple[str, ...]  # the fields *Check* carries to the preview's address
+    preview_template: str
+    heading: str  # and the rest of its wording
+    check_label: str
+    save_label: str
+    saved_message: str
+    delete_title: str
+    deleted_message: str
+
+    def prefixed(self, name: str) -> str:
+        """A field's name as its form posts it (the tool rule form shares the page)."""
+        return f"{self.form.prefix}-{name}" if self.form.prefix else name
+
+    @property
+    def check_name(self) -> str:  # of its *Check* button
+        return self.prefixed("check")
+
+    def typed(self, data: Mapping[str, Any]) -> dict[str, str]:
+        """What `data` (a GET, a draft) holds for each of the form's fields, by field name."""
+        return {name: str(data.get(self.prefixed(name), "")) for name in self.form.base_fields}
+
+    def rows(self) -> list[dict[str, Any]]: ...  # each rule, with what is wrong with it
+
+    def preview(self, typed: dict[str, str]) -> dict[str, Any]: ...  # what the typed rule would match
+
+    def warnings(self, rule: Any) -> list[str]:  # what to know of a rule just saved
+        return []
+
+    def delete_effect(self, rule: Any) -> str: ...  # what deleting it changes
+
+
+class SkillRuleSection(RuleSection):
+    name, kind, form, create = "skill", rules.SKILL, RuleForm, staticmethod(rules.rule_create)
+    route, draft, anchor, listed = "approvals:rule", "rule-create", "new-rule", ""
+    # Never the confirmation of an ALLOW for every skill: a link cannot tick it for anyone.
+    carried = ("pattern", "runtime", "action", "widest_scope", "approvers", "note")
+    preview_template = "approvals/rules.html#skill-preview"
+    heading, check_label, save_label = "New skill rule", "Check pattern", "Save rule"
+    saved_message, delete_title, deleted_message = RULE_SAVED_MESSAGE, DELETE_RULE_TITLE, RULE_DELETED_MESSAGE
+
+    def rows(self) -> list[dict[str, Any]]:
+        """A pattern stored before the grammar existed is flagged, and so is an ALLOW for
+        every skill."""
+        return [
+            {
+                "rule": rule,
+                "problems": policy.skill_pattern_problems(rule.pattern),
+                "allows_everything": policy.rule_allows_everything(action=rule.action, pattern=rule.pattern),
+            }
+            for rule in SkillRule.objects.select_related("runtime").order_by("pattern", "id")
+        ]
+
+    def preview(self, typed: dict[str, str]) -> dict[str, Any]:
+        """How many known skills (seen in requests and grants) a pattern would match."""
+        pattern = typed["pattern"][: policy.SKILL_PATTERN_MAX + 1]
+        if not pattern:
+            return {"empty": PREVIEW_EMPTY_MESSAGE}
+        problems = policy.skill_pattern_problems(pattern)
+        if problems:
+            return {"pattern": pattern, "problems": problems}
+        runtime = _runtime_named(typed["runtime"])
+        known = selectors.known_skills(runtime=runtime)
+        matched = policy.pattern_matching(pattern, known)
+        return {
+            "pattern": pattern,
+            "runtime": runtime,
+            "known": len(known),
+            "count": len(matched),
+            "sample": matched[:PREVIEW_SAMPLE],
+            "more": max(0, len(matched) - PREVIEW_SAMPLE),
+            "everything": policy.pattern_matches_everything(pattern),
+        }
+
+    def delete_effect(self, rule: SkillRule) -> str:
+        return DELETE_SKILL_EFFECT.format(pattern=rule.pattern)
+
+
+def _sample(subjects: list[str]) -> dict[str, Any]:
+    more = len(subjects) - PREVIEW_SAMPLE
+    return {"shown": subjects[:PREVIEW_SAMPLE], "more": counted(PREVIEW_MORE, more) if more > 0 else ""}
+
+
+class ToolRuleSection(RuleSection):
+    name, kind, form, create = "tool", rules.TOOL, ToolRuleForm, staticmethod(rules.tool_rule_create)
+    route, draft, anchor, listed = "approvals:tool-rule", "tool-rule-create", "new-tool-rule", "#tool-rules"
+    carried = ("text", "runtime", "action", "unattended", "approvers", "note")
+    preview_template = "approvals/rules.html#tool-preview"
+    heading, check_label, save_label = "New tool rule", "Check rule", "Save tool rule"
+    saved_message, delete_title = TOOL_RULE_SAVED_MESSAGE, DELETE_TOOL_RULE_TITLE
+    deleted_message = TOOL_RULE_DELETED_MESSAGE
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Text stored off the grammar is flagged (an ALLOW of it reads as ASK), and so is a
+        pattern for a tool whose subject argument nobody named."""
+        named = {(subject.server, subject.tool) for subject in registry_selectors.tool_subjects()}
+        rows = []
+        for rule in ToolRule.objects.select_related("runtime").order_by("server", "tool", "pattern", "id"):
+            no_subject = bool(rule.pattern) and (rule.server, rule.tool) not in named
+            label = tool_label(server=rule.server, tool=rule.tool)
+            rows.append(
+                {
+                    "rule": rule,
+                    "text": self.kind.text(rule),
+                    "problems": self.kind.problems(rule),
+                    "no_subject": NO_SUBJECT_FLAG.format(tool=label) if no_subject else "",
+                }
+            )
+        return rows
+
+    def preview(self, typed: dict[str, str]) -> dict[str, Any]:
+        """The tool a rule names, its subject, and the recent calls it would match."""
+        text = typed["text"].strip()[: TOOL_RULE_TEXT_MAX + 1]
+        if not text:
+            return {"empty": TOOL_PREVIEW_EMPTY_MESSAGE}
+        runtime = _runtime_named(typed["runtime"])
+        action = typed["action"] if typed["action"] in RuleAction.values else RuleAction.ASK
+        result = tool_rules.tool_rule_preview(text=text, action=action, runtime=runtime)
+        by = f" by {runtime.name}" if runtime else ""
+        return {
+            "result": result,
+            "runtime": runtime,
+            "matched_sentence": counted(
+                PREVIEW_MATCHED,
+                result.recent,
+                by=by,
+                verb=PREVIEW_VERBS[RuleAction(action)],
+                matched=len(result.matched),
+            ),
+            "matched": _sample(result.matched),
+            "not_covered_sentence": counted(PREVIEW_NOT_COVERED, len(result.not_covered)),
+            "not_covered": _sample(result.not_covered),
+        }
+
+    def warnings(self, rule: ToolRule) -> list[str]:
+        return tool_rules.tool_rule_warnings(rule)
+
+    def delete_effect(self, rule: ToolRule) -> str:
+        text = self.kind.text(rule)
+        if rule.action == RuleAction.DENY:
+            return DELETE_DENY_EFFECT.format(text=text)
+        if rule.unattended and rule.runtime is not None:
+            return DELETE_PRE_APPROVAL_EFFECT.format(text=text, runtime=rule.runtime.name)
+        return DELETE_EFFECT.format(text=text)
+
+
+SKILL = SkillRuleSection()
+TOOL = ToolRuleSection()
+SECTIONS = (SKILL, TOOL)  # in the page's order
 
 
 def _rules_page(
-    request: HttpRequest,
-    form: RuleForm,
-    preview: dict[str, Any] | None = None,
-    *,
-    tool_rules: dict[str, Any] | None = None,
+    request: HttpRequest, given: RuleSection | None = None, form: Any = None, preview: Any = None
 ) -> HttpResponse:
-    """The rules page: skill rules, then tool rules (tool_rule_views.py, U1)."""
-    return render(
-        request,
-        "approvals/rules.html",
-        {
-            "rows": _rule_rows(),
-            "form": form,
-            "preview": preview or {"empty": PREVIEW_EMPTY_MESSAGE},
-            "can_change": request.user.has_perm("approvals.add_skillrule"),
-            "tool_rules": tool_rules or tool_rule_views.tool_rules_context(request),
-        },
-    )
+    """The rules page. Each section's form is fresh, or after an invalid POST as typed with its
+    errors and its preview (post/redirect/get); the `given` section's is `form` and `preview`."""
+    context: dict[str, Any] = {}
+    for section in SECTIONS:
+        shown = form if section is given else form_from_draft(request, section.draft, section.form)
+        context[section.name] = {
+            "section": section,
+            "rows": section.rows(),
+            "form": shown,
+            "preview": preview if section is given else section.preview(section.typed(shown.data)),
+            "can_change": request.user.has_perm(_perm("add", section)),
+        }
+    return render(request, "approvals/rules.html", context)
+
+
+def _perm(verb: str, section: RuleSection) -> str:
+    return f"approvals.{verb}_{section.kind.model._meta.model_name}"
+
+
+def _require(request: HttpRequest, verb: str, section: RuleSection) -> None:
+    """The permission `verb` on the kind of rule the route names."""
+    if not request.user.has_perm(_perm(verb, section)):
+        raise PermissionDenied
 
 
 @require_GET
 @login_required
 @permission_required("approvals.view_skillrule", raise_exception=True)
 def rule_list_view(request: HttpRequest) -> HttpResponse:
-    # After an invalid POST (post/redirect/get): the form as typed, its errors and its preview.
-    form = form_from_draft(request, RULE_DRAFT, RuleForm)
-    if not form.is_bound:
-        return _rules_page(request, form)
-    pattern = form.data.get("pattern", "")[: policy.SKILL_PATTERN_MAX + 1]
-    return _rules_page(request, form, _pattern_preview(pattern, form.data.get("runtime", "")))
+    return _rules_page(request)
 
 
 @require_GET
 @login_required
-@permission_required("approvals.add_skillrule", raise_exception=True)
-def rule_preview_view(request: HttpRequest) -> HttpResponse:
-    """What the typed pattern matches: the preview fragment for htmx, else the rules page
-    with the form as given in the address."""
-    pattern = request.GET.get("pattern", "")[: policy.SKILL_PATTERN_MAX + 1]
-    preview = _pattern_preview(pattern, request.GET.get("runtime", ""))
+def rule_preview_view(request: HttpRequest, section: RuleSection) -> HttpResponse:
+    """What the typed rule matches: the preview fragment for htmx, else the rules page with
+    the form as given in the address (the no-script *Check*)."""
+    _require(request, "add", section)
+    typed = section.typed(request.GET)
+    preview = section.preview(typed)
     if request.htmx:
-        return render(request, "approvals/rules.html#preview", {"preview": preview})
-    fields = ("pattern", "runtime", "action", "widest_scope", "approvers", "note")
-    form = RuleForm(initial={name: request.GET[name] for name in fields if name in request.GET})
-    return _rules_page(request, form, preview)
+        return render(request, section.preview_template, {"preview": preview})
+    initial = {name: typed[name] for name in section.carried if section.prefixed(name) in request.GET}
+    return _rules_page(request, section, section.form(initial=initial), preview)
 
 
 @require_http_methods(["GET", "POST"])
 @login_required
-@permission_required("approvals.add_skillrule", raise_exception=True)
-def rule_create_view(request: HttpRequest) -> HttpResponse:
+def rule_create_view(request: HttpRequest, section: RuleSection) -> HttpResponse:
+    _require(request, "add", section)
+    rules_page = reverse("approvals:rules")
     if request.method == "GET":
         # A reload of an invalid form's page, or a typed address: the form lives on the rules page.
-        return redirect(reverse("approvals:rules") + "#new-rule")
-    if request.POST.get("check"):
-        # "Check pattern" (the no-script preview): the form as typed and what it would
-        # match, on a page of its own address (a GET, so a reload asks nothing).
-        fields = ("pattern", "runtime", "action", "widest_scope", "approvers", "note")
-        query = urlencode({f: request.POST[f] for f in fields if f in request.POST})
-        return HttpResponseRedirect(f"{reverse('approvals:rule-preview')}?{query}#new-rule", status=303)
-    form = RuleForm(request.POST)
+        return redirect(f"{rules_page}#{section.anchor}")
+    if request.POST.get(section.check_name):
+        # *Check* without script: the form as typed and what it would match, at an address of
+        # its own (a GET, so a reload asks nothing).
+        fields = [section.prefixed(name) for name in section.carried]
+        query = urlencode({name: request.POST[name] for name in fields if name in request.POST})
+        preview = reverse(f"{section.route}-preview")
+        return HttpResponseRedirect(f"{preview}?{query}#{section.anchor}", status=303)
+    form = section.form(request.POST)
     if form.is_valid():
-        data = form.cleaned_data
         try:
-            rules.rule_create(
-                runtime=data["runtime"],
-                pattern=data["pattern"],
-                action=data["action"],
-                widest_scope=data["widest_scope"],
-                approvers=data["approvers"],
-                note=data["note"],
-                allow_everything_confirmed=data["confirm_everything"],
-                actor=Actor.for_user(request.user),
-            )
-        except ValidationError as exc:  # e.g. a rule for this pattern exists already
-            for field, errors in exc.message_dict.items():
+            rule = section.create(actor=Actor.for_user(request.user), **form.cleaned_data)
+        except ValidationError as exc:  # e.g. the rule exists, or allows a destructive tool whole
+            for name, errors in exc.message_dict.items():
                 for error in errors:
-                    form.add_error(field if field in form.fields else "pattern", error)
+                    form.add_error(name if name in form.fields else section.kind.field, error)
         else:
-            messages.success(request, RULE_SAVED_MESSAGE.format(pattern=data["pattern"]))
-            return redirect("approvals:rules")
-    return redirect_invalid(request, form, name=RULE_DRAFT, to=reverse("approvals:rules"), anchor="new-rule")
+            messages.success(request, section.saved_message.format(text=section.kind.text(rule)))
+            for warning in section.warnings(rule):
+                messages.warning(request, warning)
+            return redirect(rules_page + section.listed)
+    return redirect_invalid(request, form, name=section.draft, to=rules_page, anchor=section.anchor)
 
 
 @require_http_methods(["GET", "POST"])
 @login_required
-@permission_required("approvals.delete_skillrule", raise_exception=True)
-def rule_delete_view(request: HttpRequest, pk: int) -> HttpResponse:
-    rule = get_object_or_404(SkillRule.objects.select_related("runtime"), pk=pk)
+def rule_delete_view(request: HttpRequest, pk: int, section: RuleSection) -> HttpResponse:
+    _require(request, "delete", section)
+    rule = get_object_or_404(section.kind.model.objects.select_related("runtime"), pk=pk)
+    text = section.kind.text(rule)
     if request.method == "POST":
         rules.rule_delete(rule=rule, actor=Actor.for_user(request.user))
-        messages.success(request, f"Rule for {rule.pattern} deleted.")
-        return redirect("approvals:rules")
+        messages.success(request, section.deleted_message.format(text=text))
+        return redirect(reverse("approvals:rules") + section.listed)
     return render(
         request,
         "approvals/confirm.html",
         {
-            "title": f"Delete the rule for {rule.pattern}?",
-            "effect": (
-                f"Skills matching {rule.pattern} fall to the next matching rule, or ask. "
-                "Approvals already granted stay in force."
-            ),
+            "title": section.delete_title.format(text=text),
+            "effect": f"{section.delete_effect(rule)} {STILL_IN_FORCE}",
             "items": [],
             "confirm_label": "Delete rule",
             "cancel_url": "approvals:rules",

@@ -1,22 +1,19 @@
-"""Skill rules: writes (audited, A1) and the per-process rule index the chain reads.
-
-The index is rebuilt only when the rule set's version changes. The version is one row
-in the database, restamped in the same transaction as every rule change and read (one
-primary-key lookup) by every evaluation, so a change committed on one node is seen by
-the next decision on every node. A shared cache would cost the same round trip and add
-a way to be stale.
+"""Operators' rules of both kinds, skill rules (S2) and tool rules (U1, U5): the one path every
+rule is written through (checked, saved, the rule set's version restamped and the audit event
+written in one transaction: A1, U7), and the index of skill rules the skill chain reads.
 """
 
 from __future__ import annotations
 
-import secrets
-import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from django.core.exceptions import ValidationError
-from django.db import connection, transaction
+from django.db import transaction
 
 from aimon_admin.approvals.choices import GrantScope, RuleAction
-from aimon_admin.approvals.models import RuleSetVersion, SkillRule
+from aimon_admin.approvals.models import SkillRule, ToolRule
 from aimon_admin.approvals.policy import (
     RuleIndex,
     RuleSpec,
@@ -25,6 +22,9 @@ from aimon_admin.approvals.policy import (
     skill_pattern_problems,
     stored_rule_action,
 )
+from aimon_admin.approvals.rule_version import cached_index, cached_indexes_forget, rule_set_version_bump
+from aimon_admin.approvals.tool_rule_grammar import RuleTextError, parse_rule_text, rule_text
+from aimon_admin.approvals.tool_rules import tool_rule_check
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.services import audit_record
 from aimon_admin.core.actors import Actor
@@ -37,77 +37,187 @@ ALLOW_EVERYTHING_MESSAGE = (
 STORED_PATTERN_INVALID_MESSAGE = (
     "This rule's stored pattern is not valid: {problems} Delete the rule and write it again."
 )
+STORED_TOOL_RULE_INVALID = (
+    "This rule's stored text is not valid: {problems} Delete the rule and write it again."
+)
 
-_lock = threading.Lock()
-_cached: tuple[int, RuleIndex] | None = None
-
-
-def _current_version() -> int:
-    # Plain SQL: read on every decision, where the ORM's query building would dominate.
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT version FROM {RuleSetVersion._meta.db_table} WHERE id = 1")  # noqa: S608 - the model's table # nosec B608
-        row = cursor.fetchone()
-    return row[0] if row else 0
+Rule = SkillRule | ToolRule
+RuleT = TypeVar("RuleT", SkillRule, ToolRule)
 
 
-def rule_index(version: int | None = None) -> RuleIndex:
-    """The index of every rule, rebuilt when the rule set changed anywhere.
-
-    `version` is the rule set's version when the caller has just read it (the chain
-    reads it with the grants, in one round trip); otherwise it is read here.
-    """
-    global _cached
-    if version is None:
-        version = _current_version()
-    cached = _cached
-    if cached is not None and cached[0] == version:
-        return cached[1]
-    with _lock:
-        specs = [
-            RuleSpec(
-                id=rule.pk,
-                runtime_id=rule.runtime_id,
-                pattern=rule.pattern,
-                action=rule_action_for(stored_rule_action(rule.action, rule.pattern), rule.approvers),
-                widest_scope=GrantScope(rule.widest_scope),
-                approvers=rule.approvers,
-            )
-            for rule in SkillRule.objects.all()
-        ]
-        index = RuleIndex(specs)
-        _cached = (version, index)
-        return index
+# --- The kinds ----------------------------------------------------------------------------------
 
 
-def rule_index_reset() -> None:
-    """Forget this process's cached rule index: the next `rule_index` builds it afresh.
+@dataclass(frozen=True, eq=False)
+class RuleKind:
+    """What tells one kind of rule from the other on the path they share."""
 
-    For tests (a rolled-back test's rules must not judge the next one) and for anything
-    else that changed rules without bumping the version. The tool rule index is forgotten
-    with it (tool_rules.py)."""
-    global _cached
-    with _lock:
-        _cached = None
-    from aimon_admin.approvals import tool_rules  # imports this module: read at call time
-
-    tool_rules.tool_rule_index_reset()
-
-
-def _bump_version() -> None:
-    # A fresh random stamp, not a counter: a rolled-back change's number would come round
-    # again, and an index cached under it (read inside that transaction) would be stale.
-    RuleSetVersion.objects.update_or_create(pk=1, defaults={"version": secrets.randbits(62) + 1})
+    model: type[SkillRule] | type[ToolRule]
+    subject_type: str  # of its audit events
+    created: AuditAction
+    changed: AuditAction
+    deleted: AuditAction
+    field: str  # where a problem with what it matches is named: its pattern, or its text
+    stored_invalid: str  # a stored rule the grammar refuses: only a deletion mends it
+    text: Callable[[Any], str]  # what it matches, as its events and messages name it
+    problems: Callable[[Any], list[str]]  # what the grammar finds wrong with a stored rule
+    snapshot: Callable[[Any], dict[str, object]]  # what its events record of it
+    check: Callable[[Any], None]  # refuses (ValidationError) the rule as it would be saved
 
 
-def _snapshot(rule: SkillRule) -> dict[str, object]:
+def _runtime_name(rule: Rule) -> str | None:
+    return rule.runtime.name if rule.runtime else None
+
+
+def _skill_snapshot(rule: SkillRule) -> dict[str, object]:
     return {
-        "runtime": rule.runtime.name if rule.runtime else None,
+        "runtime": _runtime_name(rule),
         "pattern": rule.pattern,
         "action": rule.action,
         "widest_scope": rule.widest_scope,
         "approvers": rule.approvers,
         "note": rule.note,
     }
+
+
+def _tool_text(rule: ToolRule) -> str:
+    return rule_text(server=rule.server, tool=rule.tool, pattern=rule.pattern)
+
+
+def _tool_problems(rule: ToolRule) -> list[str]:
+    try:
+        parse_rule_text(_tool_text(rule))
+    except RuleTextError as exc:
+        return exc.problems
+    return []
+
+
+def _tool_snapshot(rule: ToolRule) -> dict[str, object]:
+    return {
+        "runtime": _runtime_name(rule),
+        "text": _tool_text(rule),
+        "server": rule.server,
+        "tool": rule.tool,
+        "pattern": rule.pattern,
+        "action": rule.action,
+        "unattended": rule.unattended,
+        "approvers": rule.approvers,
+        "note": rule.note,
+    }
+
+
+SKILL = RuleKind(
+    model=SkillRule,
+    subject_type="rule",
+    created=AuditAction.RULE_CREATED,
+    changed=AuditAction.RULE_CHANGED,
+    deleted=AuditAction.RULE_DELETED,
+    field="pattern",
+    stored_invalid=STORED_PATTERN_INVALID_MESSAGE,
+    text=lambda rule: rule.pattern,
+    problems=lambda rule: skill_pattern_problems(rule.pattern),
+    snapshot=_skill_snapshot,
+    check=lambda rule: None,  # rule_create checks the pattern and an ALLOW for everything first
+)
+TOOL = RuleKind(
+    model=ToolRule,
+    subject_type="tool_rule",
+    created=AuditAction.TOOL_RULE_CREATED,
+    changed=AuditAction.TOOL_RULE_CHANGED,
+    deleted=AuditAction.TOOL_RULE_DELETED,
+    field="text",
+    stored_invalid=STORED_TOOL_RULE_INVALID,
+    text=_tool_text,
+    problems=_tool_problems,
+    snapshot=_tool_snapshot,
+    check=tool_rule_check,
+)
+
+
+# --- The skill rule index (S2) -----------------------------------------------------------------
+
+
+def _skill_rule_index() -> RuleIndex:
+    return RuleIndex(
+        RuleSpec(
+            id=rule.pk,
+            runtime_id=rule.runtime_id,
+            pattern=rule.pattern,
+            action=rule_action_for(stored_rule_action(rule.action, rule.pattern), rule.approvers),
+            widest_scope=GrantScope(rule.widest_scope),
+            approvers=rule.approvers,
+        )
+        for rule in SkillRule.objects.all()
+    )
+
+
+def rule_index(version: int | None = None) -> RuleIndex:
+    """The index of every skill rule, rebuilt when the rule set changed anywhere."""
+    return cached_index(SkillRule, _skill_rule_index, version)
+
+
+def rule_index_reset() -> None:
+    """Forget this process's cached rule indexes, of skills and of tools: the next read of
+    each builds it afresh. For tests (a rolled-back test's rules must not judge the next
+    one) and for anything else that changed rules without bumping the version."""
+    cached_indexes_forget()
+
+
+# --- The one write path (A1, U7) ----------------------------------------------------------------
+
+
+def _stored(kind: RuleKind, rule: RuleT) -> tuple[RuleT, dict[str, object]]:
+    """The rule as stored, locked to the end of the transaction, and what its events record
+    of it. Refused if the grammar refuses it (written around the services, or before the
+    grammar existed): nothing keeps it alive but a deletion."""
+    rule = kind.model.objects.select_for_update(of=("self",)).select_related("runtime").get(pk=rule.pk)
+    problems = kind.problems(rule)
+    if problems:
+        raise ValidationError({kind.field: [kind.stored_invalid.format(problems=" ".join(problems))]})
+    return rule, kind.snapshot(rule)
+
+
+def _save(kind: RuleKind, rule: Rule, *, actor: Actor, before: dict[str, object] | None = None) -> None:
+    """The one write of a rule (`before`: as it was, for a change): checked by its kind,
+    saved, the rule set's version restamped and the event written, in the caller's
+    transaction. A change that changes nothing writes nothing."""
+    kind.check(rule)
+    rule.action = RuleAction(rule.action)
+    after = kind.snapshot(rule)
+    if before == after:
+        return
+    rule.full_clean()
+    rule.save()
+    rule_set_version_bump()
+    audit_record(
+        action=kind.created if before is None else kind.changed,
+        actor=actor,
+        runtime=rule.runtime,
+        subject_type=kind.subject_type,
+        subject=kind.text(rule),
+        details=kind.snapshot(rule) if before is None else {"before": before, "after": after},
+    )
+
+
+@transaction.atomic
+def rule_delete(*, rule: Rule, actor: Actor) -> None:
+    """Deletes a rule of either kind."""
+    kind = SKILL if isinstance(rule, SkillRule) else TOOL
+    rule = kind.model.objects.select_related("runtime").get(pk=rule.pk)
+    before, runtime, text = kind.snapshot(rule), rule.runtime, kind.text(rule)
+    rule.delete()
+    rule_set_version_bump()
+    audit_record(
+        action=kind.deleted,
+        actor=actor,
+        runtime=runtime,
+        subject_type=kind.subject_type,
+        subject=text,
+        details={"before": before},
+    )
+
+
+# --- Skill rules (S2) ---------------------------------------------------------------------------
 
 
 @transaction.atomic
@@ -119,15 +229,15 @@ def rule_create(
     runtime: AgentRuntime | None = None,
     widest_scope: str = GrantScope.AGENT,
     note: str = "",
-    allow_everything_confirmed: bool = False,
+    confirm_everything: bool = False,
     approvers: int = 1,
 ) -> SkillRule:
-    """Writes a rule. The pattern must follow the grammar (policy.skill_pattern_problems),
-    and an ALLOW for every skill (`*`) only with `allow_everything_confirmed`."""
+    """Writes a skill rule. The pattern must follow the grammar (policy.skill_pattern_problems),
+    and an ALLOW for every skill (`*`) only with `confirm_everything`."""
     problems = skill_pattern_problems(pattern)
     if problems:
         raise ValidationError({"pattern": problems})
-    if rule_allows_everything(action=action, pattern=pattern) and not allow_everything_confirmed:
+    if rule_allows_everything(action=action, pattern=pattern) and not confirm_everything:
         where = f" of {runtime.name}" if runtime else " of every runtime"
         raise ValidationError({"confirm_everything": [ALLOW_EVERYTHING_MESSAGE.format(where=where)]})
     rule = SkillRule(
@@ -138,17 +248,7 @@ def rule_create(
         approvers=approvers,
         note=note,
     )
-    rule.full_clean()
-    rule.save()
-    _bump_version()
-    audit_record(
-        action=AuditAction.RULE_CREATED,
-        actor=actor,
-        runtime=runtime,
-        subject_type="rule",
-        subject=pattern,
-        details=_snapshot(rule),
-    )
+    _save(SKILL, rule, actor=actor)
     return rule
 
 
@@ -162,50 +262,73 @@ def rule_update(
     note: str = "",
     approvers: int | None = None,
 ) -> SkillRule:
-    """Changes a rule's action, widest answer, people who must allow (None: as it is) and
-    note. A request already open keeps the number it was opened with (P3)."""
-    rule = SkillRule.objects.select_for_update(of=("self",)).select_related("runtime").get(pk=rule.pk)
-    problems = skill_pattern_problems(rule.pattern)
-    if problems:
-        # Written before the grammar existed: nothing keeps it alive but a deletion.
-        raise ValidationError(
-            {"pattern": [STORED_PATTERN_INVALID_MESSAGE.format(problems=" ".join(problems))]}
-        )
-    before = _snapshot(rule)
+    """Changes a skill rule's action, widest answer, people who must allow (None: as it is)
+    and note. A request already open keeps the number it was opened with (P3)."""
+    rule, before = _stored(SKILL, rule)
     rule.action = RuleAction(action)
     rule.widest_scope = GrantScope(widest_scope)
     if approvers is not None:
         rule.approvers = approvers
     rule.note = note
-    after = _snapshot(rule)
-    if before == after:
-        return rule
-    rule.full_clean()
-    rule.save()
-    _bump_version()
-    audit_record(
-        action=AuditAction.RULE_CHANGED,
-        actor=actor,
-        runtime=rule.runtime,
-        subject_type="rule",
-        subject=rule.pattern,
-        details={"before": before, "after": after},
+    _save(SKILL, rule, actor=actor, before=before)
+    return rule
+
+
+# --- Tool rules (U1, U5) ------------------------------------------------------------------------
+
+
+@transaction.atomic
+def tool_rule_create(
+    *,
+    text: str,
+    action: str,
+    actor: Actor,
+    runtime: AgentRuntime | None = None,
+    unattended: bool = False,
+    note: str = "",
+    approvers: int = 1,
+) -> ToolRule:
+    """Writes an argument rule written as `Tool(pattern)` (U1): `Bash(git status:*)`,
+    `Bash` for the whole tool, `git/git_push(origin:*)` for an MCP server's tool.
+    `unattended` makes an ALLOW of one runtime a pre-approval for its unattended runs (U5).
+    Refused, each problem named by its field: text off the grammar, a pre-approval that is
+    not one runtime's ALLOW, an ALLOW of the whole of a destructive or unregistered tool,
+    a rule that already exists."""
+    try:
+        parsed = parse_rule_text(text)
+    except RuleTextError as exc:
+        raise ValidationError({"text": exc.problems}) from exc
+    rule = ToolRule(
+        runtime=runtime,
+        server=parsed.server,
+        tool=parsed.tool,
+        pattern=parsed.pattern,
+        action=action,
+        unattended=unattended,
+        approvers=approvers,
+        note=note,
     )
+    _save(TOOL, rule, actor=actor)
     return rule
 
 
 @transaction.atomic
-def rule_delete(*, rule: SkillRule, actor: Actor) -> None:
-    rule = SkillRule.objects.select_related("runtime").get(pk=rule.pk)
-    before = _snapshot(rule)
-    runtime = rule.runtime
-    rule.delete()
-    _bump_version()
-    audit_record(
-        action=AuditAction.RULE_DELETED,
-        actor=actor,
-        runtime=runtime,
-        subject_type="rule",
-        subject=before["pattern"],  # type: ignore[arg-type]
-        details={"before": before},
-    )
+def tool_rule_update(
+    *,
+    rule: ToolRule,
+    actor: Actor,
+    action: str,
+    unattended: bool,
+    note: str = "",
+    approvers: int | None = None,
+) -> ToolRule:
+    """Changes a tool rule's action, pre-approval, people who must allow (None: as it is; an
+    open request keeps its number, P3) and note; its runtime and text stay (to change
+    those, delete the rule and write another). Checked as `tool_rule_create` checks."""
+    rule, before = _stored(TOOL, rule)
+    rule.action, rule.unattended = action, unattended
+    if approvers is not None:
+        rule.approvers = approvers
+    rule.note = note
+    _save(TOOL, rule, actor=actor, before=before)
+    return rule

@@ -1,6 +1,6 @@
 """What a person may answer to a tool request (U3): the patterns an allow or a deny may
 carry (never reaching what a rule needs more people for, P3), the buttons offered, the
-pattern an answer carries, and an abort's. Pure functions over `tool_policy`."""
+pattern an answer carries, and an abort's. Pure functions over `subject_patterns`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from aimon_admin.approvals.choices import Answer, GrantScope
 from aimon_admin.approvals.policy import RequestShape, answers_offered
-from aimon_admin.approvals.tool_policy import pattern_choices, subject_pattern_problems
+from aimon_admin.approvals.subject_patterns import pattern_choices, subject_pattern_problems
 from aimon_admin.registry.choices import SubjectKind
 from aimon_admin.registry.policy import ToolAxes
 

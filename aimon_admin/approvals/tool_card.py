@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aimon_admin.approvals import selectors, tool_policy
+from aimon_admin.approvals import selectors, subject_patterns, tool_rule_grammar
 from aimon_admin.approvals.choices import Answer
 from aimon_admin.approvals.models import ApprovalRequest
 from aimon_admin.registry import policy as registry_policy
@@ -38,7 +38,7 @@ ARGUMENT_PREVIEW_CHARS = 80
 def tool_call_card(approval: ApprovalRequest, patterns: selectors.ToolCallPatterns) -> dict[str, Any]:
     """The tool part of a request card; `patterns` as the answers were offered from."""
     registered = selectors.tool_for_request(request=approval)
-    label = tool_policy.tool_label(server=approval.server, tool=approval.tool)
+    label = tool_rule_grammar.tool_label(server=approval.server, tool=approval.tool)
     holder = approval.session or approval.invoking_session
     where = f"session {holder.session_id}" if holder is not None else "this session"
     server = registered.server if registered is not None and registered.server_id else None
@@ -93,7 +93,7 @@ def arguments_shown(approval: ApprovalRequest) -> list[dict[str, Any]]:
 def pattern_options(approval: ApprovalRequest, patterns: selectors.ToolCallPatterns) -> list[dict[str, Any]]:
     """The patterns offered (U3), narrowest first (the first is checked); the whole of a
     destructive tool for a Deny only."""
-    label = tool_policy.tool_label(server=approval.server, tool=approval.tool)
+    label = tool_rule_grammar.tool_label(server=approval.server, tool=approval.tool)
     options = []
     for value in patterns.deny:
         if value == "":
@@ -107,7 +107,9 @@ def pattern_options(approval: ApprovalRequest, patterns: selectors.ToolCallPatte
             {
                 "value": value,
                 "text": text,
-                "rule": tool_policy.rule_text(server=approval.server, tool=approval.tool, pattern=value),
+                "rule": tool_rule_grammar.rule_text(
+                    server=approval.server, tool=approval.tool, pattern=value
+                ),
                 "deny_only": _deny_only(value, patterns) if value not in patterns.allow else "",
             }
         )
@@ -116,9 +118,9 @@ def pattern_options(approval: ApprovalRequest, patterns: selectors.ToolCallPatte
 
 def _deny_only(value: str, patterns: selectors.ToolCallPatterns) -> str:
     """Why a pattern offered for Deny is not offered for an allow."""
-    if value == "" and not tool_policy.whole_tool_allowed(patterns.axes):
+    if value == "" and not subject_patterns.whole_tool_allowed(patterns.axes):
         return WHOLE_DESTRUCTIVE_DENY_ONLY
     for rule in patterns.floors:  # P3: it reaches what a rule needs more people for
-        if tool_policy.may_reach_into(value, rule.pattern, patterns.kind):
+        if subject_patterns.may_reach_into(value, rule.pattern, patterns.kind):
             return FLOOR_DENY_ONLY.format(rule=rule.text, people=rule.approvers)
     return TOO_WIDE_DENY_ONLY

@@ -1,51 +1,43 @@
-"""Tool argument rules `Tool(pattern)` (U1, U5): writes (audited, U7) and the per-process
-index the tool chain reads.
-
-The index is cached as the skill rule index is (approvals/rules.py): rebuilt only when the
-rule set's version changes, the same version row, restamped in the same transaction as every
-skill or tool rule change, so one read tells both caches whether they are fresh.
+"""Tool rules (U1, U3, U5) read and checked: the per-process index the tool chain reads, the
+allow rules that answer a runtime's unattended calls, the checks a rule must pass to be
+written, and what a rule would match before it is saved. Rules are written through
+approvals/rules.py; this index is cached under the same rule set version as the skill
+rule index (approvals/rule_version.py).
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from django.core.exceptions import ValidationError
-from django.db import transaction
 from django.db.models import Q
 
 from aimon_admin.approvals.choices import RequestKind, RuleAction
 from aimon_admin.approvals.models import ApprovalRequest, ToolRule
 from aimon_admin.approvals.policy import rule_action_for
-from aimon_admin.approvals.rules import _bump_version, _current_version
+from aimon_admin.approvals.rule_version import cached_index
+from aimon_admin.approvals.subject_patterns import (
+    SubjectPattern,
+    pattern_is_wholesale,
+    pattern_within,
+    subject_pattern_problems,
+    whole_tool_allowed,
+)
 from aimon_admin.approvals.subjects import Subject
-from aimon_admin.approvals.tool_policy import (
+from aimon_admin.approvals.tool_rule_grammar import (
     PATTERN_WHOLE_DESTRUCTIVE,
     RuleTextError,
-    SubjectPattern,
     ToolRuleIndex,
     ToolRuleSpec,
     parse_rule_text,
-    pattern_is_wholesale,
-    pattern_within,
-    rule_text,
-    subject_pattern_problems,
     tool_label,
     tool_name_problems,
-    whole_tool_allowed,
 )
-from aimon_admin.audit.choices import AuditAction
-from aimon_admin.audit.services import audit_record
-from aimon_admin.core.actors import Actor
 from aimon_admin.registry import selectors as registry_selectors
 from aimon_admin.registry.extensions import AllowRule
 from aimon_admin.registry.policy import axes_words
 from aimon_admin.runtimes.models import AgentRuntime
-
-_lock = threading.Lock()
-_cached: tuple[int, ToolRuleIndex] | None = None
 
 
 def _spec(rule: ToolRule) -> ToolRuleSpec:
@@ -73,28 +65,11 @@ def _spec(rule: ToolRule) -> ToolRuleSpec:
 
 
 def tool_rule_index(version: int | None = None) -> ToolRuleIndex:
-    """The index of every tool rule, rebuilt when the rule set changed anywhere.
-
-    `version` is the rule set's version when the caller has just read it; otherwise it
-    is read here (one primary-key lookup)."""
-    global _cached
-    if version is None:
-        version = _current_version()
-    cached = _cached
-    if cached is not None and cached[0] == version:
-        return cached[1]
-    with _lock:
-        index = ToolRuleIndex([_spec(rule) for rule in ToolRule.objects.all()])
-        _cached = (version, index)
-        return index
-
-
-def tool_rule_index_reset() -> None:
-    """Forget this process's cached tool rule index (`rules.rule_index_reset` calls this
-    too, so tests that reset the skill index reset both)."""
-    global _cached
-    with _lock:
-        _cached = None
+    """The index of every tool rule, rebuilt when the rule set changed anywhere (as
+    `rules.rule_index`; `rules.rule_index_reset` forgets both)."""
+    return cached_index(
+        ToolRule, lambda: ToolRuleIndex([_spec(rule) for rule in ToolRule.objects.all()]), version
+    )
 
 
 def unattended_allow_rules(runtime: AgentRuntime) -> dict[tuple[str, str], list[AllowRule]]:
@@ -137,7 +112,7 @@ def unattended_allow_rules_many(
     return found
 
 
-# --- Writes (U1, U5, U7) ------------------------------------------------------------------------
+# --- Checks (U1, U3, U5) ----------------------------------------------------------------------
 
 PRE_APPROVAL_NEEDS_ALLOW = "Only an Allow can be a pre-approval for unattended runs."
 PRE_APPROVAL_NEEDS_RUNTIME = "A pre-approval answers one runtime's unattended runs: choose the runtime."
@@ -157,12 +132,9 @@ TOOL_NOT_REGISTERED_WARNING = (
     "No runtime or enabled MCP server has registered {tool} yet: the rule is kept and applies "
     "once one does. Check the spelling if you expected it to act now."
 )
-STORED_TOOL_RULE_INVALID = (
-    "This rule's stored text is not valid: {problems} Delete the rule and write it again."
-)
 
 
-def _whole_tool_problem(
+def whole_tool_problem(
     *, server: str, tool: str, pattern: str, action: str, runtime: AgentRuntime | None
 ) -> str | None:
     """U3, U5: an ALLOW (or pre-approval) of the whole of a destructive or unregistered
@@ -181,17 +153,19 @@ def _whole_tool_problem(
     return None
 
 
-def _check(
-    *, server: str, tool: str, pattern: str, action: str, runtime: AgentRuntime | None, unattended: bool
-) -> None:
+def tool_rule_check(rule: ToolRule) -> None:
+    """Refuses (ValidationError, each problem named by its field) a tool rule as it would be
+    written: an action that is none, a pre-approval that is not one runtime's ALLOW, an ALLOW
+    of the whole of a destructive or unregistered tool, a pattern its tool has no subject for."""
+    server, tool, pattern, action, runtime = rule.server, rule.tool, rule.pattern, rule.action, rule.runtime
     problems: dict[str, list[str]] = {}
     if action not in RuleAction.values:
         problems["action"] = [f"Choose one of {', '.join(RuleAction.values)}."]
-    if unattended and action != RuleAction.ALLOW:
+    if rule.unattended and action != RuleAction.ALLOW:
         problems["unattended"] = [PRE_APPROVAL_NEEDS_ALLOW]
-    elif unattended and runtime is None:
+    elif rule.unattended and runtime is None:
         problems["unattended"] = [PRE_APPROVAL_NEEDS_RUNTIME]
-    whole = _whole_tool_problem(server=server, tool=tool, pattern=pattern, action=action, runtime=runtime)
+    whole = whole_tool_problem(server=server, tool=tool, pattern=pattern, action=action, runtime=runtime)
     if whole:
         problems["text"] = [whole]
     elif pattern and not registry_selectors.subject_argument_for(server, tool).argument:
@@ -209,146 +183,6 @@ def tool_rule_warnings(rule: ToolRule) -> list[str]:
     if registered.exists():
         return []
     return [TOOL_NOT_REGISTERED_WARNING.format(tool=tool_label(server=rule.server, tool=rule.tool))]
-
-
-def _snapshot(rule: ToolRule) -> dict[str, object]:
-    return {
-        "runtime": rule.runtime.name if rule.runtime else None,
-        "text": rule_text(server=rule.server, tool=rule.tool, pattern=rule.pattern),
-        "server": rule.server,
-        "tool": rule.tool,
-        "pattern": rule.pattern,
-        "action": rule.action,
-        "unattended": rule.unattended,
-        "approvers": rule.approvers,
-        "note": rule.note,
-    }
-
-
-def _text_of(rule: ToolRule) -> str:
-    return rule_text(server=rule.server, tool=rule.tool, pattern=rule.pattern)
-
-
-@transaction.atomic
-def tool_rule_create(
-    *,
-    text: str,
-    action: str,
-    actor: Actor,
-    runtime: AgentRuntime | None = None,
-    unattended: bool = False,
-    note: str = "",
-    approvers: int = 1,
-) -> ToolRule:
-    """Writes an argument rule written as `Tool(pattern)` (U1): `Bash(git status:*)`,
-    `Bash` for the whole tool, `git/git_push(origin:*)` for an MCP server's tool.
-    `unattended` makes an ALLOW of one runtime a pre-approval for its unattended runs (U5).
-    Refused, each problem named by its field: text off the grammar, a pre-approval that is
-    not one runtime's ALLOW, an ALLOW of the whole of a destructive or unregistered tool,
-    a rule that already exists."""
-    try:
-        parsed = parse_rule_text(text)
-    except RuleTextError as exc:
-        raise ValidationError({"text": exc.problems}) from exc
-    _check(
-        server=parsed.server,
-        tool=parsed.tool,
-        pattern=parsed.pattern,
-        action=action,
-        runtime=runtime,
-        unattended=unattended,
-    )
-    rule = ToolRule(
-        runtime=runtime,
-        server=parsed.server,
-        tool=parsed.tool,
-        pattern=parsed.pattern,
-        action=RuleAction(action),
-        unattended=unattended,
-        approvers=approvers,
-        note=note,
-    )
-    rule.full_clean()
-    rule.save()
-    _bump_version()
-    audit_record(
-        action=AuditAction.TOOL_RULE_CREATED,
-        actor=actor,
-        runtime=runtime,
-        subject_type="tool_rule",
-        subject=_text_of(rule),
-        details=_snapshot(rule),
-    )
-    return rule
-
-
-@transaction.atomic
-def tool_rule_update(
-    *,
-    rule: ToolRule,
-    actor: Actor,
-    action: str,
-    unattended: bool,
-    note: str = "",
-    approvers: int | None = None,
-) -> ToolRule:
-    """Changes a rule's action, pre-approval, people who must allow (None: as it is; an open
-    request keeps its number, P3) and note; its runtime and text stay (to change
-    those, delete the rule and write another). Checked as `tool_rule_create` checks."""
-    rule = ToolRule.objects.select_for_update(of=("self",)).select_related("runtime").get(pk=rule.pk)
-    try:
-        parse_rule_text(_text_of(rule))
-    except RuleTextError as exc:
-        # Written around the services: nothing keeps it alive but a deletion.
-        raise ValidationError(
-            {"text": [STORED_TOOL_RULE_INVALID.format(problems=" ".join(exc.problems))]}
-        ) from exc
-    before = _snapshot(rule)
-    _check(
-        server=rule.server,
-        tool=rule.tool,
-        pattern=rule.pattern,
-        action=action,
-        runtime=rule.runtime,
-        unattended=unattended,
-    )
-    rule.action = RuleAction(action)
-    rule.unattended = unattended
-    if approvers is not None:
-        rule.approvers = approvers
-    rule.note = note
-    after = _snapshot(rule)
-    if before == after:
-        return rule
-    rule.full_clean()
-    rule.save()
-    _bump_version()
-    audit_record(
-        action=AuditAction.TOOL_RULE_CHANGED,
-        actor=actor,
-        runtime=rule.runtime,
-        subject_type="tool_rule",
-        subject=_text_of(rule),
-        details={"before": before, "after": after},
-    )
-    return rule
-
-
-@transaction.atomic
-def tool_rule_delete(*, rule: ToolRule, actor: Actor) -> None:
-    rule = ToolRule.objects.select_related("runtime").get(pk=rule.pk)
-    before = _snapshot(rule)
-    runtime = rule.runtime
-    rule.delete()
-    _bump_version()
-    audit_record(
-        action=AuditAction.TOOL_RULE_DELETED,
-        actor=actor,
-        runtime=runtime,
-        subject_type="tool_rule",
-        subject=str(before["text"]),
-        details={"before": before},
-    )
 
 
 # --- What a rule would match, before it is saved (U1) -------------------------------------------
@@ -432,7 +266,7 @@ def tool_rule_preview(*, text: str, action: str, runtime: AgentRuntime | None = 
     refusal = ""
     if action in RuleAction.values:
         refusal = (
-            _whole_tool_problem(
+            whole_tool_problem(
                 server=parsed.server, tool=parsed.tool, pattern=parsed.pattern, action=action, runtime=runtime
             )
             or ""

@@ -2,9 +2,12 @@ from __future__ import annotations
 
 from django.urls import path
 
-from aimon_admin.approvals import rule_views, tool_rule_views, views
+from aimon_admin.approvals import rule_views, views
 
 app_name = "approvals"
+# One set of rule views for both kinds of rule: each route names its kind.
+SKILL_RULES = {"section": rule_views.SKILL}
+TOOL_RULES = {"section": rule_views.TOOL}
 
 urlpatterns = [
     path("", views.inbox_view, name="inbox"),
@@ -20,10 +23,10 @@ urlpatterns = [
     path("agents/<str:name>/", views.agent_grants_view, name="agent"),
     path("agents/<str:name>/revoke/", views.agent_revoke_view, name="agent-revoke"),
     path("rules/", rule_views.rule_list_view, name="rules"),
-    path("rules/new/", rule_views.rule_create_view, name="rule-create"),
-    path("rules/preview/", rule_views.rule_preview_view, name="rule-preview"),
-    path("rules/<int:pk>/delete/", rule_views.rule_delete_view, name="rule-delete"),
-    path("rules/tools/new/", tool_rule_views.tool_rule_create_view, name="tool-rule-create"),
-    path("rules/tools/preview/", tool_rule_views.tool_rule_preview_view, name="tool-rule-preview"),
-    path("rules/tools/<int:pk>/delete/", tool_rule_views.tool_rule_delete_view, name="tool-rule-delete"),
+    path("rules/new/", rule_views.rule_create_view, SKILL_RULES, name="rule-create"),
+    path("rules/preview/", rule_views.rule_preview_view, SKILL_RULES, name="rule-preview"),
+    path("rules/<int:pk>/delete/", rule_views.rule_delete_view, SKILL_RULES, name="rule-delete"),
+    path("rules/tools/new/", rule_views.rule_create_view, TOOL_RULES, name="tool-rule-create"),
+    path("rules/tools/preview/", rule_views.rule_preview_view, TOOL_RULES, name="tool-rule-preview"),
+    path("rules/tools/<int:pk>/delete/", rule_views.rule_delete_view, TOOL_RULES, name="tool-rule-delete"),
 ]

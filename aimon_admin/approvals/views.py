@@ -14,7 +14,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from aimon_admin.approvals import rules, selectors, services, tool_answers, tool_policy
+from aimon_admin.approvals import rules, selectors, services, tool_answers, tool_rule_grammar
 from aimon_admin.approvals.choices import Answer, GrantDecision, GrantScope, ItemScope, RequestKind
 from aimon_admin.approvals.forms import AnswerForm
 from aimon_admin.approvals.inbox_filter import InboxFilter, InboxFilterError, bad_filter
@@ -368,7 +368,7 @@ def _dismiss_confirmation(approval: ApprovalRequest) -> dict[str, Any]:
     open_skills = [i.skill for i in approval.items.all() if not i.answered]
     shape = services.request_shape(approval)
     if approval.kind == RequestKind.TOOL:
-        denied = tool_policy.rule_text(
+        denied = tool_rule_grammar.rule_text(
             server=approval.server, tool=approval.tool, pattern=tool_answers.abort_pattern(approval.subject)
         )
         effect = (

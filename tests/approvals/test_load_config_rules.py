@@ -12,7 +12,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from aimon_admin.approvals import tool_rules
+from aimon_admin.approvals import rules, tool_rules
 from aimon_admin.approvals.choices import GrantScope, RuleAction
 from aimon_admin.approvals.config import ALLOW_EVERYTHING_REFUSED, RULE_CONFLICT
 from aimon_admin.approvals.models import SkillRule, ToolRule
@@ -134,7 +134,7 @@ def test_a_rule_that_exists_with_another_action_is_refused_and_nothing_applied(
 ) -> None:
     # Never a silent change: a DENY is not turned into an ALLOW by a file.
     tool_subject_set(server=None, tool="Bash", argument="command", actor=TEST_ACTOR)
-    tool_rules.tool_rule_create(text="Bash(rm:*)", action=RuleAction.DENY, actor=TEST_ACTOR)
+    rules.tool_rule_create(text="Bash(rm:*)", action=RuleAction.DENY, actor=TEST_ACTOR)
     before = state()
     path = write(
         tmp_path,

@@ -111,9 +111,7 @@ def test_rule_create_allows_every_skill_only_when_confirmed() -> None:
         ALLOW_EVERYTHING_MESSAGE.format(where=" of every runtime")
     ]
     assert not SkillRule.objects.exists()
-    rule = rules.rule_create(
-        pattern="*", action=RuleAction.ALLOW, actor=TEST_ACTOR, allow_everything_confirmed=True
-    )
+    rule = rules.rule_create(pattern="*", action=RuleAction.ALLOW, actor=TEST_ACTOR, confirm_everything=True)
     assert rule.action == RuleAction.ALLOW
     # A DENY or ASK for every skill is fail-closed: no confirmation needed.
     rules.rule_delete(rule=rule, actor=TEST_ACTOR)

@@ -17,15 +17,11 @@ from aimon_admin.accounts.models import User
 from aimon_admin.approvals import rules, services
 from aimon_admin.approvals.choices import Answer, GrantDecision, RuleAction
 from aimon_admin.approvals.models import ApprovalRequest, ToolRule
+from aimon_admin.approvals.subject_patterns import subject_matches
 from aimon_admin.approvals.subjects import Subject, normalise_path, read_command, subject_of
 from aimon_admin.approvals.tool_answers import allow_patterns
-from aimon_admin.approvals.tool_policy import (
-    HeldToolGrant,
-    ToolRuleIndex,
-    ToolRuleSpec,
-    layer_decision,
-    subject_matches,
-)
+from aimon_admin.approvals.tool_policy import HeldToolGrant, layer_decision
+from aimon_admin.approvals.tool_rule_grammar import ToolRuleIndex, ToolRuleSpec
 from aimon_admin.registry.choices import DestructiveBehavior, SideEffectLevel, SubjectKind
 from aimon_admin.registry.models import ToolSubject
 from aimon_admin.registry.policy import ToolAxes, subject_kind_for

@@ -1,4 +1,5 @@
-"""Part U of docs/rules.md as pure functions (approvals/tool_policy.py): tables, no database.
+"""Part U of docs/rules.md as pure functions (approvals/subject_patterns.py,
+tool_rule_grammar.py and tool_policy.py): tables, no database.
 
 The grammar of `Tool(pattern)`, what a subject pattern matches for an ALLOW and for a DENY
 (shell metacharacters, `..` steps, word ends), the arguments' problems and their canonical
@@ -15,6 +16,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aimon_admin.approvals.choices import GrantDecision, RuleAction, ToolCallSource
+from aimon_admin.approvals.subject_patterns import (
+    literal_prefix,
+    pattern_choices,
+    pattern_is_wholesale,
+    subject_matches,
+    whole_tool_allowed,
+)
 from aimon_admin.approvals.subjects import (
     SUBJECT_ABSENT,
     SUBJECT_NOT_NAMED,
@@ -29,27 +37,24 @@ from aimon_admin.approvals.tool_policy import (
     ARGUMENTS_NOT_FINITE,
     ARGUMENTS_NOT_OBJECT,
     ARGUMENTS_TOO_DEEP,
-    RULE_TEXT_UNCLOSED,
-    TOOL_NAME_EMPTY,
-    TOOL_NAME_PARENS,
     HeldToolGrant,
-    RuleText,
-    RuleTextError,
     ToolLayers,
-    ToolRuleIndex,
-    ToolRuleMatch,
-    ToolRuleSpec,
     arguments_digest,
     arguments_problem,
     layer_decision,
-    literal_prefix,
-    parse_rule_text,
-    pattern_choices,
-    pattern_is_wholesale,
-    rule_text,
-    subject_matches,
     tool_chain_decide,
-    whole_tool_allowed,
+)
+from aimon_admin.approvals.tool_rule_grammar import (
+    RULE_TEXT_UNCLOSED,
+    TOOL_NAME_EMPTY,
+    TOOL_NAME_PARENS,
+    RuleText,
+    RuleTextError,
+    ToolRuleIndex,
+    ToolRuleMatch,
+    ToolRuleSpec,
+    parse_rule_text,
+    rule_text,
 )
 from aimon_admin.registry.choices import (
     DestructiveBehavior,

@@ -11,11 +11,12 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from aimon_admin.accounts.models import User
-from aimon_admin.approvals import tool_rules
+from aimon_admin.approvals import rules, tool_rules
 from aimon_admin.approvals.choices import RequestKind, RuleAction
 from aimon_admin.approvals.models import ApprovalRequest, ToolRule
-from aimon_admin.approvals.tool_policy import PATTERN_WHOLE_DESTRUCTIVE, TOOL_NAME_EMPTY, arguments_digest
-from aimon_admin.approvals.tool_rule_views import NO_SUBJECT_FLAG, TOOL_PREVIEW_EMPTY_MESSAGE
+from aimon_admin.approvals.rule_views import NO_SUBJECT_FLAG, TOOL_PREVIEW_EMPTY_MESSAGE
+from aimon_admin.approvals.tool_policy import arguments_digest
+from aimon_admin.approvals.tool_rule_grammar import PATTERN_WHOLE_DESTRUCTIVE, TOOL_NAME_EMPTY
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.registry.services import local_tools_replace, tool_subject_set
@@ -70,8 +71,8 @@ def test_the_rules_page_lists_tool_rules_with_their_text_and_pre_approvals(
     runtime: AgentRuntime, operator: User, auditor: User
 ) -> None:
     # U1, U5: written as Tool(pattern); a pre-approval says whose unattended runs it answers.
-    tool_rules.tool_rule_create(text="Bash(rm:*)", action=RuleAction.DENY, actor=TEST_ACTOR)
-    tool_rules.tool_rule_create(
+    rules.tool_rule_create(text="Bash(rm:*)", action=RuleAction.DENY, actor=TEST_ACTOR)
+    rules.tool_rule_create(
         text="Bash(make nightly)", action=RuleAction.ALLOW, runtime=runtime, unattended=True, actor=TEST_ACTOR
     )
     for person in (operator, auditor):
@@ -90,7 +91,7 @@ def test_the_rules_page_lists_tool_rules_with_their_text_and_pre_approvals(
 def test_a_pattern_for_a_tool_without_a_subject_argument_is_flagged(operator: User) -> None:
     # U1: a subject pattern needs the tool's subject argument named, else it matches nothing:
     # a rule saved while it was named is flagged once it is cleared.
-    tool_rules.tool_rule_create(text="Bash(rm:*)", action=RuleAction.DENY, actor=TEST_ACTOR)
+    rules.tool_rule_create(text="Bash(rm:*)", action=RuleAction.DENY, actor=TEST_ACTOR)
     flag = NO_SUBJECT_FLAG.format(tool="Bash")
     assert flag not in text_of(logged_in(operator).get(RULES))
     tool_subject_set(server="", tool="Bash", argument="", actor=TEST_ACTOR)
@@ -107,7 +108,7 @@ def test_a_pattern_rule_for_a_tool_without_a_subject_is_refused_not_saved(operat
     assert "saved" not in page.split("Tool rules")[0]
     assert not ToolRule.objects.exists()
     with pytest.raises(ValidationError) as raised:
-        tool_rules.tool_rule_create(text="git/git_reset(--hard:*)", action=RuleAction.DENY, actor=TEST_ACTOR)
+        rules.tool_rule_create(text="git/git_reset(--hard:*)", action=RuleAction.DENY, actor=TEST_ACTOR)
     assert raised.value.message_dict == {
         "text": [tool_rules.PATTERN_WITHOUT_SUBJECT.format(tool="git/git_reset")]
     }
@@ -182,7 +183,7 @@ def test_a_refused_tool_rule_is_shown_again_with_its_problem(
 
 
 def test_the_same_tool_rule_twice_is_refused_beside_the_field(operator: User) -> None:
-    tool_rules.tool_rule_create(text="Bash(rm:*)", action=RuleAction.DENY, actor=TEST_ACTOR)
+    rules.tool_rule_create(text="Bash(rm:*)", action=RuleAction.DENY, actor=TEST_ACTOR)
     assert_invalid_post_redirects_and_reloads(
         logged_in(operator),
         NEW,
@@ -274,7 +275,7 @@ def test_check_rule_without_script_shows_the_preview_at_its_own_address(operator
 
 
 def test_deleting_a_tool_rule_asks_first_then_audits(operator: User) -> None:
-    rule = tool_rules.tool_rule_create(text="Bash(rm:*)", action=RuleAction.DENY, actor=TEST_ACTOR)
+    rule = rules.tool_rule_create(text="Bash(rm:*)", action=RuleAction.DENY, actor=TEST_ACTOR)
     client = logged_in(operator)
     confirm = text_of(client.get(f"/approvals/rules/tools/{rule.pk}/delete/"))
     assert "Delete the tool rule Bash(rm:*)?" in confirm
@@ -286,7 +287,7 @@ def test_deleting_a_tool_rule_asks_first_then_audits(operator: User) -> None:
 
 
 def test_only_operators_write_tool_rules(approver: User, auditor: User) -> None:
-    rule = tool_rules.tool_rule_create(text="Bash(rm:*)", action=RuleAction.DENY, actor=TEST_ACTOR)
+    rule = rules.tool_rule_create(text="Bash(rm:*)", action=RuleAction.DENY, actor=TEST_ACTOR)
     for person in (approver, auditor):
         client = logged_in(person)
         assert client.post(NEW, {"tool-text": "Bash(x)", "tool-action": "ALLOW"}).status_code == 403

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from django.core.exceptions import ValidationError
 
-from aimon_admin.approvals import rules, tool_rules
+from aimon_admin.approvals import rule_version, rules, tool_rules
 from aimon_admin.approvals.choices import RuleAction
 from aimon_admin.approvals.models import ToolRule
-from aimon_admin.approvals.tool_policy import PATTERN_WHOLE_DESTRUCTIVE, TOOL_NAME_EMPTY, ToolRuleMatch
+from aimon_admin.approvals.tool_rule_grammar import PATTERN_WHOLE_DESTRUCTIVE, TOOL_NAME_EMPTY, ToolRuleMatch
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.registry.choices import DestructiveBehavior, IdempotencyBehavior, SideEffectLevel
@@ -68,7 +68,7 @@ def test_index_is_kept_while_the_version_stands_and_rebuilt_when_it_moves(runtim
     ToolRule.objects.create(tool="Bash", pattern="rm:*", action=RuleAction.DENY)
     # Written around the services: the version did not move, so the cached index stands ...
     assert tool_rules.tool_rule_index() is first
-    rules._bump_version()
+    rule_version.rule_set_version_bump()
     # ... and a change made through any node moves it: the next read rebuilds.
     rebuilt = tool_rules.tool_rule_index()
     assert rebuilt is not first
@@ -114,14 +114,14 @@ DESTRUCTIVE = {"side_effect_level": "MUTATING", "destructive_behavior": "DESTRUC
 def _refusal(**kwargs: Any) -> dict[str, list[str]]:
     before = (ToolRule.objects.count(), AuditEvent.objects.count())
     with pytest.raises(ValidationError) as caught:
-        tool_rules.tool_rule_create(actor=TEST_ACTOR, **kwargs)
+        rules.tool_rule_create(actor=TEST_ACTOR, **kwargs)
     assert (ToolRule.objects.count(), AuditEvent.objects.count()) == before  # nothing written
     return caught.value.message_dict
 
 
 def test_create_writes_the_rule_and_its_event(runtime: AgentRuntime) -> None:
     # U1, U7: the rule text, action, runtime and pre-approval flag are in the event.
-    rule = tool_rules.tool_rule_create(
+    rule = rules.tool_rule_create(
         text="Bash(git status:*)", action="ALLOW", runtime=runtime, note="read-only git", actor=TEST_ACTOR
     )
     assert (rule.server, rule.tool, rule.pattern, rule.action) == ("", "Bash", "git status:*", "ALLOW")
@@ -145,13 +145,13 @@ def test_create_writes_the_rule_and_its_event(runtime: AgentRuntime) -> None:
 
 
 def test_create_reads_an_mcp_tool_as_server_slash_tool() -> None:
-    rule = tool_rules.tool_rule_create(text="git/git_push(origin:*)", action="DENY", actor=TEST_ACTOR)
+    rule = rules.tool_rule_create(text="git/git_push(origin:*)", action="DENY", actor=TEST_ACTOR)
     assert (rule.server, rule.tool, rule.pattern, rule.runtime) == ("git", "git_push", "origin:*", None)
 
 
 def test_a_pre_approval_is_one_runtimes_allow_and_says_so_in_its_event(runtime: AgentRuntime) -> None:
     # U5, U7
-    rule = tool_rules.tool_rule_create(
+    rule = rules.tool_rule_create(
         text="Bash(make test)", action="ALLOW", runtime=runtime, unattended=True, actor=TEST_ACTOR
     )
     assert rule.unattended
@@ -194,9 +194,9 @@ def test_an_allow_of_the_whole_of_a_destructive_tool_is_refused(runtime: AgentRu
     refused = _refusal(text="Bash", action="ALLOW", runtime=runtime, unattended=True)
     assert refused["text"] == [PATTERN_WHOLE_DESTRUCTIVE]
     # With a pattern it is an ordinary rule; ASK and DENY of the whole tool are fine.
-    tool_rules.tool_rule_create(text="Bash(ls:*)", action="ALLOW", actor=TEST_ACTOR)
-    tool_rules.tool_rule_create(text="Bash", action="DENY", runtime=runtime, actor=TEST_ACTOR)
-    tool_rules.tool_rule_create(text="Bash", action="ASK", actor=TEST_ACTOR)
+    rules.tool_rule_create(text="Bash(ls:*)", action="ALLOW", actor=TEST_ACTOR)
+    rules.tool_rule_create(text="Bash", action="DENY", runtime=runtime, actor=TEST_ACTOR)
+    rules.tool_rule_create(text="Bash", action="ASK", actor=TEST_ACTOR)
 
 
 @pytest.mark.parametrize("text", ["Bash(*)", "Bash(:*)", "Bash(*:*)"])
@@ -205,7 +205,7 @@ def test_an_allow_of_only_wildcards_is_the_whole_tool(runtime: AgentRuntime, tex
     # destructive tool.
     _register(runtime, Bash=DESTRUCTIVE)
     assert _refusal(text=text, action="ALLOW", runtime=runtime)["text"] == [PATTERN_WHOLE_DESTRUCTIVE]
-    tool_rules.tool_rule_create(text=text, action="DENY", runtime=runtime, actor=TEST_ACTOR)
+    rules.tool_rule_create(text=text, action="DENY", runtime=runtime, actor=TEST_ACTOR)
 
 
 def test_an_allow_of_the_whole_of_an_unregistered_tool_is_refused(runtime: AgentRuntime) -> None:
@@ -223,22 +223,22 @@ def test_a_rule_of_every_runtime_is_refused_if_any_registration_is_destructive(
     _register(other_runtime, Bash=DESTRUCTIVE)
     assert _refusal(text="Bash", action="ALLOW")["text"] == [PATTERN_WHOLE_DESTRUCTIVE]
     # For the runtime whose Bash writes but destroys nothing, the whole tool may be allowed.
-    rule = tool_rules.tool_rule_create(text="Bash", action="ALLOW", runtime=runtime, actor=TEST_ACTOR)
+    rule = rules.tool_rule_create(text="Bash", action="ALLOW", runtime=runtime, actor=TEST_ACTOR)
     assert rule.pattern == ""
 
 
 def test_the_same_rule_twice_is_refused(runtime: AgentRuntime) -> None:
-    tool_rules.tool_rule_create(text="Bash(rm:*)", action="DENY", runtime=runtime, actor=TEST_ACTOR)
+    rules.tool_rule_create(text="Bash(rm:*)", action="DENY", runtime=runtime, actor=TEST_ACTOR)
     refused = _refusal(text="Bash(rm:*)", action="ASK", runtime=runtime)
     assert "already has a rule" in " ".join(refused["__all__"])
     # Another runtime, every runtime, or a pre-approval of the same text are other rules.
-    tool_rules.tool_rule_create(text="Bash(rm:*)", action="DENY", actor=TEST_ACTOR)
+    rules.tool_rule_create(text="Bash(rm:*)", action="DENY", actor=TEST_ACTOR)
 
 
 def test_update_records_before_and_after(runtime: AgentRuntime) -> None:
     # U7
-    rule = tool_rules.tool_rule_create(text="Bash(make:*)", action="ASK", runtime=runtime, actor=TEST_ACTOR)
-    tool_rules.tool_rule_update(rule=rule, action="ALLOW", unattended=True, note="nightly", actor=TEST_ACTOR)
+    rule = rules.tool_rule_create(text="Bash(make:*)", action="ASK", runtime=runtime, actor=TEST_ACTOR)
+    rules.tool_rule_update(rule=rule, action="ALLOW", unattended=True, note="nightly", actor=TEST_ACTOR)
     rule.refresh_from_db()
     assert (rule.action, rule.unattended, rule.note) == ("ALLOW", True, "nightly")
     event = AuditEvent.objects.get(action=AuditAction.TOOL_RULE_CHANGED)
@@ -250,29 +250,29 @@ def test_update_records_before_and_after(runtime: AgentRuntime) -> None:
 
 
 def test_update_that_changes_nothing_writes_nothing(runtime: AgentRuntime) -> None:
-    rule = tool_rules.tool_rule_create(text="Bash(make:*)", action="ASK", actor=TEST_ACTOR)
+    rule = rules.tool_rule_create(text="Bash(make:*)", action="ASK", actor=TEST_ACTOR)
     count = AuditEvent.objects.count()
-    tool_rules.tool_rule_update(rule=rule, action="ASK", unattended=False, actor=TEST_ACTOR)
+    rules.tool_rule_update(rule=rule, action="ASK", unattended=False, actor=TEST_ACTOR)
     assert AuditEvent.objects.count() == count
 
 
 def test_update_is_checked_as_create_is(runtime: AgentRuntime) -> None:
     # U3, U5: turning a whole-tool ASK into an ALLOW of an unregistered tool is refused.
-    rule = tool_rules.tool_rule_create(text="Bash", action="ASK", runtime=runtime, actor=TEST_ACTOR)
+    rule = rules.tool_rule_create(text="Bash", action="ASK", runtime=runtime, actor=TEST_ACTOR)
     with pytest.raises(ValidationError) as caught:
-        tool_rules.tool_rule_update(rule=rule, action="ALLOW", unattended=False, actor=TEST_ACTOR)
+        rules.tool_rule_update(rule=rule, action="ALLOW", unattended=False, actor=TEST_ACTOR)
     assert "text" in caught.value.message_dict
     with pytest.raises(ValidationError) as caught:
-        tool_rules.tool_rule_update(rule=rule, action="DENY", unattended=True, actor=TEST_ACTOR)
+        rules.tool_rule_update(rule=rule, action="DENY", unattended=True, actor=TEST_ACTOR)
     assert caught.value.message_dict["unattended"] == [tool_rules.PRE_APPROVAL_NEEDS_ALLOW]
     rule.refresh_from_db()
     assert rule.action == "ASK"
 
 
 def test_delete_is_audited_and_seen_by_the_next_decision(runtime: AgentRuntime) -> None:
-    rule = tool_rules.tool_rule_create(text="Bash(rm:*)", action="DENY", actor=TEST_ACTOR)
+    rule = rules.tool_rule_create(text="Bash(rm:*)", action="DENY", actor=TEST_ACTOR)
     assert _match(runtime, "rm x").deny is not None
-    tool_rules.tool_rule_delete(rule=rule, actor=TEST_ACTOR)
+    rules.rule_delete(rule=rule, actor=TEST_ACTOR)
     assert not ToolRule.objects.exists()
     event = AuditEvent.objects.get(action=AuditAction.TOOL_RULE_DELETED)
     assert event.subject == "Bash(rm:*)"

@@ -16,7 +16,7 @@ from django.db import IntegrityError, transaction
 
 from aimon_admin.accounts.models import User
 from aimon_admin.accounts.roles import Role
-from aimon_admin.approvals import rules, tool_rules
+from aimon_admin.approvals import rules
 from aimon_admin.approvals.choices import Answer, GrantDecision, RequestStatus, RuleAction
 from aimon_admin.approvals.models import ApprovalAllow, ApprovalItem, ApprovalRequest, Grant, SkillRule
 from aimon_admin.approvals.services import (
@@ -304,7 +304,7 @@ def bash(runtime: AgentRuntime) -> None:
 def test_a_tool_rule_needing_two_people(
     runtime: AgentRuntime, operators: tuple[User, User, User]
 ) -> None:  # P3
-    rule = tool_rules.tool_rule_create(
+    rule = rules.tool_rule_create(
         text="Bash(git push:*)", action=RuleAction.ASK, actor=TEST_ACTOR, approvers=2
     )
     assert AuditEvent.objects.get(action=AuditAction.TOOL_RULE_CREATED).details["approvers"] == 2
@@ -321,9 +321,7 @@ def test_a_tool_rule_needing_two_people(
     (first, second) = allow_events()
     assert first.subject == "Bash(git push:*)"
     assert second.details["given"] == 2
-    tool_rules.tool_rule_update(
-        rule=rule, actor=TEST_ACTOR, action=RuleAction.ASK, unattended=False, approvers=1
-    )
+    rules.tool_rule_update(rule=rule, actor=TEST_ACTOR, action=RuleAction.ASK, unattended=False, approvers=1)
     assert (
         item_of(open_tool_request(runtime, "Bash", {"command": "git push origin dev"}), "Bash").approvers == 1
     )
@@ -333,7 +331,7 @@ def test_a_tool_rule_needing_two_people(
 def test_allow_this_call_by_two_people(
     runtime: AgentRuntime, operators: tuple[User, User, User]
 ) -> None:  # P3
-    tool_rules.tool_rule_create(text="Bash(git push:*)", action=RuleAction.ASK, actor=TEST_ACTOR, approvers=2)
+    rules.tool_rule_create(text="Bash(git push:*)", action=RuleAction.ASK, actor=TEST_ACTOR, approvers=2)
     request = open_tool_request(runtime, "Bash", PUSH)
     request_answer(request=request, user=operators[0], answer=Answer.ALLOW_CALL)
     assert status(request) == RequestStatus.PENDING
@@ -364,7 +362,7 @@ def test_a_tool_allow_rule_needing_two_people_asks_attended_and_denies_unattende
     runtime: AgentRuntime,
 ) -> None:  # P3, U5: nothing but people turns it into an ALLOW; unattended nobody is there to ask
     for unattended in (False, True):
-        tool_rules.tool_rule_create(
+        rules.tool_rule_create(
             text="Bash(git push:*)",
             action=RuleAction.ALLOW,
             actor=TEST_ACTOR,

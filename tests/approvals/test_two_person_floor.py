@@ -16,7 +16,7 @@ from aimon_admin.accounts.models import User
 from aimon_admin.accounts.roles import Role
 from aimon_admin.approvals import rules, selectors, tool_rules
 from aimon_admin.approvals.choices import Answer, GrantDecision, RequestStatus, RuleAction
-from aimon_admin.approvals.models import ApprovalRequest, Grant
+from aimon_admin.approvals.models import ApprovalRequest, Grant, ToolRule
 from aimon_admin.approvals.services import (
     NotAllowedError,
     request_answer,
@@ -72,7 +72,7 @@ def people(make_user: Callable[..., User]) -> dict[str, User]:
 
 
 def push_floor(approvers: int = 2, text: str = "Bash(git push:*)") -> None:
-    tool_rules.tool_rule_create(text=text, action=RuleAction.ALLOW, actor=TEST_ACTOR, approvers=approvers)
+    rules.tool_rule_create(text=text, action=RuleAction.ALLOW, actor=TEST_ACTOR, approvers=approvers)
 
 
 def open_call(runtime: AgentRuntime, command: str, session: str = "sA1") -> ApprovalRequest:
@@ -145,8 +145,8 @@ def test_two_people_answering_under_the_rule_allow_for_the_session(
     assert decide(runtime, PUSH) == ("ALLOW", "SESSION")
     assert decide(runtime, FORCE) == ("ALLOW", "SESSION")
     # Raised to three, the two-person grant no longer reaches.
-    rule = tool_rules.ToolRule.objects.get()
-    tool_rules.tool_rule_update(
+    rule = ToolRule.objects.get()
+    rules.tool_rule_update(
         rule=rule, actor=TEST_ACTOR, action=RuleAction.ALLOW, unattended=False, approvers=3
     )
     assert decide(runtime, PUSH) == ("ASK", "RULE")
@@ -203,7 +203,7 @@ def test_an_allow_this_call_given_before_the_rule_is_not_used_under_it(
 
 
 def test_an_operators_allow_rule_does_not_answer_under_the_floor(runtime: AgentRuntime) -> None:  # P3
-    tool_rules.tool_rule_create(text="Bash(git push origin dev:*)", action=RuleAction.ALLOW, actor=TEST_ACTOR)
+    rules.tool_rule_create(text="Bash(git push origin dev:*)", action=RuleAction.ALLOW, actor=TEST_ACTOR)
     assert decide(runtime, "git push origin dev") == ("ALLOW", "RULE")
     push_floor()
     assert decide(runtime, "git push origin dev") == ("ASK", "RULE")
@@ -279,14 +279,14 @@ def test_the_request_page_says_why_a_wider_pattern_is_deny_only(
 def test_the_unattended_forecast_counts_no_pre_approval_under_the_floor(
     runtime: AgentRuntime,
 ) -> None:  # P3, U5
-    tool_rules.tool_rule_create(
+    rules.tool_rule_create(
         text="Bash(git push origin dev:*)",
         action=RuleAction.ALLOW,
         actor=TEST_ACTOR,
         runtime=runtime,
         unattended=True,
     )
-    tool_rules.tool_rule_create(text="Bash(git status:*)", action=RuleAction.ALLOW, actor=TEST_ACTOR)
+    rules.tool_rule_create(text="Bash(git status:*)", action=RuleAction.ALLOW, actor=TEST_ACTOR)
     texts = lambda: [rule.text for rule in tool_rules.unattended_allow_rules(runtime)[("", "Bash")]]  # noqa: E731
     assert texts() == ["Bash(git push origin dev:*)", "Bash(git status:*)"]
     push_floor()

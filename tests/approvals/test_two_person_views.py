@@ -10,7 +10,7 @@ from django.test import Client
 
 from aimon_admin.accounts.models import User
 from aimon_admin.accounts.roles import Role
-from aimon_admin.approvals import rules, selectors, tool_rules
+from aimon_admin.approvals import rules, selectors
 from aimon_admin.approvals.choices import RequestStatus, RuleAction
 from aimon_admin.approvals.models import ApprovalRequest, Grant, SkillRule, ToolRule
 from aimon_admin.approvals.views import ALLOW_RECORDED_MESSAGE
@@ -193,7 +193,7 @@ def test_a_tool_request_card_shows_the_count_and_the_first_allow(
     runtime: AgentRuntime, people: dict[str, User]
 ) -> None:  # P3 on a tool request: Allow this call by two people
     local_tools_replace(runtime=runtime, tools=[{"name": "Bash"}], actor=TEST_ACTOR)
-    tool_rules.tool_rule_create(text="Bash(git push:*)", action=RuleAction.ASK, approvers=2, actor=TEST_ACTOR)
+    rules.tool_rule_create(text="Bash(git push:*)", action=RuleAction.ASK, approvers=2, actor=TEST_ACTOR)
     request = open_tool_request(
         runtime, "Bash", {"command": "git push origin main"}, session_id="s-1", principal="paula"
     )

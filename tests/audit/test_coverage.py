@@ -50,7 +50,7 @@ from aimon_admin.approvals import config as approvals_config
 from aimon_admin.approvals import rules, tool_rules
 from aimon_admin.approvals import services as approvals
 from aimon_admin.approvals.choices import Answer, GrantScope, RequestKind, RequestStatus, RuleAction
-from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, Session, SkillRule
+from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, Session, SkillRule, ToolRule
 from aimon_admin.approvals.services import chain_read as approvals_chain
 from aimon_admin.approvals.services import escalation as approvals_escalation
 from aimon_admin.approvals.services import request_views
@@ -335,7 +335,7 @@ def _serve_catalog(w: World) -> str:
 
 def _tool_rule(w: World) -> None:
     registry.tool_subject_set(server=None, tool="Bash", argument="command", actor=w.op)
-    w.prepared = tool_rules.tool_rule_create(text="Bash(make:*)", action=RuleAction.ASK, actor=w.op)
+    w.prepared = rules.tool_rule_create(text="Bash(make:*)", action=RuleAction.ASK, actor=w.op)
 
 
 def _tool_request(w: World) -> ApprovalRequest:
@@ -1302,7 +1302,7 @@ CASES: dict[str, list[Case]] = {
     "aimon_admin.approvals.rules.rule_index_reset": [
         Case(
             run=lambda w: rules.rule_index_reset(),
-            reads="forgets this process's cached rule index; no row is read or written",
+            reads="forgets this process's cached rule indexes (skills, tools); no row is read or written",
         )
     ],
     "aimon_admin.approvals.rules.rule_create": [
@@ -1326,15 +1326,29 @@ CASES: dict[str, list[Case]] = {
             run=lambda w: rules.rule_delete(rule=w.rule, actor=w.op),
             expect=(AuditAction.RULE_DELETED,),
             actor=_op,
-        )
+        ),
+        Case(
+            prepare=_tool_rule,
+            run=lambda w: rules.rule_delete(rule=w.prepared, actor=w.op),
+            expect=(AuditAction.TOOL_RULE_DELETED,),
+            actor=_op,
+        ),
     ],
     "aimon_admin.approvals.tool_rules.tool_rule_index": [
         Case(run=lambda w: tool_rules.tool_rule_index(), reads="the cached tool rule index")
     ],
-    "aimon_admin.approvals.tool_rules.tool_rule_index_reset": [
+    "aimon_admin.approvals.tool_rules.whole_tool_problem": [
         Case(
-            run=lambda w: tool_rules.tool_rule_index_reset(),
-            reads="forgets this process's cached tool rule index; no row is read or written",
+            run=lambda w: tool_rules.whole_tool_problem(
+                server="", tool="Bash", pattern="", action=RuleAction.ALLOW, runtime=w.runtime
+            ),
+            reads="why an allow of the whole of a tool is refused, from its registrations",
+        )
+    ],
+    "aimon_admin.approvals.tool_rules.tool_rule_check": [
+        Case(
+            run=lambda w: tool_rules.tool_rule_check(ToolRule(tool="Bash", action=RuleAction.DENY)),
+            reads="checks a tool rule before it is written; refusing, it raises",
         )
     ],
     "aimon_admin.approvals.tool_rules.tool_rule_preview": [
@@ -1387,12 +1401,12 @@ CASES: dict[str, list[Case]] = {
             channel=Channel.CLI,
         )
     ],
-    "aimon_admin.approvals.tool_rules.tool_rule_create": [
+    "aimon_admin.approvals.rules.tool_rule_create": [
         Case(
             prepare=lambda w: registry.tool_subject_set(
                 server=None, tool="Bash", argument="command", actor=w.op
             ),
-            run=lambda w: tool_rules.tool_rule_create(
+            run=lambda w: rules.tool_rule_create(
                 text="Bash(make test)",
                 action=RuleAction.ALLOW,
                 runtime=w.runtime,
@@ -1403,21 +1417,13 @@ CASES: dict[str, list[Case]] = {
             actor=_op,
         )
     ],
-    "aimon_admin.approvals.tool_rules.tool_rule_update": [
+    "aimon_admin.approvals.rules.tool_rule_update": [
         Case(
             prepare=_tool_rule,
-            run=lambda w: tool_rules.tool_rule_update(
+            run=lambda w: rules.tool_rule_update(
                 rule=w.prepared, action=RuleAction.DENY, unattended=False, actor=w.op
             ),
             expect=(AuditAction.TOOL_RULE_CHANGED,),
-            actor=_op,
-        )
-    ],
-    "aimon_admin.approvals.tool_rules.tool_rule_delete": [
-        Case(
-            prepare=_tool_rule,
-            run=lambda w: tool_rules.tool_rule_delete(rule=w.prepared, actor=w.op),
-            expect=(AuditAction.TOOL_RULE_DELETED,),
             actor=_op,
         )
     ],

@@ -13,7 +13,8 @@ from pytest_django.live_server_helper import LiveServer
 from aimon_admin.accounts.models import User
 from aimon_admin.approvals.choices import RequestKind
 from aimon_admin.approvals.models import ApprovalRequest, ToolRule
-from aimon_admin.approvals.tool_policy import TOOL_NAME_EMPTY, arguments_digest
+from aimon_admin.approvals.tool_policy import arguments_digest
+from aimon_admin.approvals.tool_rule_grammar import TOOL_NAME_EMPTY
 from aimon_admin.approvals.tool_rules import PRE_APPROVAL_NEEDS_RUNTIME
 from aimon_admin.registry.services import local_tools_replace, tool_subject_set
 from aimon_admin.runtimes.models import AgentRuntime

@@ -25,8 +25,8 @@ from pytest_django.live_server_helper import LiveServer
 from aimon_admin.accounts.models import User
 from aimon_admin.approvals.choices import Answer
 from aimon_admin.approvals.models import ApprovalRequest
+from aimon_admin.approvals.rules import tool_rule_create
 from aimon_admin.approvals.services.answers import request_answer
-from aimon_admin.approvals.tool_rules import tool_rule_create
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.core.actors import Actor

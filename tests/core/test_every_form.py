@@ -30,6 +30,8 @@ ADDRESS_OF = {
     "registry/server_form.html": {"registry:server-create", "registry:server-edit"},
     "registry/server_detail.html": {"registry:server-sync"},
     "registry/review.html": {"registry:tool-review"},
+    # One form for a new rule of either kind: its address is the kind's.
+    "approvals/rules.html": {"approvals:rule-create", "approvals:tool-rule-create"},
     # The confirmation pages: each view that shows one takes its POST.
     "approvals/confirm.html": {
         "approvals:dismiss",

@@ -260,7 +260,7 @@ def test_the_forecast_counts_what_the_worklist_counts_for_each_runtime(
 ) -> None:
     # U5: the home's forecast is the worklist's, runtime by runtime, rules included.
     from aimon_admin.approvals.choices import RuleAction
-    from aimon_admin.approvals.tool_rules import tool_rule_create
+    from aimon_admin.approvals.rules import tool_rule_create
 
     client = logged_in(operator)
 

@@ -8,7 +8,7 @@ import html
 import pytest
 
 from aimon_admin.accounts.models import User
-from aimon_admin.approvals import tool_rules
+from aimon_admin.approvals import rules
 from aimon_admin.approvals.choices import RuleAction
 from aimon_admin.approvals.models import ToolRule
 from aimon_admin.core.plurals import counted
@@ -46,16 +46,16 @@ def tools(runtime: AgentRuntime, other_runtime: AgentRuntime) -> None:
     )
     tool_subject_set(server=None, tool="Bash", argument="command", actor=TEST_ACTOR)
     tool_subject_set(server=None, tool="deploy", argument="target", actor=TEST_ACTOR)
-    tool_rules.tool_rule_create(
+    rules.tool_rule_create(
         text="Bash(make nightly)", action=RuleAction.ALLOW, runtime=runtime, unattended=True, actor=TEST_ACTOR
     )
-    tool_rules.tool_rule_create(text="make", action=RuleAction.ALLOW, actor=TEST_ACTOR)
-    tool_rules.tool_rule_create(
+    rules.tool_rule_create(text="make", action=RuleAction.ALLOW, actor=TEST_ACTOR)
+    rules.tool_rule_create(
         text="deploy(prod)", action=RuleAction.ALLOW, runtime=other_runtime, unattended=True, actor=TEST_ACTOR
     )
     # Saved before rm turned out destructive (the service refuses it now): it answers nothing.
     ToolRule.objects.create(runtime=runtime, tool="rm", pattern="", action=RuleAction.ALLOW)
-    tool_rules.tool_rule_create(text="Bash(rm:*)", action=RuleAction.DENY, actor=TEST_ACTOR)
+    rules.tool_rule_create(text="Bash(rm:*)", action=RuleAction.DENY, actor=TEST_ACTOR)
 
 
 def test_the_rules_that_answer_a_runtimes_unattended_calls(runtime: AgentRuntime, tools: None) -> None:

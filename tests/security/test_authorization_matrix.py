@@ -42,7 +42,7 @@ from pytest_django import DjangoDbBlocker
 
 from aimon_admin.accounts.models import User
 from aimon_admin.accounts.roles import Role
-from aimon_admin.approvals import rules, tool_rules
+from aimon_admin.approvals import rules
 from aimon_admin.approvals.choices import Answer, RequestKind, RuleAction
 from aimon_admin.approvals.models import ApprovalRequest, Grant, Session, SkillRule, ToolRule
 from aimon_admin.approvals.services import RequestInput, request_answer, request_create
@@ -487,7 +487,7 @@ def _build_world() -> World:
     )
     rule = rules.rule_create(pattern="read-*", action=RuleAction.ALLOW, actor=TEST_ACTOR)
     tool_subject_set(server=None, tool="Bash", argument="command", actor=TEST_ACTOR)
-    tool_rule = tool_rules.tool_rule_create(text="Bash(rm:*)", action=RuleAction.DENY, actor=TEST_ACTOR)
+    tool_rule = rules.tool_rule_create(text="Bash(rm:*)", action=RuleAction.DENY, actor=TEST_ACTOR)
     server = mcp_server_create(
         name="files", transport=McpTransport.STDIO, command="/bin/false", actor=TEST_ACTOR
     )

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from aimon_admin.approvals.choices import RuleAction
 from aimon_admin.approvals.config import SKILL_RULE_KEYS, TOOL_RULE_KEYS, config_parse
-from aimon_admin.approvals.tool_policy import parse_rule_text
+from aimon_admin.approvals.tool_rule_grammar import parse_rule_text
 from aimon_admin.registry.config import Config, ConfigError
 from tests.fuzzing import budget
 

@@ -20,7 +20,7 @@ from django.db.models import Exists, OuterRef, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from aimon_admin.approvals import subjects, tool_policy
+from aimon_admin.approvals import subjects, tool_policy, tool_rule_grammar
 from aimon_admin.approvals.choices import GrantDecision, ItemScope, RequestKind, RequestStatus
 from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Session
 from aimon_admin.approvals.services.chain_read import (
@@ -422,7 +422,7 @@ def call_approval_use(
         runtime=runtime,
         session_key=held_by.session_id if held_by else "",
         subject_type="tool",
-        subject=tool_policy.tool_label(server=server, tool=tool),
+        subject=tool_rule_grammar.tool_label(server=server, tool=tool),
         details={
             "request_id": str(approval_id),
             "arguments_digest": digest,
