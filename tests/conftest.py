@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from celery._state import _set_task_join_will_block
-from django.db import connection
+from django.core.management.sql import emit_post_migrate_signal
+from django.db import connection, transaction
 from django.test import TransactionTestCase
 from rest_framework.test import APIClient
 
@@ -72,9 +73,24 @@ _original_fixture_teardown = TransactionTestCase._fixture_teardown
 def _fixture_teardown_with_audit_flush(self: TransactionTestCase) -> None:
     triggers.drop(connection)
     try:
-        _original_fixture_teardown(self)
+        if connection.vendor == "postgresql" and self.available_apps is None and not self.serialized_rollback:
+            _delete_every_row()
+        else:
+            _original_fixture_teardown(self)
     finally:
         triggers.install(connection)
+
+
+def _delete_every_row() -> None:
+    """Django's flush, by DELETE. On PostgreSQL its one TRUNCATE of every table costs ~0.3 s
+    however few rows a test left (each table gets a new file); deleting them costs ~0.01 s.
+    Django's foreign keys are deferred to the commit, so the order does not matter. Then, as
+    the flush does, post_migrate puts back the content types and permissions."""
+    tables = connection.introspection.django_table_names(only_existing=True, include_views=False)
+    with transaction.atomic(), connection.cursor() as cursor:
+        for table in tables:
+            cursor.execute(f"DELETE FROM {connection.ops.quote_name(table)}")  # nosec B608 - Django's own table names
+    emit_post_migrate_signal(0, False, connection.alias)
 
 
 TransactionTestCase._fixture_teardown = _fixture_teardown_with_audit_flush
