@@ -13,7 +13,7 @@ from aimon_admin.accounts.models import User
 from aimon_admin.accounts.views import lockout_message
 from aimon_admin.approvals.choices import Answer
 from aimon_admin.approvals.services import request_answer
-from aimon_admin.approvals.views import CLEARED_MESSAGE
+from aimon_admin.approvals.session_views import CLEARED_MESSAGE
 from aimon_admin.core.plurals import counted
 from aimon_admin.registry.choices import McpTransport
 from aimon_admin.registry.services import local_tools_replace, mcp_server_create, mcp_tools_record
