@@ -24,33 +24,34 @@ pytestmark = pytest.mark.django_db
 # The click on "Allow for this session" for a one-skill request, as htmx posts it from the
 # inbox, signed in as its approver. Inside a test's transaction, in order:
 #  1 the session (SessionMiddleware)
-#  2 the person with their permissions and roles, one read (AuthenticationMiddleware; S13:
-#    who may answer)
-#  3 the request, through the visibility rule (S13)   4 its items (prefetch_related)
-#  5 the request read again by the answer itself, as it stands now (S7, S9: its status
-#    decides), with its runtime and sessions   6 its items (prefetch_related)
-#  7 SAVEPOINT: the skill's own transaction (S8: one skill's failure leaves the others)
-#  8 the grant inserted unless its key is held (ON CONFLICT DO NOTHING: no savepoint)
-#  9 the item claimed and pointed at its grant: one conditional UPDATE, while the request
+#  2 the person (AuthenticationMiddleware), then, as the view asks (S13: who may answer),
+#  3 their own permissions  4 their groups' permissions (Django's ModelBackend)  5 their roles
+#  6 the request, through the visibility rule (S13)   7 its items (prefetch_related)
+#  8 the request read again by the answer itself, as it stands now (S7, S9: its status
+#    decides), with its runtime and sessions   9 its items (prefetch_related)
+# 10 SAVEPOINT: the skill's own transaction (S8: one skill's failure leaves the others)
+# 11 the grant inserted unless its key is held (ON CONFLICT DO NOTHING: no savepoint)
+# 12 the item claimed and pointed at its grant: one conditional UPDATE, while the request
 #    is pending (exactly once; the loser of a race rolls its grant back)
-# 10 the audit chain's head (A2; on PostgreSQL taken under the chain's lock in the same
-#    round trip)   11 the event (A2, A3: in the same transaction)
-# 11b the event's leaf added to the audit log's Merkle tree (A4), in the same transaction: on
+# 13 the audit chain's head (A2; on PostgreSQL taken under the chain's lock in the same
+#    round trip)   14 the event (A2, A3: in the same transaction)
+# 14b the event's leaf added to the audit log's Merkle tree (A4), in the same transaction: on
 #    PostgreSQL one call of a function that hashes and stores in the server; on SQLite the
 #    right edge's nodes read at once, then the new nodes inserted (one executemany)
-# 12 the request closed: conditional UPDATE once no skill is open (S7)
-# 13 RELEASE SAVEPOINT
+# 15 the request closed: conditional UPDATE once no skill is open (S7)
+# 16 RELEASE SAVEPOINT
 # The session's activity (S12: an answer counts as activity) is written as first sight
 # writes it, once a minute at most: this session was seen when it asked, so not here (the
 # tests of S12 in test_services.py answer sessions seen longer ago). Outside a test's
-# transaction the same count: BEGIN and COMMIT in place of 7 and 13. The card is answered
+# transaction the same count: BEGIN and COMMIT in place of 10 and 16. The card is answered
 # from what the click knows (it closed the request with every answer in hand), not read
 # again. What runs once the answer commits (the wake-up published to Redis, S7, and any
 # listener's task) is outside this count: a test's transaction never commits.
-# Each of these is a check the click must make or a row it must write. The reads are plain
-# rather than fewest: the view's read (S13) and the answer's own are separate reads, each
-# with its items read apart.
-ANSWER_CLICK_QUERIES = {"sqlite": 15, "postgresql": 14}
+# Each of these is a check the click must make or a row it must write. Two are plain rather
+# than fewest: the view's read (S13) and the answer's own are separate reads, and the
+# permissions are Django's own reads (docs/performance.md: saving them buys under 10% of the
+# click's server time).
+ANSWER_CLICK_QUERIES = {"sqlite": 18, "postgresql": 17}
 
 
 def _open(runtime: AgentRuntime, approver: User) -> ApprovalRequest:
