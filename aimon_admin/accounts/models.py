@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from functools import cached_property
 
 from django.contrib.auth.models import AbstractUser
@@ -18,13 +17,8 @@ class User(AbstractUser):
 
     @cached_property
     def roles(self) -> list[str]:
-        return roles_named({group.name for group in self.groups.all()})
+        names = {group.name for group in self.groups.all()}
+        return [role for role in Role.values if role in names]
 
     def has_role(self, role: str) -> bool:
         return role in self.roles
-
-
-def roles_named(group_names: Iterable[str]) -> list[str]:
-    """The roles among these group names, in the roles' own order."""
-    names = set(group_names)
-    return [role for role in Role.values if role in names]

@@ -31,7 +31,7 @@ def request_list_visible_to(*, user: User) -> QuerySet[ApprovalRequest]:
     operators every request; for a runtime's owner, that runtime's requests whose
     principal is nobody here. Auditors answer nothing and see none here."""
     requests = ApprovalRequest.objects.select_related(*_REQUEST_RELATIONS).prefetch_related(
-        Prefetch("items", queryset=ApprovalItem.objects.select_related("answered_by"))
+        Prefetch("items", queryset=request_items())
     )
     if not user.is_authenticated or not user.is_active:
         return requests.none()
@@ -45,27 +45,17 @@ def request_list_visible_to(*, user: User) -> QuerySet[ApprovalRequest]:
     )
 
 
+def request_items() -> QuerySet[ApprovalItem]:
+    """A request's items as its pages show them: in order, each with who answered it (by
+    position alone: the items' default order by request would join the requests again)."""
+    return ApprovalItem.objects.select_related("answered_by").order_by("position")
+
+
 def request_visible_to(*, user: User, pk: Any) -> ApprovalRequest | None:
     """One request this person may see (S13: `request_list_visible_to` decides), with what
-    `request_list_visible_to` reads with it, in one query instead of two: its items, each
-    joined to the request and its relations. None when they may not see it (or it does not
-    exist)."""
-    visible = request_list_visible_to(user=user).filter(pk=pk)
-    items = list(
-        ApprovalItem.objects.filter(request__in=visible.values("pk"))
-        .select_related("answered_by", *(f"request__{name}" for name in _REQUEST_RELATIONS))
-        .order_by("position")
-    )
-    if not items:  # not theirs to see, or (never made so) a request without items
-        return visible.first()
-    request = items[0].request
-    for item in items:
-        item.request = request  # one request object, as a prefetch leaves them
-    # The items as `prefetch_related("items")` would have cached them.
-    cached = request.items.all()
-    cached._result_cache, cached._prefetch_done = items, True
-    request._prefetched_objects_cache = {"items": cached}
-    return request
+    that list reads with it (its relations, its items). None when they may not see it (or it
+    does not exist)."""
+    return request_list_visible_to(user=user).filter(pk=pk).first()
 
 
 def pending_requests_for(*, user: User) -> QuerySet[ApprovalRequest]:

@@ -24,10 +24,6 @@ from aimon_admin.approvals.choices import GrantDecision, ToolCallSource
 from aimon_admin.approvals.subject_patterns import SubjectPattern, whole_tool_allowed
 from aimon_admin.approvals.subjects import Subject, as_subject
 from aimon_admin.approvals.tool_rule_grammar import ToolRuleMatch, ToolRuleSpec
-
-# services/requests.py reads these two of the grammar through this module.
-from aimon_admin.approvals.tool_rule_grammar import rule_text as rule_text
-from aimon_admin.approvals.tool_rule_grammar import tool_name_problems as tool_name_problems
 from aimon_admin.registry.choices import GateReason, ToolDecision
 from aimon_admin.registry.policy import GateResult, ToolAxes
 

@@ -59,7 +59,7 @@ from aimon_admin.approvals.services import (
     session_touch,
     skills_decide,
 )
-from aimon_admin.approvals.services import answers as answer_writes
+from aimon_admin.approvals.services.item_answers import item_answer
 from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.core import rawsql
@@ -721,8 +721,13 @@ def test_the_request_names_a_person_who_answered_whoever_closes_it(
     # transaction, written by the service's own step, without the close that follows it.
     [pending] = request.items.all()
     with transaction.atomic():
-        answer_writes._answer_item(
-            request, pending, FOR_SESSION, services.request_shape(request), approver, []
+        item_answer(
+            request=request,
+            item=pending,
+            answer=FOR_SESSION,
+            shape=services.request_shape(request),
+            user=approver,
+            notes=[],
         )
     assert item(request).answered_by == approver
     assert status(request) == RequestStatus.PENDING

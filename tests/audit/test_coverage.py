@@ -37,7 +37,7 @@ import pytest
 from django.apps import apps
 from django.conf import settings
 from django.core.management import call_command
-from django.db import connection
+from django.db import connection, transaction
 from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
@@ -47,13 +47,25 @@ from aimon_admin.accounts import services as accounts
 from aimon_admin.accounts.models import User
 from aimon_admin.accounts.roles import Role
 from aimon_admin.approvals import config as approvals_config
+from aimon_admin.approvals import policy as approvals_policy
 from aimon_admin.approvals import rules, tool_rules
 from aimon_admin.approvals import services as approvals
-from aimon_admin.approvals.choices import Answer, GrantScope, RequestKind, RequestStatus, RuleAction
+from aimon_admin.approvals.choices import (
+    Answer,
+    GrantOrigin,
+    GrantScope,
+    RequestKind,
+    RequestStatus,
+    RuleAction,
+)
 from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, Session, SkillRule, ToolRule
 from aimon_admin.approvals.services import chain_read as approvals_chain
 from aimon_admin.approvals.services import escalation as approvals_escalation
+from aimon_admin.approvals.services import grants as approvals_grants
+from aimon_admin.approvals.services import item_answers as approvals_items
 from aimon_admin.approvals.services import request_views
+from aimon_admin.approvals.services import sessions as approvals_sessions
+from aimon_admin.approvals.services import two_person as approvals_two_person
 from aimon_admin.approvals.tasks import expire_due_requests
 from aimon_admin.audit import chain, verification
 from aimon_admin.audit import services as audit
@@ -444,6 +456,47 @@ def _export_file(w: World) -> None:
         handle.write("")
     w.stack.callback(Path(handle.name).unlink, missing_ok=True)
     w.prepared = handle.name
+
+
+def _item_answer(w: World) -> ApprovalItem | None:
+    """One item's answer written as request_answer writes it: inside the answer's transaction,
+    which the request's close joins (S7)."""
+    request = w.session_request
+    with transaction.atomic():
+        return approvals_items.item_answer(
+            request=request,
+            item=request.items.get(skill="migrate"),
+            answer=Answer.ALLOW_SESSION,
+            shape=approvals.request_shape(request),
+            user=w.approver,
+            notes=[],
+        )
+
+
+def _item_allow(w: World) -> ApprovalItem | None:
+    """P3: the operator's allow of an item that needs two people (recorded, no grant yet)."""
+    request = w.session_request
+    return approvals_two_person.item_allow(
+        request=request,
+        item=request.items.get(skill="migrate"),
+        answer=Answer.ALLOW_SESSION,
+        shape=approvals.request_shape(request),
+        user=w.operator,
+        outcome=approvals.AnswerOutcome(),
+        pattern="",
+    )
+
+
+def _grant_write(w: World) -> approvals.GrantWrite:
+    request = w.session_request
+    return approvals_grants.grant_write(
+        request=request,
+        skill="migrate",
+        target=approvals_policy.grant_for_answer(Answer.ALLOW_SESSION, approvals.request_shape(request)),
+        origin=GrantOrigin.ANSWER,
+        user=w.approver,
+        now=timezone.now(),
+    )
 
 
 def _answer(
@@ -1105,6 +1158,16 @@ CASES: dict[str, list[Case]] = {
             channel=Channel.API,
         )
     ],
+    "aimon_admin.approvals.services.sessions.session_active": [
+        Case(
+            run=lambda w: approvals_sessions.session_active(w.idle_session, timezone.now()),
+            no_event=(
+                "an answer's activity on the session it lands on (S12): last_seen_at moved, as "
+                "first sight moves it; the answer's own event, in the same transaction, records "
+                "the answer"
+            ),
+        )
+    ],
     "aimon_admin.approvals.services.sessions.session_lookup": [
         Case(run=lambda w: approvals.session_lookup(runtime=w.runtime, session_id="s-1"), reads="a lookup")
     ],
@@ -1208,6 +1271,47 @@ CASES: dict[str, list[Case]] = {
     ],
     "aimon_admin.approvals.services.two_person.request_owner": [
         Case(run=lambda w: approvals.request_owner(w.session_request), reads="whose request it is")
+    ],
+    "aimon_admin.approvals.services.two_person.allow_check": [
+        Case(
+            prepare=_needs_two_people,
+            run=lambda w: approvals_two_person.allow_check(
+                request=w.session_request,
+                user=w.operator,
+                answer=Answer.ALLOW_SESSION,
+                pattern="",
+                items=list(w.session_request.items.all()),
+            ),
+            reads="P3's checks before an allow is written: it refuses (raises) or lets it through",
+        )
+    ],
+    "aimon_admin.approvals.services.two_person.item_allow": [
+        Case(  # P3: one of two people allows: recorded and audited, no grant yet
+            prepare=_needs_two_people,
+            run=_item_allow,
+            expect=(AuditAction.APPROVAL_ALLOW_RECORDED,),
+            actor=_op,
+        )
+    ],
+    "aimon_admin.approvals.services.item_answers.item_answer": [
+        Case(
+            run=_item_answer,
+            expect=(AuditAction.SKILL_GRANTED,),
+            actor=lambda w: Actor.for_user(w.approver),
+        )
+    ],
+    "aimon_admin.approvals.services.grants.grant_write": [
+        Case(
+            run=_grant_write,
+            no_event=(
+                "a step of an answer (item_answers.item_answer) or of an abort's denial (S9): the "
+                "grant row alone; its caller claims the item and writes the grant's event in the "
+                "same transaction, after the claim (A3, in the locks' order)"
+            ),
+        )
+    ],
+    "aimon_admin.approvals.services.grants.grant_subject": [
+        Case(run=lambda w: approvals_grants.grant_subject(w.session_request, "migrate", ""), reads=PURE)
     ],
     "aimon_admin.approvals.services.requests.request_cancel": [
         Case(

@@ -6,17 +6,18 @@ same transaction (A3). Exactly-once answers use conditional UPDATEs, which hold 
 SQLite and PostgreSQL alike.
 
 The modules: `sessions` (S12: first sight, the idle TTL), `decisions` (the chain's read
-side, S2/S3), `requests` (opening, grant writes, cancel and expiry: S4-S9), `answers` (a
-person's answer: S4-S8, S13), `revocation` (clear and revoke: S10), `tool_decisions` (a
-tool call's chain, part U) and `errors` (the refusals and messages). The public names are
-re-exported here, so `services.request_answer` and
+side, S2/S3), `requests` (opening, cancel and expiry: S4-S9), `grants` (the grant an answer
+or an abort writes: S2, S4-S6, S9), `answers` (a person's answer: S4-S8, S13), which writes
+each item through `item_answers` (the grant, the claim, the audit) or `two_person` (P3),
+`outcomes` (what an answer comes to, below those three), `revocation` (clear and revoke:
+S10), `tool_decisions` (a tool call's chain, part U) and `errors` (the refusals and
+messages). The public names are re-exported here, so `services.request_answer` and
 `from aimon_admin.approvals.services import ...` read as they always have.
 """
 
 from __future__ import annotations
 
 from aimon_admin.approvals.services.answers import (
-    AnswerOutcome,
     answers_for,
     request_answer,
     user_may_answer,
@@ -54,8 +55,9 @@ from aimon_admin.approvals.services.errors import (
     RequestClosedError,
     UnknownInvokingSessionError,
 )
+from aimon_admin.approvals.services.grants import GrantWrite
+from aimon_admin.approvals.services.outcomes import AnswerOutcome
 from aimon_admin.approvals.services.requests import (
-    GrantWrite,
     RequestInput,
     request_cancel,
     request_create,

@@ -6,10 +6,9 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Subquery
+from django.db.models import Exists, OuterRef, Prefetch, Subquery
 from django.utils import timezone
 
 from aimon_admin.accounts.models import User
@@ -28,42 +27,21 @@ from aimon_admin.approvals.services.errors import (
     NOT_YOURS_MESSAGE,
     REQUEST_CLOSED_MESSAGE,
     STANDING_ANSWER_REFUSED_MESSAGE,
+    AllowRefusedError,
     ApprovalError,
     NotAllowedError,
     RequestClosedError,
 )
-from aimon_admin.approvals.services.item_answers import (
-    _answer_item,
-    _ClaimLost,
-)
+from aimon_admin.approvals.services.item_answers import item_answer
+from aimon_admin.approvals.services.outcomes import AnswerOutcome, ClaimLost
 from aimon_admin.approvals.services.requests import (
     request_expire_if_due,
     request_shape,
 )
-from aimon_admin.approvals.services.two_person import (
-    ALLOW_ANSWERS,
-    _allow_one_of_several,
-    _allow_refusal,
-    _AllowRefused,
-)
+from aimon_admin.approvals.services.two_person import ALLOW_ANSWERS, allow_check, item_allow
 from aimon_admin.runtimes.models import AgentRuntime
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class AnswerOutcome:
-    written: list[ApprovalItem] = field(default_factory=list)
-    already_answered: list[ApprovalItem] = field(default_factory=list)
-    failed: list[tuple[str, str]] = field(default_factory=list)
-    request_answered: bool = False
-    # What the person must be told of an answer another request's answer decided (S2).
-    notes: list[str] = field(default_factory=list)
-    # The request as it now stands, when this call knows all of it: it closed the request
-    # with every skill's answer in hand (S7). None: read it again to show it.
-    request: ApprovalRequest | None = None
-    # P3: allows recorded on items that need more people: (skill, allows given, needed).
-    allows_recorded: list[tuple[str, int, int]] = field(default_factory=list)
 
 
 def user_may_answer(user: User, request: ApprovalRequest) -> bool:
@@ -103,18 +81,27 @@ def answers_for(
 ) -> list[Answer]:
     """The buttons this person sees for one item (S4, S13; a tool request's, U3). For a tool
     request the patterns it offers are read now (`patterns` when the caller has them)."""
-    if request.kind == RequestKind.TOOL:
-        patterns = patterns or selectors.tool_call_patterns(request=request)
-        return tool_answers.tool_answers_offered(
-            request_shape(request),
-            may_grant_agent=user_may_grant_agent(user, request.runtime),
-            allow_patterns=patterns.allow,
-        )
-    return policy.answers_offered(
-        request_shape(request),
-        may_grant_agent=user_may_grant_agent(user, request.runtime),
-        widest_scope=item.widest_scope,
+    if request.kind == RequestKind.TOOL and patterns is None:
+        patterns = selectors.tool_call_patterns(request=request)
+    return _offered(
+        request, item, request_shape(request), user_may_grant_agent(user, request.runtime), patterns
     )
+
+
+def _offered(
+    request: ApprovalRequest,
+    item: ApprovalItem,
+    shape: policy.RequestShape,
+    may_grant_agent: bool,
+    patterns: selectors.ToolCallPatterns | None,
+) -> list[Answer]:
+    """`answers_for`, from what the caller has already worked out once for every item."""
+    if request.kind == RequestKind.TOOL:
+        assert patterns is not None  # nosec B101 # narrows the type: read first for a tool request
+        return tool_answers.tool_answers_offered(
+            shape, may_grant_agent=may_grant_agent, allow_patterns=patterns.allow
+        )
+    return policy.answers_offered(shape, may_grant_agent=may_grant_agent, widest_scope=item.widest_scope)
 
 
 def request_answer(
@@ -134,7 +121,13 @@ def request_answer(
     request is ANSWERED only once every skill holds a concrete grant (S7).
     """
     answer = Answer(answer)
-    request = _for_answer(request)
+    # The request as it stands now, read here whatever the caller holds: its status decides
+    # (S7, S9), and the card is shown from it when this call closes it.
+    request = (
+        ApprovalRequest.objects.select_related("runtime", "session", "invoking_session")
+        .prefetch_related(Prefetch("items", queryset=selectors.request_items()))
+        .get(pk=request.pk)
+    )
     request_expire_if_due(request)
     if request.status != RequestStatus.PENDING:
         raise RequestClosedError(REQUEST_CLOSED_MESSAGE.format(status=request.status.lower()))
@@ -147,12 +140,13 @@ def request_answer(
     outcome = AnswerOutcome()
     shape = request_shape(request)
     patterns = selectors.tool_call_patterns(request=request) if request.kind == RequestKind.TOOL else None
+    may_grant_agent = user_may_grant_agent(user, request.runtime)
     for item in chosen:
         if item.answered:
             outcome.already_answered.append(item)
             continue
-        if answer not in answers_for(user, request, item, patterns=patterns):
-            raise NotAllowedError(_refusal(user, request, item, answer))
+        if answer not in _offered(request, item, shape, may_grant_agent, patterns):
+            raise NotAllowedError(_refusal(request, item, answer, shape))
     chosen_pattern = ""
     if patterns is not None:
         try:
@@ -165,7 +159,13 @@ def request_answer(
     # P3: items whose rule needs several people to allow, when this answer is an allow.
     several = {item.pk for item in open_items if item.needs_several and answer in ALLOW_ANSWERS}
     if several:
-        _allow_refusal(request, user, answer, chosen_pattern, [i for i in open_items if i.pk in several])
+        allow_check(
+            request=request,
+            user=user,
+            answer=answer,
+            pattern=chosen_pattern,
+            items=[i for i in open_items if i.pk in several],
+        )
     closed_at: dt.datetime | None = None
     for position, item in enumerate(open_items):
         last = position == len(open_items) - 1
@@ -173,19 +173,33 @@ def request_answer(
         try:
             with transaction.atomic():
                 if item.pk in several:
-                    written = _allow_one_of_several(
-                        request, item, answer, shape, user, outcome, chosen_pattern
+                    written = item_allow(
+                        request=request,
+                        item=item,
+                        answer=answer,
+                        shape=shape,
+                        user=user,
+                        outcome=outcome,
+                        pattern=chosen_pattern,
                     )
                 else:
-                    written = _answer_item(request, item, answer, shape, user, outcome.notes, chosen_pattern)
+                    written = item_answer(
+                        request=request,
+                        item=item,
+                        answer=answer,
+                        shape=shape,
+                        user=user,
+                        notes=outcome.notes,
+                        pattern=chosen_pattern,
+                    )
                 # The last write closes the request in its own transaction when nothing is
                 # left open (S7 holds: every grant is written by then), saving a commit on
                 # the path from the click to the waiting runtime.
                 if last and written is not None:
                     closed_at = _close_if_complete(request)
-        except _ClaimLost:
+        except ClaimLost:
             written, lost = None, True
-        except _AllowRefused as exc:  # P3: lost a race to another person's different allow
+        except AllowRefusedError as exc:  # P3: lost a race to another person's different allow
             outcome.failed.append((item.skill, str(exc)))
             closed_at = None
             continue
@@ -214,32 +228,9 @@ def request_answer(
     return outcome
 
 
-_ANSWER_RELATIONS = ("runtime", "session", "invoking_session")
-
-
-def _for_answer(request: ApprovalRequest) -> ApprovalRequest:
-    """The request with its runtime, sessions and items: the caller's own when it was just
-    read so (the answer view reads it through the visibility selector, S13), else read now.
-
-    Nothing written depends on this read being fresh: each item is claimed by a conditional
-    update that holds only while the request is pending and the item open, and an item
-    found answered meanwhile is reported as answered (by whom, read again).
-    """
-    prefetched = getattr(request, "_prefetched_objects_cache", {})
-    if "items" in prefetched and all(
-        ApprovalRequest._meta.get_field(name).is_cached(request) for name in _ANSWER_RELATIONS
-    ):
-        return request
-    return (
-        ApprovalRequest.objects.select_related(*_ANSWER_RELATIONS)
-        .prefetch_related("items")
-        .get(pk=request.pk)
-    )
-
-
-def _refusal(user: User, request: ApprovalRequest, item: ApprovalItem, answer: Answer) -> str:
+def _refusal(request: ApprovalRequest, item: ApprovalItem, answer: Answer, shape: policy.RequestShape) -> str:
     """Why an answer not offered is refused, and what to do instead."""
-    escalates = request_shape(request).escalates
+    escalates = shape.escalates
     if answer in (Answer.DENY_REQUEST, Answer.ALLOW_ONCE, Answer.ALLOW_CALL):
         return ANSWER_NOT_OFFERED_MESSAGE.format(answer=answer.label, skill=item.skill)
     session_answer = answer in (Answer.ALLOW_SESSION, Answer.DENY)

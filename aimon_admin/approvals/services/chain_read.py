@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from aimon_admin.approvals.choices import GrantKind, GrantScope
 from aimon_admin.approvals.models import Grant, RuleSetVersion, Session
-from aimon_admin.approvals.services.errors import _unknown_invoking
+from aimon_admin.approvals.services.errors import UnknownInvokingSessionError
 from aimon_admin.approvals.services.sessions import SEEN_RESOLUTION, session_idle_ttl, session_touch
 from aimon_admin.core import rawsql
 from aimon_admin.registry import selectors as registry_selectors
@@ -230,7 +230,7 @@ def sessions_find(
     the last minute under the same principal, or a fork) the read is the whole decision."""
     seen = read.sessions
     if invoking_session_id and invoking_session_id not in seen and invoking_session_id != session_id:
-        raise _unknown_invoking(invoking_session_id)
+        raise UnknownInvokingSessionError.naming(invoking_session_id)
     invoking = seen.get(invoking_session_id) if invoking_session_id else None
     invoking_pk = invoking.pk if invoking else None
     if not session_id:

@@ -82,9 +82,15 @@ class UnknownInvokingSessionError(ApprovalError):
 
     field = "invoking_session_id"
 
+    @classmethod
+    def naming(cls, session_id: str) -> UnknownInvokingSessionError:
+        """The refusal of this session id, in the words people are shown."""
+        return cls(UNKNOWN_INVOKING_SESSION_MESSAGE.format(session=session_id))
 
-def _unknown_invoking(session_id: str) -> UnknownInvokingSessionError:
-    return UnknownInvokingSessionError(UNKNOWN_INVOKING_SESSION_MESSAGE.format(session=session_id))
+
+class AllowRefusedError(ApprovalError):
+    """P3: an allow that, once the item was locked, turned out not to match an allow another
+    person had just recorded (or this person's own, a double click): rolled back."""
 
 
 UNATTENDED_TOOL_REQUEST_MESSAGE = (

@@ -29,18 +29,16 @@ from aimon_admin.approvals.services.errors import (
     SETTLED_DENY_STANDS_MESSAGE,
     SETTLED_SAME_MESSAGE,
 )
-from aimon_admin.approvals.services.requests import (
-    _grant_subject,
-    _holder_session,
-    _write_grant,
-)
-from aimon_admin.approvals.services.sessions import _session_active
+from aimon_admin.approvals.services.grants import grant_subject, grant_write
+from aimon_admin.approvals.services.outcomes import ClaimLost
+from aimon_admin.approvals.services.sessions import session_active
 from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.services import audit_record
 from aimon_admin.core.actors import Actor
 
 
-def _answer_item(
+def item_answer(
+    *,
     request: ApprovalRequest,
     item: ApprovalItem,
     answer: Answer,
@@ -50,9 +48,13 @@ def _answer_item(
     pattern: str = "",
     on_claim: Callable[[], None] | None = None,
 ) -> ApprovalItem | None:
-    """Write one item's answer: the grant, the item claimed pointing at it, the audit. An
+    """Write one item's answer: the grant, the item claimed pointing at it, the audit; None
+    when a claim that writes no grant found the item answered. Runs inside the caller's
+    transaction (the answer's, which may close the request in it too); ClaimLost, raised
+    when the item went to someone else after the grant was written, rolls it back. An
     `on_claim` runs once the item is claimed, before the answer's own audit (the two-person
-    rule's last allow records itself there, in the locks' order)."""
+    rule's last allow records itself there, in the locks' order). `notes`: what the person
+    must be told (S2) is appended there."""
     now = timezone.now()
     if policy.stores_nothing(answer):
         return _deny_request_item(request, item, user, now)
@@ -62,12 +64,12 @@ def _answer_item(
     origin = GrantOrigin.ESCALATION if target.escalated else GrantOrigin.ANSWER
     # The grant first, then the item claimed pointing at it, in one update: of two people
     # answering at once, one claim finds the item open, and the other's transaction rolls
-    # back whatever its grant write did (_ClaimLost). Only while the request is still open:
+    # back whatever its grant write did (ClaimLost). Only while the request is still open:
     # an answer that loses a race with a cancel or an expiry must not write (an escalated
     # grant, above all). `decision` stays on the updated row itself (no join, which Django
     # would turn into an "id IN (subquery)" whose condition PostgreSQL does not re-check
     # after a lock wait).
-    written = _write_grant(
+    written = grant_write(
         request=request,
         skill=item.skill,
         target=target,
@@ -91,7 +93,7 @@ def _answer_item(
         grant=grant,
     )
     if claimed != 1:
-        raise _ClaimLost
+        raise ClaimLost
     if on_claim is not None:
         on_claim()
     if written.settled_by is not None:
@@ -101,16 +103,11 @@ def _answer_item(
         _audit_grant(request, item.skill, grant, target, user, written.superseded)
         if written.replaced is not None:
             notes.append(DENY_REPLACED_MESSAGE.format(skill=item.skill, who=_who(written.replaced)))
-    _session_active(_holder_session(request, target.holder), now)
+    session_active(written.session, now)
     # What the claim wrote, without reading the row back.
     item.decision, item.scope, item.answered_by, item.answered_at = decision, target.scope, user, now
     item.grant, item.pattern = grant, pattern
     return item
-
-
-class _ClaimLost(Exception):
-    """The item was answered (or its request closed) by someone else after this answer's
-    grant was written: raised inside the item's transaction so the write rolls back."""
 
 
 def _allow_call_item(
@@ -134,7 +131,7 @@ def _allow_call_item(
     if on_claim is not None:
         on_claim()
     holder = request.session or request.invoking_session
-    _session_active(holder, now)
+    session_active(holder, now)
     audit_record(
         action=AuditAction.TOOL_CALL_APPROVED,
         actor=Actor.for_user(user),
@@ -142,7 +139,7 @@ def _allow_call_item(
         runtime=request.runtime,
         session_key=holder.session_id if holder else "",
         subject_type="tool",
-        subject=_grant_subject(request, item.skill, ""),
+        subject=grant_subject(request, item.skill, ""),
         details={
             "decision": GrantDecision.ALLOW,
             "scope": ItemScope.CALL,
@@ -224,7 +221,7 @@ def _audit_settled(request: ApprovalRequest, skill: str, grant: Grant, answer: A
         runtime=request.runtime,
         session_key=grant.session.session_id if grant.session else "",
         subject_type="tool" if tool else "skill",
-        subject=_grant_subject(request, skill, grant.pattern),
+        subject=grant_subject(request, skill, grant.pattern),
         details={
             "answer": answer.value,
             "decision": grant.decision,
@@ -286,6 +283,6 @@ def _audit_grant(
         runtime=request.runtime,
         session_key=session_key,
         subject_type="tool" if tool else "skill",
-        subject=_grant_subject(request, skill, grant.pattern),
+        subject=grant_subject(request, skill, grant.pattern),
         details=details,
     )

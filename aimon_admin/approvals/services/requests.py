@@ -1,4 +1,4 @@
-"""Requests (S4-S9): opening one, writing a grant, cancel and expiry (aborts deny per session)."""
+"""Requests (S4-S9): opening one, cancel and expiry (aborts deny per session)."""
 
 from __future__ import annotations
 
@@ -8,22 +8,19 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.utils import timezone
 
-from aimon_admin.accounts.models import User
-from aimon_admin.approvals import policy, tool_answers, tool_policy, wakeups
+from aimon_admin.approvals import policy, tool_answers, tool_policy, tool_rule_grammar, wakeups
 from aimon_admin.approvals.choices import (
     GrantDecision,
-    GrantKind,
     GrantOrigin,
     GrantScope,
     RequestKind,
     RequestStatus,
-    RevokeReason,
     SkillDecision,
 )
-from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, Session
+from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest
 from aimon_admin.approvals.services.decisions import skills_decide
 from aimon_admin.approvals.services.errors import (
     ARGUMENTS_NUL_MESSAGE,
@@ -31,13 +28,14 @@ from aimon_admin.approvals.services.errors import (
     UNATTENDED_TOOL_REQUEST_MESSAGE,
     BadToolCallError,
     RequestClosedError,
-    _unknown_invoking,
+    UnknownInvokingSessionError,
 )
-from aimon_admin.approvals.services.sessions import _session_active, session_lookup, session_touch
+from aimon_admin.approvals.services.grants import GrantWrite, grant_subject, grant_write
+from aimon_admin.approvals.services.sessions import session_active, session_lookup, session_touch
 from aimon_admin.approvals.services.tool_decisions import tool_call_evaluate
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.services import audit_record
-from aimon_admin.core import hooks, rawsql
+from aimon_admin.core import hooks
 from aimon_admin.core.actors import Actor
 from aimon_admin.runtimes.models import AgentRuntime
 
@@ -115,7 +113,7 @@ def _request_create(data: RequestInput) -> ApprovalRequest:
         data.invoking_session_id
         and session_lookup(runtime=data.runtime, session_id=data.invoking_session_id) is None
     ):
-        raise _unknown_invoking(data.invoking_session_id)
+        raise UnknownInvokingSessionError.naming(data.invoking_session_id)
     # A fork's session answers land on its invoking session, so the principal a fork names
     # is held to that session's, like any session's (S12, S13).
     invoking = session_touch(
@@ -183,7 +181,7 @@ def _tool_call_check(data: RequestInput) -> None:
     holds for every other caller."""
     if not data.session_id and not data.invoking_session_id:
         raise BadToolCallError(UNATTENDED_TOOL_REQUEST_MESSAGE, field="session_id")
-    problems = tool_policy.tool_name_problems(data.tool)
+    problems = tool_rule_grammar.tool_name_problems(data.tool)
     if problems:
         raise BadToolCallError(" ".join(problems), field="tool")
     arguments = data.arguments if data.arguments is not None else {}
@@ -245,130 +243,6 @@ def _tool_request_create(data: RequestInput, common: dict[str, Any], now: dt.dat
     return request
 
 
-def _holder_session(request: ApprovalRequest, holder: str) -> Session | None:
-    if holder == policy.Holder.SESSION:
-        return request.session
-    if holder == policy.Holder.INVOKING_SESSION:
-        return request.invoking_session
-    return None
-
-
-@dataclass(frozen=True)
-class GrantWrite:
-    """What writing one answer's grant came to: the grant that now holds the key, the grants
-    it superseded, and — when another request's answer already held the key — that grant
-    (`settled_by`: this answer wrote nothing) or the ALLOW this DENY replaced (`replaced`)."""
-
-    grant: Grant
-    superseded: list[int]
-    settled_by: Grant | None = None
-    replaced: Grant | None = None
-
-
-def _grant_kind(request: ApprovalRequest) -> GrantKind:
-    """A skill request's answers write SKILL grants; a tool request's, TOOL grants (U3)."""
-    return GrantKind.TOOL if request.kind == RequestKind.TOOL else GrantKind.SKILL
-
-
-def _same_key(
-    request: ApprovalRequest, skill: str, target: policy.GrantTarget, session: Session | None, pattern: str
-) -> Q:
-    """The one-active-grant key: a skill's grants and a tool's never answer for each other,
-    and a tool's are per server and subject pattern."""
-    kind = _grant_kind(request)
-    key = Q(
-        runtime=request.runtime,
-        kind=kind,
-        server=request.server if kind == GrantKind.TOOL else "",
-        skill=skill,
-        pattern=pattern,
-        scope=target.scope,
-        revoked_at__isnull=True,
-    )
-    if target.scope == GrantScope.AGENT:
-        key &= Q(session__isnull=True)
-    else:
-        key &= Q(session=session)
-    if target.scope == GrantScope.TURN:
-        key &= Q(turn_id=request.turn_id)
-    return key
-
-
-def _write_grant(
-    *,
-    request: ApprovalRequest,
-    skill: str,
-    target: policy.GrantTarget,
-    origin: GrantOrigin,
-    user: User | None,
-    now: dt.datetime,
-    settle: bool = True,
-    pattern: str = "",
-    approvers: int = 1,
-) -> GrantWrite:
-    """Write one grant where the target says.
-
-    A grant of the same key that is no longer in force (its expiry passed) is superseded. One
-    in force was written by another request's answer while this one waited (at creation the
-    chain would have read it). A person's answer (`settle`) then follows S2: the same decision
-    is answered by that grant, nothing new written; a DENY beats the ALLOW (superseding it);
-    an ALLOW meets the DENY standing, and is answered by it. An abort's denial (S9) always
-    supersedes. The insert comes first, the key read only when it is held: most keys hold
-    nothing. Two answers racing for the same key (each seeing it free, one insert refused by
-    the one-active-grant constraint) are settled the same way: the loser reads the key again.
-    A tool request's grant is a TOOL grant for its tool, server and `pattern` (U3).
-    `approvers`: how many people's answer this is (P3); an ALLOW in force that fewer people
-    gave does not settle it, it is replaced (it answers nothing a rule needs more people for).
-    """
-    kind = _grant_kind(request)
-    session = _holder_session(request, target.holder)
-    grant = Grant(
-        runtime=request.runtime,
-        kind=kind,
-        server=request.server if kind == GrantKind.TOOL else "",
-        pattern=pattern,
-        scope=target.scope,
-        decision=target.decision,
-        skill=skill,
-        session=session,
-        turn_id=request.turn_id if target.scope == GrantScope.TURN else "",
-        origin=origin,
-        granted_by=user,
-        request=request,
-        approvers=approvers,
-    )
-    superseded: list[int] = []
-    replaced = None
-    for attempt in (1, 2, 3):
-        # Most keys hold nothing: the insert alone, no read before it.
-        if rawsql.insert_unless_conflict(grant):
-            return GrantWrite(grant=grant, superseded=superseded, replaced=replaced)
-        if attempt == 3:
-            break
-        held = list(
-            Grant.objects.filter(_same_key(request, skill, target, session, pattern)).select_related(
-                "granted_by"
-            )
-        )
-        in_force = [g for g in held if g.expires_at is None or g.expires_at > now]
-        if settle and in_force:
-            current = in_force[0]
-            same = current.decision == target.decision
-            if current.decision == GrantDecision.DENY or (same and current.approvers >= approvers):
-                return GrantWrite(grant=current, superseded=superseded, settled_by=current)
-            if not same:
-                replaced = current  # our DENY, made now, beats their ALLOW (S2)
-            # else an ALLOW fewer people gave: ours, given by more, supersedes it (P3)
-        if held:
-            Grant.objects.filter(pk__in=[g.pk for g in held], revoked_at__isnull=True).update(
-                revoked_at=now, revoked_by=user, revoke_reason=RevokeReason.SUPERSEDED
-            )
-            superseded += [g.pk for g in held]
-        # Then the insert again: another answer may have committed a grant for this key
-        # since the read, and the loser of that race reads the key again.
-    raise IntegrityError(f"The {skill} grant's key stayed held by grants written meanwhile.")
-
-
 class _AbortLost(Exception):
     """Raised inside an abort's transaction to roll it back: the request turned out no
     longer PENDING (answered meanwhile, or aborted by another call), or one skill's claim
@@ -380,7 +254,7 @@ def _abort(request: ApprovalRequest, status: RequestStatus, actor: Actor, why: s
     where a session can hold it, never agent-wide (a tool call: for its exact subject, else
     the whole tool). Returns False if it was not PENDING.
 
-    Locks come in the order an answer takes them (answers._answer_item: the grant's key,
+    Locks come in the order an answer takes them (item_answers.item_answer: the grant's key,
     the item, the audit chain, the session, the request), so an answer and an abort at the
     same moment wait for each other instead of deadlocking on PostgreSQL: first each
     skill's denial and its item claimed pointing at it, in skill order (two aborts sharing a
@@ -403,7 +277,7 @@ def _abort(request: ApprovalRequest, status: RequestStatus, actor: Actor, why: s
                         actor=actor,
                         runtime=request.runtime,
                         subject_type=subject_type,
-                        subject=_grant_subject(request, item.skill, pattern),
+                        subject=grant_subject(request, item.skill, pattern),
                         details={
                             "request_id": str(request.pk),
                             "why": why,
@@ -430,10 +304,10 @@ def _abort(request: ApprovalRequest, status: RequestStatus, actor: Actor, why: s
                     runtime=request.runtime,
                     session_key=grant.session.session_id if grant.session else "",
                     subject_type=subject_type,
-                    subject=_grant_subject(request, item.skill, pattern),
+                    subject=grant_subject(request, item.skill, pattern),
                     details=details,
                 )
-                _session_active(grant.session, now)
+                session_active(grant.session, now)
             closed = ApprovalRequest.objects.filter(pk=request.pk, status=RequestStatus.PENDING).update(
                 status=status, closed_at=now
             )
@@ -459,7 +333,7 @@ def _abort_deny(
     for item in items:
         try:
             with transaction.atomic():
-                written = _write_grant(
+                written = grant_write(
                     request=request,
                     skill=item.skill,
                     target=target,
@@ -482,13 +356,6 @@ def _abort_deny(
             continue
         denied.append((item, written))
     return denied
-
-
-def _grant_subject(request: ApprovalRequest, skill: str, pattern: str) -> str:
-    """What an audit event names: the skill, or the tool as rule text `Tool(pattern)` (U7)."""
-    if request.kind == RequestKind.TOOL:
-        return tool_policy.rule_text(server=request.server, tool=skill, pattern=pattern)
-    return skill
 
 
 def request_cancel(*, request: ApprovalRequest, actor: Actor, why: str = "cancelled by the runtime") -> None:

@@ -75,7 +75,7 @@ def _has_pending_request(session: Session) -> bool:
     ).exists()
 
 
-def _session_active(session: Session | None, now: dt.datetime) -> None:
+def session_active(session: Session | None, now: dt.datetime) -> None:
     """S12: an answer (or an abort's denial) counts as activity of the session it lands on,
     so what was just written is in force for the idle TTL from now. Written as first sight
     writes it, at most once per SEEN_RESOLUTION: a session read as seen within it (as the

@@ -4,8 +4,6 @@ person's allow counted and audited as it comes, the grant written with the last 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from django.db import IntegrityError, connection, transaction
 
 from aimon_admin.accounts.models import User
@@ -20,27 +18,17 @@ from aimon_admin.approvals.services.errors import (
     ALLOW_MUST_MATCH_MESSAGE,
     ALREADY_ALLOWED_MESSAGE,
     OWN_REQUEST_ALLOW_MESSAGE,
-    ApprovalError,
+    AllowRefusedError,
     NotAllowedError,
 )
-from aimon_admin.approvals.services.item_answers import _answer_item, _ClaimLost
-from aimon_admin.approvals.services.requests import (
-    _grant_subject,
-)
+from aimon_admin.approvals.services.grants import grant_subject
+from aimon_admin.approvals.services.item_answers import item_answer
+from aimon_admin.approvals.services.outcomes import AnswerOutcome, ClaimLost
 from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.services import audit_record
 from aimon_admin.core.actors import Actor
 
-if TYPE_CHECKING:
-    from aimon_admin.approvals.services.answers import AnswerOutcome
-
-
 ALLOW_ANSWERS = frozenset({Answer.ALLOW_CALL, Answer.ALLOW_ONCE, Answer.ALLOW_SESSION, Answer.ALLOW_AGENT})
-
-
-class _AllowRefused(ApprovalError):
-    """P3: an allow that, once the item was locked, turned out not to match an allow another
-    person had just recorded (or this person's own, a double click): rolled back."""
 
 
 def request_owner(request: ApprovalRequest) -> str | None:
@@ -58,11 +46,13 @@ def _allow_words(answer: Answer | str, pattern: str) -> str:
     return f"{label} ({pattern})" if pattern else label
 
 
-def _allow_refusal(
-    request: ApprovalRequest, user: User, answer: Answer, pattern: str, items: list[ApprovalItem]
+def allow_check(
+    *, request: ApprovalRequest, user: User, answer: Answer, pattern: str, items: list[ApprovalItem]
 ) -> None:
     """P3, before anything is written: the request's own principal never counts, a person
-    allows once, and a later allow gives the same answer and pattern as the first."""
+    allows once, and a later allow gives the same answer and pattern as the first. Raises
+    NotAllowedError, saying which, for the first of `items` (each needing several people) it
+    refuses."""
     if request_owner(request) == user.username:
         item = items[0]
         raise NotAllowedError(OWN_REQUEST_ALLOW_MESSAGE.format(skill=item.skill, needed=item.approvers))
@@ -120,7 +110,8 @@ class _LastAfterAll(Exception):
     person's allow landed since the item was read): rolled back, and taken again as the last."""
 
 
-def _allow_one_of_several(
+def item_allow(
+    *,
     request: ApprovalRequest,
     item: ApprovalItem,
     answer: Answer,
@@ -165,7 +156,7 @@ def _allow(
         nonlocal given
         counted = _count_allow(item, claimed=last)
         if counted is None:
-            raise _ClaimLost
+            raise ClaimLost
         if not last and counted >= item.approvers:
             raise _LastAfterAll
         given = counted
@@ -177,9 +168,18 @@ def _allow(
         item.allows_given = given
         return None
     # The last allow: its own event comes before the grant's, once the item is claimed.
-    written = _answer_item(request, item, answer, shape, user, outcome.notes, pattern, on_claim=record)
+    written = item_answer(
+        request=request,
+        item=item,
+        answer=answer,
+        shape=shape,
+        user=user,
+        notes=outcome.notes,
+        pattern=pattern,
+        on_claim=record,
+    )
     if written is None:  # answered by someone else, or the request closed
-        raise _ClaimLost
+        raise ClaimLost
     written.allows_given = given
     return written
 
@@ -192,7 +192,7 @@ def _record_allow(
         with transaction.atomic():
             ApprovalAllow.objects.create(item=item, user=user, answer=answer, pattern=pattern)
     except IntegrityError as exc:  # this person's own second click, at the same moment
-        raise _AllowRefused(
+        raise AllowRefusedError(
             ALREADY_ALLOWED_MESSAGE.format(skill=item.skill, given=given - 1, needed=item.approvers)
         ) from exc
     # Read after the lock: every allow committed before ours is seen here.
@@ -201,7 +201,7 @@ def _record_allow(
     )
     first = records[0]
     if (first.answer, first.pattern) != (answer, pattern):
-        raise _AllowRefused(_mismatch(item, first))
+        raise AllowRefusedError(_mismatch(item, first))
     holder = request.session or request.invoking_session
     tool = request.kind == RequestKind.TOOL
     audit_record(
@@ -211,7 +211,7 @@ def _record_allow(
         runtime=request.runtime,
         session_key=holder.session_id if holder else "",
         subject_type="tool" if tool else "skill",
-        subject=_grant_subject(request, item.skill, pattern),
+        subject=grant_subject(request, item.skill, pattern),
         details={
             "answer": answer.value,
             "pattern": pattern,
