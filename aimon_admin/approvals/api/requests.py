@@ -30,6 +30,7 @@ from rest_framework import exceptions
 from rest_framework.decorators import api_view
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.serializers import Serializer
 from rest_framework.views import APIView
 
 from aimon_admin.approvals import services
@@ -80,6 +81,27 @@ def _own_request(
 # --- POST /api/v1/approval-requests, /api/v1/tool-approval-requests ------------------------------
 
 
+# What both kinds' open endpoints document alike: the Idempotency-Key and the answers.
+_OPEN_PARAMETERS = [
+    OpenApiParameter(
+        IDEMPOTENCY_HEADER,
+        OpenApiTypes.STR,
+        OpenApiParameter.HEADER,
+        description=f"1-{MAX_IDEMPOTENCY_KEY} characters; makes retries safe.",
+    )
+]
+
+
+def _open_responses(body: type[Serializer]) -> dict[int, Any]:
+    return {
+        201: body,
+        200: OpenApiResponse(body, description="The request this Idempotency-Key opened."),
+        400: ERRORS[400],
+        401: ERRORS[401],
+        409: ERRORS[409],
+    }
+
+
 @extend_schema(
     summary="Open an approval request",
     description=(
@@ -92,21 +114,8 @@ def _own_request(
         "a session is a 400 on that field: a fork inherits from a session that exists."
     ),
     request=ApprovalRequestIn,
-    parameters=[
-        OpenApiParameter(
-            IDEMPOTENCY_HEADER,
-            OpenApiTypes.STR,
-            OpenApiParameter.HEADER,
-            description=f"1-{MAX_IDEMPOTENCY_KEY} characters; makes retries safe.",
-        )
-    ],
-    responses={
-        201: ApprovalRequestOut,
-        200: OpenApiResponse(ApprovalRequestOut, description="The request this Idempotency-Key opened."),
-        400: ERRORS[400],
-        401: ERRORS[401],
-        409: ERRORS[409],
-    },
+    parameters=_OPEN_PARAMETERS,
+    responses=_open_responses(ApprovalRequestOut),
 )
 @api_view(["POST"])
 def approval_requests(request: Request) -> Response:
@@ -128,21 +137,8 @@ def approval_requests(request: Request) -> Response:
         "whole tool)."
     ),
     request=ToolApprovalRequestIn,
-    parameters=[
-        OpenApiParameter(
-            IDEMPOTENCY_HEADER,
-            OpenApiTypes.STR,
-            OpenApiParameter.HEADER,
-            description=f"1-{MAX_IDEMPOTENCY_KEY} characters; makes retries safe.",
-        )
-    ],
-    responses={
-        201: ToolApprovalRequestOut,
-        200: OpenApiResponse(ToolApprovalRequestOut, description="The request this Idempotency-Key opened."),
-        400: ERRORS[400],
-        401: ERRORS[401],
-        409: ERRORS[409],
-    },
+    parameters=_OPEN_PARAMETERS,
+    responses=_open_responses(ToolApprovalRequestOut),
 )
 @api_view(["POST"])
 def tool_approval_requests(request: Request) -> Response:
