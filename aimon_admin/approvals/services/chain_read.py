@@ -147,7 +147,7 @@ def _sql(vendor: str, n_ids: int, n_skills: int, tool_sql: tuple[str, str] | Non
 
 
 def chain_read(
-    session_ids: Sequence[str],
+    session_ids: Sequence[str | None],
     *,
     skills: Sequence[str] = (),
     tool: ToolShape | None = None,
@@ -155,9 +155,10 @@ def chain_read(
     token_digest: str | None = None,
 ) -> ChainRead:
     """Run the read for `runtime_pk`, or fused behind the token whose hash is `token_digest`:
-    the named sessions, and the grants in force for `skills` or for `tool`."""
+    the named sessions (a None or empty id names none), and the grants in force for `skills`
+    or for `tool`."""
     fused = token_digest is not None
-    ids = list(dict.fromkeys(session_ids))
+    ids = list(dict.fromkeys(sid for sid in session_ids if sid))
     names = sorted(set(skills)) if tool is None else []
     tool_sql = (tool.facts.axes_sql, tool.facts.subject_sql) if tool is not None else None
     sql = _sql(connection.vendor, len(ids), len(names), tool_sql, fused=fused)

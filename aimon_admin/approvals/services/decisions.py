@@ -70,8 +70,7 @@ def decide_skills(
     turn_id: str | None,
 ) -> list[SkillVerdict]:
     """A decision by ids for a runtime already authenticated: `_decide`, the one path."""
-    ids = [sid for sid in (session_id, invoking_session_id) if sid]
-    read = chain_read(ids, skills=skills, runtime_pk=runtime.pk)
+    read = chain_read((session_id, invoking_session_id), skills=skills, runtime_pk=runtime.pk)
     return _decide(runtime, read, skills, session_id, invoking_session_id, principal, turn_id)
 
 
@@ -95,8 +94,7 @@ def decide_skills_for_token(
     """
     if not token_looks_valid(raw_token):
         return None
-    ids = [sid for sid in (session_id, invoking_session_id) if sid]
-    read = chain_read(ids, skills=skills, token_digest=token_hash(raw_token))
+    read = chain_read((session_id, invoking_session_id), skills=skills, token_digest=token_hash(raw_token))
     if read.token_row is None:
         return None
     token = token_from_row(read.token_row)
@@ -119,8 +117,7 @@ def _decide(
         runtime, read, session_id=session_id, invoking_session_id=invoking_session_id, principal=principal
     )
     if found.read_again:
-        ids = [sid for sid in (session_id, invoking_session_id) if sid]
-        read = chain_read(ids, skills=skills, runtime_pk=runtime.pk)
+        read = chain_read((session_id, invoking_session_id), skills=skills, runtime_pk=runtime.pk)
     return _verdicts(
         runtime.pk, skills, read, session_pk=found.session_pk, invoking_pk=found.invoking_pk, turn_id=turn_id
     )

@@ -81,18 +81,9 @@ def item_answer(
     )
     grant = written.grant
     decision = grant.decision
-    still_open = Exists(
-        ApprovalRequest.objects.filter(pk=OuterRef("request_id"), status=RequestStatus.PENDING)
-    )
-    claimed = ApprovalItem.objects.filter(still_open, pk=item.pk, decision="").update(
-        decision=decision,
-        scope=target.scope,
-        answered_by=user,
-        answered_at=now,
-        pattern=pattern,
-        grant=grant,
-    )
-    if claimed != 1:
+    if not _claim(
+        item, decision=decision, scope=target.scope, user=user, now=now, grant=grant, pattern=pattern
+    ):
         raise ClaimLost
     if on_claim is not None:
         on_claim()
@@ -104,9 +95,6 @@ def item_answer(
         if written.replaced is not None:
             notes.append(DENY_REPLACED_MESSAGE.format(skill=item.skill, who=_who(written.replaced)))
     session_active(written.session, now)
-    # What the claim wrote, without reading the row back.
-    item.decision, item.scope, item.answered_by, item.answered_at = decision, target.scope, user, now
-    item.grant, item.pattern = grant, pattern
     return item
 
 
@@ -120,13 +108,7 @@ def _allow_call_item(
     """U3, U4: *Allow this call*: the item reads ALLOW at scope CALL and no grant is written;
     the request's arguments digest is the approval, used once by a tool decision that
     presents it. Audited with the digest (U7)."""
-    still_open = Exists(
-        ApprovalRequest.objects.filter(pk=OuterRef("request_id"), status=RequestStatus.PENDING)
-    )
-    claimed = ApprovalItem.objects.filter(still_open, pk=item.pk, decision="").update(
-        decision=GrantDecision.ALLOW, scope=ItemScope.CALL, answered_by=user, answered_at=now
-    )
-    if claimed != 1:
+    if not _claim(item, decision=GrantDecision.ALLOW, scope=ItemScope.CALL, user=user, now=now):
         return None
     if on_claim is not None:
         on_claim()
@@ -150,14 +132,41 @@ def _allow_call_item(
             "stored": False,
         },
     )
-    item.decision, item.scope, item.answered_by, item.answered_at = (
-        GrantDecision.ALLOW,
-        ItemScope.CALL,
-        user,
-        now,
-    )
-    item.grant = None
     return item
+
+
+def _claim(
+    item: ApprovalItem,
+    *,
+    decision: str,
+    scope: str,
+    user: User,
+    now: dt.datetime,
+    grant: Grant | None = None,
+    pattern: str = "",
+) -> bool:
+    """Claim `item` with its answer in one conditional update, only while it is unanswered and
+    its request still PENDING (so an answer that loses a race with another answer, a cancel or
+    an expiry writes nothing); an answer that wrote a grant stores it and its pattern too. On
+    success `item` is given what the claim wrote, without reading the row back."""
+    still_open = Exists(
+        ApprovalRequest.objects.filter(pk=OuterRef("request_id"), status=RequestStatus.PENDING)
+    )
+    answered: dict[str, object] = {
+        "decision": decision,
+        "scope": scope,
+        "answered_by": user,
+        "answered_at": now,
+    }
+    if grant is not None:
+        answered |= {"pattern": pattern, "grant": grant}
+    if ApprovalItem.objects.filter(still_open, pk=item.pk, decision="").update(**answered) != 1:
+        return False
+    item.decision, item.scope, item.answered_by, item.answered_at = decision, scope, user, now
+    item.grant = grant
+    if grant is not None:
+        item.pattern = pattern
+    return True
 
 
 def _who(grant: Grant) -> str:
@@ -175,13 +184,7 @@ def _deny_request_item(
 ) -> ApprovalItem | None:
     """S13's *Deny this request*: the item reads DENY (so the request, its long-poll and the
     runtime say DENY), scope REQUEST, and no grant is written anywhere."""
-    still_open = Exists(
-        ApprovalRequest.objects.filter(pk=OuterRef("request_id"), status=RequestStatus.PENDING)
-    )
-    claimed = ApprovalItem.objects.filter(still_open, pk=item.pk, decision="").update(
-        decision=GrantDecision.DENY, scope=ItemScope.REQUEST, answered_by=user, answered_at=now
-    )
-    if claimed != 1:
+    if not _claim(item, decision=GrantDecision.DENY, scope=ItemScope.REQUEST, user=user, now=now):
         return None
     holder = request.session or request.invoking_session
     audit_record(
@@ -201,13 +204,6 @@ def _deny_request_item(
             "reach": REQUEST_DENY_REACH,
         },
     )
-    item.decision, item.scope, item.answered_by, item.answered_at = (
-        GrantDecision.DENY,
-        ItemScope.REQUEST,
-        user,
-        now,
-    )
-    item.grant = None
     return item
 
 

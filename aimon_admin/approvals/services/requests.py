@@ -80,12 +80,9 @@ def request_create(data: RequestInput) -> tuple[ApprovalRequest, bool]:
     """
     if data.kind == RequestKind.TOOL:
         _tool_call_check(data)
-    if data.idempotency_key:
-        existing = ApprovalRequest.objects.filter(
-            runtime=data.runtime, idempotency_key=data.idempotency_key
-        ).first()
-        if existing is not None:
-            return existing, False
+    existing = _opened_already(data)
+    if existing is not None:
+        return existing, False
     try:
         with transaction.atomic():
             request = _request_create(data)
@@ -94,14 +91,18 @@ def request_create(data: RequestInput) -> tuple[ApprovalRequest, bool]:
                 # imports no listener (core.hooks).
                 hooks.announce_after_commit(hooks.REQUEST_OPENED, request.pk)
             return request, True
-    except IntegrityError:
-        if data.idempotency_key:
-            existing = ApprovalRequest.objects.filter(
-                runtime=data.runtime, idempotency_key=data.idempotency_key
-            ).first()
-            if existing is not None:
-                return existing, False
+    except IntegrityError:  # another call with the same key committed first
+        existing = _opened_already(data)
+        if existing is not None:
+            return existing, False
         raise
+
+
+def _opened_already(data: RequestInput) -> ApprovalRequest | None:
+    """The request this runtime's Idempotency-Key already opened, if any."""
+    if not data.idempotency_key:
+        return None
+    return ApprovalRequest.objects.filter(runtime=data.runtime, idempotency_key=data.idempotency_key).first()
 
 
 def _request_create(data: RequestInput) -> ApprovalRequest:

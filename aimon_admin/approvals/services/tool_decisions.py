@@ -108,7 +108,7 @@ def tool_call_decide(
     decision finds them (`sessions_find`: S3, S12), and read again only if one was touched.
     """
     server = server or ""
-    ids = [sid for sid in (session_id, invoking_session_id) if sid]
+    ids = (session_id, invoking_session_id)
     read = chain_read(ids, tool=_shape(server, tool, runtime_pk=runtime.pk), runtime_pk=runtime.pk)
     return _decide(
         runtime,
@@ -147,7 +147,7 @@ def tool_call_decide_for_token(
     if not token_looks_valid(raw_token):
         return None
     server = server or ""
-    ids = [sid for sid in (session_id, invoking_session_id) if sid]
+    ids = (session_id, invoking_session_id)
     read = chain_read(ids, tool=_shape(server, tool, runtime_pk=None), token_digest=token_hash(raw_token))
     if read.token_row is None:
         return None
@@ -215,7 +215,7 @@ def _decide(
         runtime, read, session_id=session_id, invoking_session_id=invoking_session_id, principal=principal
     )
     if found.read_again:
-        ids = [sid for sid in (session_id, invoking_session_id) if sid]
+        ids = (session_id, invoking_session_id)
         read = chain_read(ids, tool=_shape(server, tool, runtime_pk=runtime.pk), runtime_pk=runtime.pk)
     approval = (
         _CallApproval(
