@@ -99,11 +99,7 @@ def grant_write(
             return GrantWrite(grant=grant, superseded=superseded, replaced=replaced, session=session)
         if attempt == 3:
             break
-        held = list(
-            Grant.objects.filter(_same_key(request, skill, target, session, pattern)).select_related(
-                "granted_by"
-            )
-        )
+        held = list(Grant.objects.filter(_same_key(grant)).select_related("granted_by"))
         in_force = [g for g in held if g.expires_at is None or g.expires_at > now]
         if settle and in_force:
             current = in_force[0]
@@ -136,25 +132,19 @@ def _grant_kind(request: ApprovalRequest) -> GrantKind:
     return GrantKind.TOOL if request.kind == RequestKind.TOOL else GrantKind.SKILL
 
 
-def _same_key(
-    request: ApprovalRequest, skill: str, target: policy.GrantTarget, session: Session | None, pattern: str
-) -> Q:
-    """The one-active-grant key: a skill's grants and a tool's never answer for each other,
-    and a tool's are per server and subject pattern."""
-    kind = _grant_kind(request)
+def _same_key(grant: Grant) -> Q:
+    """The one-active-grant key `grant` (not yet written) would hold: a skill's grants and a
+    tool's never answer for each other, and a tool's are per server and subject pattern."""
     key = Q(
-        runtime=request.runtime,
-        kind=kind,
-        server=request.server if kind == GrantKind.TOOL else "",
-        skill=skill,
-        pattern=pattern,
-        scope=target.scope,
+        runtime=grant.runtime,
+        kind=grant.kind,
+        server=grant.server,
+        skill=grant.skill,
+        pattern=grant.pattern,
+        scope=grant.scope,
+        session=grant.session,  # None: an AGENT grant, held in no session
         revoked_at__isnull=True,
     )
-    if target.scope == GrantScope.AGENT:
-        key &= Q(session__isnull=True)
-    else:
-        key &= Q(session=session)
-    if target.scope == GrantScope.TURN:
-        key &= Q(turn_id=request.turn_id)
+    if grant.scope == GrantScope.TURN:
+        key &= Q(turn_id=grant.turn_id)
     return key
