@@ -21,7 +21,18 @@ from aimon_admin.runtimes.models import AgentRuntime
 # --- Clear and revoke (S10) --------------------------------------------------------------------
 
 
-def _revoke(grants: Q, *, actor: Actor, reason: RevokeReason, runtime: AgentRuntime) -> int:
+def _revoke(
+    runtime: AgentRuntime, actor: Actor, reason: RevokeReason, *, session_id: str | None = None
+) -> int:
+    """Revoke the runtime's grants in force held in the session `session_id` (one never seen
+    holds none), or with no session its AGENT-scope ones; how many were revoked."""
+    if session_id is None:
+        grants = Q(scope=GrantScope.AGENT)
+    else:
+        session = session_lookup(runtime=runtime, session_id=session_id)
+        if session is None:
+            return 0
+        grants = Q(session=session)
     return (
         Grant.objects.active()
         .filter(grants, runtime=runtime)
@@ -32,10 +43,7 @@ def _revoke(grants: Q, *, actor: Actor, reason: RevokeReason, runtime: AgentRunt
 @transaction.atomic
 def session_clear(*, runtime: AgentRuntime, session_id: str, actor: Actor) -> int:
     """S10: drop the session's turn and session approvals (and denials)."""
-    session = session_lookup(runtime=runtime, session_id=session_id)
-    removed = 0
-    if session is not None:
-        removed = _revoke(Q(session=session), actor=actor, reason=RevokeReason.CLEAR, runtime=runtime)
+    removed = _revoke(runtime, actor, RevokeReason.CLEAR, session_id=session_id)
     audit_record(
         action=AuditAction.SESSION_CLEARED,
         actor=actor,
@@ -49,17 +57,8 @@ def session_clear(*, runtime: AgentRuntime, session_id: str, actor: Actor) -> in
 @transaction.atomic
 def session_revoke(*, runtime: AgentRuntime, session_id: str, agent: bool, actor: Actor) -> tuple[int, int]:
     """S10: revoke the session's approvals; with agent=True the runtime's agent-wide ones too."""
-    session = session_lookup(runtime=runtime, session_id=session_id)
-    removed_session = 0
-    if session is not None:
-        removed_session = _revoke(
-            Q(session=session), actor=actor, reason=RevokeReason.REVOKE, runtime=runtime
-        )
-    removed_agent = 0
-    if agent:
-        removed_agent = _revoke(
-            Q(scope=GrantScope.AGENT), actor=actor, reason=RevokeReason.REVOKE_AGENT, runtime=runtime
-        )
+    removed_session = _revoke(runtime, actor, RevokeReason.REVOKE, session_id=session_id)
+    removed_agent = _revoke(runtime, actor, RevokeReason.REVOKE_AGENT) if agent else 0
     audit_record(
         action=AuditAction.SESSION_REVOKED,
         actor=actor,
@@ -74,9 +73,7 @@ def session_revoke(*, runtime: AgentRuntime, session_id: str, agent: bool, actor
 @transaction.atomic
 def agent_grants_revoke(*, runtime: AgentRuntime, actor: Actor) -> int:
     """Revoke agent-wide: every AGENT-scope grant of the runtime (S10)."""
-    removed = _revoke(
-        Q(scope=GrantScope.AGENT), actor=actor, reason=RevokeReason.REVOKE_AGENT, runtime=runtime
-    )
+    removed = _revoke(runtime, actor, RevokeReason.REVOKE_AGENT)
     audit_record(
         action=AuditAction.AGENT_GRANTS_REVOKED,
         actor=actor,
