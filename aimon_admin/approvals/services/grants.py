@@ -74,7 +74,8 @@ def grant_write(
     `approvers`: how many people's answer this is (P3); an ALLOW in force that fewer people
     gave does not settle it, it is replaced (it answers nothing a rule needs more people for).
     """
-    kind = _grant_kind(request)
+    # A skill request's answers write SKILL grants; a tool request's, TOOL grants (U3).
+    kind = GrantKind.TOOL if request.kind == RequestKind.TOOL else GrantKind.SKILL
     session = _holder_session(request, target.holder)
     grant = Grant(
         runtime=request.runtime,
@@ -125,11 +126,6 @@ def _holder_session(request: ApprovalRequest, holder: str) -> Session | None:
     if holder == policy.Holder.INVOKING_SESSION:
         return request.invoking_session
     return None
-
-
-def _grant_kind(request: ApprovalRequest) -> GrantKind:
-    """A skill request's answers write SKILL grants; a tool request's, TOOL grants (U3)."""
-    return GrantKind.TOOL if request.kind == RequestKind.TOOL else GrantKind.SKILL
 
 
 def _same_key(grant: Grant) -> Q:
