@@ -28,11 +28,8 @@ REVOKED_MESSAGE = "Session approvals revoked: {count} removed."
 AGENT_REVOKED_MESSAGE = "Agent-wide approvals revoked: {count} removed."
 GRANT_REVOKED_MESSAGE = "Approval revoked."
 GRANT_GONE_MESSAGE = "That approval was no longer in force."
-
-
-def _count(n: int, noun: str) -> str:
-    """`1 answer`, `2 answers`."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+ANSWERS = ("{count} answer", "{count} answers")
+AGENT_WIDE_APPROVALS = ("{count} agent-wide approval", "{count} agent-wide approvals")
 
 
 def _every_session(n: int, runtime: str) -> str:
@@ -103,7 +100,7 @@ def session_clear_view(request: HttpRequest, pk: int) -> HttpResponse:
         title=f"Clear session {session.session_id}?",
         effect=(
             f"Starts this session over, as the agent's own /clear does. Removes the "
-            f"{_count(len(grants), 'answer')} this session holds (its turn and session "
+            f"{counted(ANSWERS, len(grants))} this session holds (its turn and session "
             "approvals and denials): the runtime asks again about each. The audit log "
             "records it as a clear."
         ),
@@ -134,7 +131,7 @@ def session_revoke_view(request: HttpRequest, pk: int) -> HttpResponse:
         request,
         title=f"Revoke the approvals of session {session.session_id}?",
         effect=(
-            f"Takes back the {_count(len(grants), 'answer')} this session holds (its turn and "
+            f"Takes back the {counted(ANSWERS, len(grants))} this session holds (its turn and "
             "session approvals and denials): the runtime asks again about each. These are the "
             "answers Clear would remove, but the audit log records a revocation by you, not a "
             "clear: use it when an answer should not have been given."
@@ -216,7 +213,7 @@ def agent_revoke_view(request: HttpRequest, name: str) -> HttpResponse:
         request,
         title=f"Revoke every agent-wide approval of {runtime.name}?",
         effect=(
-            f"Removes {_count(len(grants), 'agent-wide approval')} from "
+            f"Removes {counted(AGENT_WIDE_APPROVALS, len(grants))} from "
             f"{_every_session(selectors.runtime_session_count(runtime=runtime), runtime.name)}; "
             "each session is asked again."
         ),
