@@ -342,9 +342,8 @@ class RedisHub:
         for confirmation in confirming.values():
             if not confirmation.done():
                 confirmation.set_result(False)
-        for waiters in self.waiters.values():
-            for subscription in waiters:
-                subscription.event.set()
+        for key in self.waiters:
+            self._wake(key)
         return connection
 
     def _background(self, coroutine: Any) -> None:
