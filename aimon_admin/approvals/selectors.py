@@ -16,6 +16,7 @@ from aimon_admin.accounts.roles import Role
 from aimon_admin.approvals import tool_answers, tool_policy
 from aimon_admin.approvals.choices import GrantKind, GrantOrigin, GrantScope, RequestKind, RequestStatus
 from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, Session
+from aimon_admin.approvals.subject_patterns import pattern_choices
 from aimon_admin.approvals.tool_rules import tool_rule_index
 from aimon_admin.registry import policy as registry_policy
 from aimon_admin.registry import selectors as registry_selectors
@@ -202,7 +203,7 @@ def tool_call_patterns(*, request: ApprovalRequest) -> ToolCallPatterns:
     return ToolCallPatterns(
         axes=axes,
         registered=found is not None,
-        allow=tool_answers.allow_patterns(request.subject, axes, kind, beyond=beyond),
+        allow=pattern_choices(request.subject, axes, kind=kind, beyond=beyond),
         deny=tool_answers.deny_patterns(request.subject, axes, kind),
         kind=kind,
         floors=tuple(floors),

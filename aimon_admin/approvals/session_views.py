@@ -4,6 +4,8 @@ for confirmation first. Who sees what follows S13 through the selectors."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
@@ -13,7 +15,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from aimon_admin.approvals import rules, selectors, services
 from aimon_admin.approvals.choices import GrantScope
 from aimon_admin.approvals.models import Grant, Session
-from aimon_admin.approvals.views import AGENT_WIDE_ENDS, answer_label, approver_or_operator
+from aimon_admin.approvals.views import answer_label, approver_or_operator
 from aimon_admin.core.actors import Actor
 from aimon_admin.core.plurals import counted
 from aimon_admin.runtimes.models import AgentRuntime
@@ -26,11 +28,8 @@ REVOKED_MESSAGE = "Session approvals revoked: {count} removed."
 AGENT_REVOKED_MESSAGE = "Agent-wide approvals revoked: {count} removed."
 GRANT_REVOKED_MESSAGE = "Approval revoked."
 GRANT_GONE_MESSAGE = "That approval was no longer in force."
-
-
-def _count(n: int, noun: str) -> str:
-    """`1 answer`, `2 answers`."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+ANSWERS = ("{count} answer", "{count} answers")
+AGENT_WIDE_APPROVALS = ("{count} agent-wide approval", "{count} agent-wide approvals")
 
 
 def _every_session(n: int, runtime: str) -> str:
@@ -38,6 +37,14 @@ def _every_session(n: int, runtime: str) -> str:
     if n == 0:
         return f"every session of {runtime} (it has none yet)"
     return f"the only session of {runtime}" if n == 1 else f"all {n} sessions of {runtime}"
+
+
+def _confirm(request: HttpRequest, grants: Sequence[Grant] = (), **page: str) -> HttpResponse:
+    """The page that asks before a change to what answers left behind (S10): `page` is its
+    title, effect, confirm_label and what is kept; `grants` the answers it takes back."""
+    items = [f"{g.label}: {answer_label(g.decision, g.scope)}" for g in grants]
+    context = {**page, "items": items, "cancel_url": "approvals:sessions", "danger": True}
+    return render(request, "approvals/confirm.html", context)
 
 
 @require_GET
@@ -88,26 +95,21 @@ def session_clear_view(request: HttpRequest, pk: int) -> HttpResponse:
         messages.success(request, counted(CLEARED_MESSAGE, count))
         return redirect("approvals:session", pk=session.pk)
     grants = list(selectors.session_grants(session=session))
-    return render(
+    return _confirm(
         request,
-        "approvals/confirm.html",
-        {
-            "title": f"Clear session {session.session_id}?",
-            "effect": (
-                f"Starts this session over, as the agent's own /clear does. Removes the "
-                f"{_count(len(grants), 'answer')} this session holds (its turn and session "
-                "approvals and denials): the runtime asks again about each. The audit log "
-                "records it as a clear."
-            ),
-            "kept": (
-                f"Stays: the agent-wide approvals of {session.runtime.name} (each holds "
-                f"{AGENT_WIDE_ENDS}), the rules, and the audit log's record of every answer."
-            ),
-            "items": [f"{g.label}: {answer_label(g.decision, g.scope)}" for g in grants],
-            "confirm_label": "Clear session",
-            "cancel_url": "approvals:sessions",
-            "danger": True,
-        },
+        title=f"Clear session {session.session_id}?",
+        effect=(
+            f"Starts this session over, as the agent's own /clear does. Removes the "
+            f"{counted(ANSWERS, len(grants))} this session holds (its turn and session "
+            "approvals and denials): the runtime asks again about each. The audit log "
+            "records it as a clear."
+        ),
+        kept=(
+            f"Stays: the agent-wide approvals of {session.runtime.name} (each holds "
+            f"{services.AGENT_WIDE_ENDS}), the rules, and the audit log's record of every answer."
+        ),
+        confirm_label="Clear session",
+        grants=grants,
     )
 
 
@@ -125,26 +127,21 @@ def session_revoke_view(request: HttpRequest, pk: int) -> HttpResponse:
         messages.success(request, REVOKED_MESSAGE.format(count=removed))
         return redirect("approvals:session", pk=session.pk)
     grants = list(selectors.session_grants(session=session))
-    return render(
+    return _confirm(
         request,
-        "approvals/confirm.html",
-        {
-            "title": f"Revoke the approvals of session {session.session_id}?",
-            "effect": (
-                f"Takes back the {_count(len(grants), 'answer')} this session holds (its turn and "
-                "session approvals and denials): the runtime asks again about each. These are the "
-                "answers Clear would remove, but the audit log records a revocation by you, not a "
-                "clear: use it when an answer should not have been given."
-            ),
-            "kept": (
-                f"Stays: the agent-wide approvals of {session.runtime.name} (only Revoke agent-wide "
-                "removes them), the rules, and the audit log's record of every answer."
-            ),
-            "items": [f"{g.label}: {answer_label(g.decision, g.scope)}" for g in grants],
-            "confirm_label": "Revoke session approvals",
-            "cancel_url": "approvals:sessions",
-            "danger": True,
-        },
+        title=f"Revoke the approvals of session {session.session_id}?",
+        effect=(
+            f"Takes back the {counted(ANSWERS, len(grants))} this session holds (its turn and "
+            "session approvals and denials): the runtime asks again about each. These are the "
+            "answers Clear would remove, but the audit log records a revocation by you, not a "
+            "clear: use it when an answer should not have been given."
+        ),
+        kept=(
+            f"Stays: the agent-wide approvals of {session.runtime.name} (only Revoke agent-wide "
+            "removes them), the rules, and the audit log's record of every answer."
+        ),
+        confirm_label="Revoke session approvals",
+        grants=grants,
     )
 
 
@@ -176,17 +173,11 @@ def grant_revoke_view(request: HttpRequest, pk: int) -> HttpResponse:
         messages.success(request, GRANT_REVOKED_MESSAGE if revoked else GRANT_GONE_MESSAGE)
         return back
     where = "every session of this agent" if grant.scope == GrantScope.AGENT else "this session"
-    return render(
+    return _confirm(
         request,
-        "approvals/confirm.html",
-        {
-            "title": f"Revoke {answer_label(grant.decision, grant.scope)} for {grant.label}?",
-            "effect": f"The runtime will ask again about {grant.label} in {where}.",
-            "items": [],
-            "confirm_label": "Revoke approval",
-            "cancel_url": "approvals:sessions",
-            "danger": True,
-        },
+        title=f"Revoke {answer_label(grant.decision, grant.scope)} for {grant.label}?",
+        effect=f"The runtime will ask again about {grant.label} in {where}.",
+        confirm_label="Revoke approval",
     )
 
 
@@ -218,19 +209,14 @@ def agent_revoke_view(request: HttpRequest, name: str) -> HttpResponse:
         messages.success(request, AGENT_REVOKED_MESSAGE.format(count=count))
         return redirect("approvals:agent", name=runtime.name)
     grants = list(selectors.agent_grants(runtime=runtime))
-    return render(
+    return _confirm(
         request,
-        "approvals/confirm.html",
-        {
-            "title": f"Revoke every agent-wide approval of {runtime.name}?",
-            "effect": (
-                f"Removes {_count(len(grants), 'agent-wide approval')} from "
-                f"{_every_session(selectors.runtime_session_count(runtime=runtime), runtime.name)}; "
-                "each session is asked again."
-            ),
-            "items": [f"{g.label}: {answer_label(g.decision, g.scope)}" for g in grants],
-            "confirm_label": "Revoke agent-wide",
-            "cancel_url": "approvals:sessions",
-            "danger": True,
-        },
+        title=f"Revoke every agent-wide approval of {runtime.name}?",
+        effect=(
+            f"Removes {counted(AGENT_WIDE_APPROVALS, len(grants))} from "
+            f"{_every_session(selectors.runtime_session_count(runtime=runtime), runtime.name)}; "
+            "each session is asked again."
+        ),
+        confirm_label="Revoke agent-wide",
+        grants=grants,
     )

@@ -1,6 +1,7 @@
-"""What a person may answer to a tool request (U3): the patterns an allow or a deny may
-carry (never reaching what a rule needs more people for, P3), the buttons offered, the
-pattern an answer carries, and an abort's. Pure functions over `subject_patterns`."""
+"""What a person may answer to a tool request (U3): the patterns a deny may carry (an
+allow's are `subject_patterns.pattern_choices`, never reaching what a rule needs more
+people for, P3), the buttons offered, the pattern an answer carries, and an abort's. Pure
+functions over `subject_patterns`."""
 
 from __future__ import annotations
 
@@ -18,18 +19,9 @@ PATTERN_NOT_OFFERED = (
 )
 
 
-def allow_patterns(
-    subject: str | None, axes: ToolAxes, kind: SubjectKind = SubjectKind.TEXT, *, beyond: Sequence[str] = ()
-) -> list[str]:
-    """The patterns an *Allow for this session* or *Always allow for this agent* may carry
-    (U3): `pattern_choices`, narrowest first; never the whole of a destructive tool, nor
-    one reaching what a rule in `beyond` needs more people for (P3)."""
-    return pattern_choices(subject, axes, kind=kind, beyond=beyond)
-
-
 def deny_patterns(subject: str | None, axes: ToolAxes, kind: SubjectKind = SubjectKind.TEXT) -> list[str]:
-    """The patterns a *Deny* may carry: the same, and the whole tool whatever the tool is
-    (a Deny may always be as wide as the tool)."""
+    """The patterns a *Deny* may carry: those `pattern_choices` offers a deny, and the whole
+    tool whatever the tool is (a Deny may always be as wide as the tool)."""
     choices = pattern_choices(subject, axes, for_allow=False, kind=kind)
     return choices if "" in choices else [*choices, ""]
 

@@ -41,8 +41,6 @@ DENY_REQUEST_ONLY_HELP = (
     "Only an operator or the runtime's owner may give that. You may refuse it with Deny this "
     "request: the runtime is told Deny for this request, and nothing is stored."
 )
-# S5/S6: what ends an agent-wide grant, in the words the pages use.
-AGENT_WIDE_ENDS = services.AGENT_WIDE_ENDS
 
 
 def answer_label(decision: str, scope: str) -> str:
@@ -143,7 +141,7 @@ def _card(request: HttpRequest, approval: ApprovalRequest) -> dict[str, Any]:
         "escalates": shape.escalates,
         "deny_request_only": deny_request_only and not services.user_may_grant_agent(user, approval.runtime),
         "deny_request_help": DENY_REQUEST_ONLY_HELP.format(runtime=approval.runtime.name),
-        "agent_wide_ends": AGENT_WIDE_ENDS,
+        "agent_wide_ends": services.AGENT_WIDE_ENDS,  # S5/S6: what ends an agent-wide grant
         "is_fork": approval.is_fork,
         "tool": tool_call_card(approval, patterns) if patterns is not None else None,
         # Every button's reach beside it (S5): a tool card has its own (tool_card.py), and

@@ -76,7 +76,22 @@ def _local_publish(key: str) -> None:
             continue
 
 
-class LocalSubscription:
+class _Waiter:
+    """What both kinds of subscription share: an event set when the waiter should re-read."""
+
+    event: asyncio.Event
+
+    async def wait(self, timeout: float) -> bool:
+        """True if woken (through Redis also by the hub's loss or return); False after `timeout`."""
+        try:
+            await asyncio.wait_for(self.event.wait(), timeout)
+        except TimeoutError:
+            return False
+        self.event.clear()
+        return True
+
+
+class LocalSubscription(_Waiter):
     """In process: wakes on a click served by this process; re-reads on a timer for the rest."""
 
     def __init__(self, key: str) -> None:
@@ -89,14 +104,6 @@ class LocalSubscription:
     @property
     def repoll_after(self) -> float | None:
         return REPOLL_SECONDS
-
-    async def wait(self, timeout: float) -> bool:
-        try:
-            await asyncio.wait_for(self.event.wait(), timeout)
-        except TimeoutError:
-            return False
-        self.event.clear()
-        return True
 
     async def close(self) -> None:
         with _lock:
@@ -335,9 +342,8 @@ class RedisHub:
         for confirmation in confirming.values():
             if not confirmation.done():
                 confirmation.set_result(False)
-        for waiters in self.waiters.values():
-            for subscription in waiters:
-                subscription.event.set()
+        for key in self.waiters:
+            self._wake(key)
         return connection
 
     def _background(self, coroutine: Any) -> None:
@@ -369,7 +375,7 @@ def hub_for(url: str) -> RedisHub:
     return hub
 
 
-class RedisSubscription:
+class RedisSubscription(_Waiter):
     """A waiter's place in its loop's hub: woken by its channel's messages; polls while the
     hub has no confirmed subscription for it."""
 
@@ -385,15 +391,6 @@ class RedisSubscription:
     @property
     def repoll_after(self) -> float | None:
         return None if self.live else REPOLL_SECONDS
-
-    async def wait(self, timeout: float) -> bool:
-        """True if woken (a message, or the hub's loss or return); False after `timeout`."""
-        try:
-            await asyncio.wait_for(self.event.wait(), timeout)
-        except TimeoutError:
-            return False
-        self.event.clear()
-        return True
 
     async def close(self) -> None:
         await self.hub.remove(self)

@@ -17,9 +17,8 @@ from aimon_admin.accounts.models import User
 from aimon_admin.approvals import rules, services
 from aimon_admin.approvals.choices import Answer, GrantDecision, RuleAction
 from aimon_admin.approvals.models import ApprovalRequest, ToolRule
-from aimon_admin.approvals.subject_patterns import subject_matches
+from aimon_admin.approvals.subject_patterns import pattern_choices, subject_matches
 from aimon_admin.approvals.subjects import Subject, normalise_path, read_command, subject_of
-from aimon_admin.approvals.tool_answers import allow_patterns
 from aimon_admin.approvals.tool_policy import HeldToolGrant, layer_decision
 from aimon_admin.approvals.tool_rule_grammar import ToolRuleIndex, ToolRuleSpec
 from aimon_admin.registry.choices import DestructiveBehavior, SideEffectLevel, SubjectKind
@@ -112,7 +111,7 @@ def test_a_prefix_allow_never_covers_a_command_that_runs_something_else(
 def test_an_approver_is_offered_no_prefix_that_the_call_itself_would_not_match(
     command: str,
 ) -> None:  # U1, U3
-    for pattern in allow_patterns(command, WRITES, COMMAND):
+    for pattern in pattern_choices(command, WRITES, kind=COMMAND):
         assert subject_matches(pattern, command, for_allow=True, kind=COMMAND), pattern
 
 
@@ -150,21 +149,21 @@ def test_an_exact_allow_matches_that_text_only() -> None:  # U1, U3
 
 
 def test_a_destructive_tool_is_offered_no_one_word_prefix_and_never_a_wrapper() -> None:  # U1, U3
-    assert allow_patterns("git push origin main", DESTROYS, COMMAND) == [
+    assert pattern_choices("git push origin main", DESTROYS, kind=COMMAND) == [
         "git push origin main",
         "git push origin:*",
         "git push:*",
     ]
-    assert allow_patterns("git push origin main", WRITES, COMMAND) == [
+    assert pattern_choices("git push origin main", WRITES, kind=COMMAND) == [
         "git push origin main",
         "git push origin:*",
         "git push:*",
         "git:*",
         "",
     ]
-    assert allow_patterns("env git push origin", WRITES, COMMAND) == ["env git push origin", ""]
-    assert allow_patterns("git -c x=y push", WRITES, COMMAND) == ["git -c x=y push", ""]
-    assert allow_patterns("git push origin main; rm -rf /", DESTROYS, COMMAND) == [
+    assert pattern_choices("env git push origin", WRITES, kind=COMMAND) == ["env git push origin", ""]
+    assert pattern_choices("git -c x=y push", WRITES, kind=COMMAND) == ["git -c x=y push", ""]
+    assert pattern_choices("git push origin main; rm -rf /", DESTROYS, kind=COMMAND) == [
         "git push origin main; rm -rf /"
     ]
 

@@ -9,10 +9,10 @@ import pytest
 
 from aimon_admin.approvals.choices import Answer
 from aimon_admin.approvals.policy import RequestShape
+from aimon_admin.approvals.subject_patterns import pattern_choices
 from aimon_admin.approvals.tool_answers import (
     PATTERN_NOT_OFFERED,
     abort_pattern,
-    allow_patterns,
     answer_pattern,
     deny_patterns,
     tool_answers_offered,
@@ -56,7 +56,7 @@ READ = ToolAxes(SideEffectLevel.READ_ONLY, DestructiveBehavior.DESTRUCTIVE)  # T
 def test_the_patterns_each_answer_may_carry(
     subject: str | None, axes: ToolAxes, allow: list[str], deny: list[str] | None
 ) -> None:  # U3
-    assert allow_patterns(subject, axes) == allow
+    assert pattern_choices(subject, axes) == allow
     assert deny_patterns(subject, axes) == (deny if deny is not None else [*allow, ""])
 
 
