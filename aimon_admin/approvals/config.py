@@ -105,6 +105,7 @@ class ToolRuleEntry:
         return (runtime, parsed.server, parsed.tool, parsed.pattern, unattended), entry
 
     def existing(self, runtime: AgentRuntime | None) -> ToolRule | None:
+        """The stored rule for what this one matches, where it holds, if any."""
         parsed = parse_rule_text(self.text)
         return ToolRule.objects.filter(
             runtime=runtime,
@@ -116,6 +117,7 @@ class ToolRuleEntry:
 
     @staticmethod
     def answer(rule: ToolRule | ToolRuleEntry) -> str:
+        """What a rule answers, as a conflict names it: two rules that answer alike are one."""
         return f"{rule.action}{_people(rule.approvers)}"
 
     def create(self, runtime: AgentRuntime | None, actor: Actor) -> None:
@@ -321,8 +323,8 @@ def _runtime_named(config: Config, line: int, where: str, name: str | None) -> A
     return runtime
 
 
-def _refused(config: Config, line: int, where: str, exc: ValidationError) -> ConfigError:
-    return ConfigError([f"{config.filename}:{line}: {where}: {' '.join(exc.messages)}"])
+def _refused(config: Config, entry: ToolRuleEntry | SkillRuleEntry, message: str) -> ConfigError:
+    return ConfigError([f"{config.filename}:{entry.line}: {entry.where}: {message}"])
 
 
 def _apply_rules(config: Config, actor: Actor) -> dict[str, list[str]]:
@@ -340,14 +342,14 @@ def _people(approvers: int) -> str:
     return f", {approvers} people must allow" if approvers > 1 else ""
 
 
-def _where(runtime: AgentRuntime | None, unattended: bool = False) -> str:
+def _where(runtime: AgentRuntime | None, unattended: bool) -> str:
     who = f"runtime {runtime.name}" if runtime else "every runtime"
     return f"{who}, a pre-approval" if unattended else who
 
 
 def _apply_rule(config: Config, entry: ToolRuleEntry | SkillRuleEntry, actor: Actor) -> bool:
-    """Writes the rule; False when an identical one exists (what it answers, all of it, the
-    same: the conflict message names every difference)."""
+    """Writes the rule; False when an identical one exists: one that answers as the file's
+    would (the same action, widest answer and people)."""
     runtime = _runtime_named(config, entry.line, entry.where, entry.runtime)
     existing = entry.existing(runtime)
     if existing is not None:
@@ -359,9 +361,9 @@ def _apply_rule(config: Config, entry: ToolRuleEntry | SkillRuleEntry, actor: Ac
             existing=entry.answer(existing),
             given=entry.answer(entry),
         )
-        raise ConfigError([f"{config.filename}:{entry.line}: {entry.where}: {message}"])
+        raise _refused(config, entry, message)
     try:
         entry.create(runtime, actor)
     except ValidationError as exc:
-        raise _refused(config, entry.line, entry.where, exc) from exc
+        raise _refused(config, entry, " ".join(exc.messages)) from exc
     return True
