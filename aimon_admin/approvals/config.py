@@ -24,8 +24,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from django.core.exceptions import ValidationError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
@@ -34,7 +35,7 @@ from aimon_admin.approvals import rules
 from aimon_admin.approvals.choices import GrantScope, RuleAction
 from aimon_admin.approvals.models import APPROVERS_MAX, SkillRule, ToolRule
 from aimon_admin.approvals.policy import rule_allows_everything, skill_pattern_problems
-from aimon_admin.approvals.tool_rule_grammar import RuleTextError, parse_rule_text
+from aimon_admin.approvals.tool_rule_grammar import RuleText, RuleTextError, parse_rule_text
 from aimon_admin.core.actors import Actor
 from aimon_admin.registry import config as registry_config
 from aimon_admin.registry.config import Config, ConfigError, ConfigResult
@@ -58,8 +59,15 @@ PRE_APPROVAL_ONLY_RUNTIME = (
 )
 
 
+# What a rule's entry is made of: the entry, with what no other rule of its section may repeat
+# (its runtime and what it matches); None once what its kind refuses is reported.
+Made = tuple[tuple[Any, ...], "ToolRuleEntry | SkillRuleEntry"] | None
+
+
 @dataclass(frozen=True)
 class ToolRuleEntry:
+    """A toolRules rule as read, and what its kind does on the path both kinds share."""
+
     line: int
     where: str  # toolRules[i]
     text: str
@@ -68,9 +76,65 @@ class ToolRuleEntry:
     unattended: bool
     approvers: int = 1
 
+    section: ClassVar[str] = "toolRules"
+    keys: ClassVar[tuple[str, ...]] = TOOL_RULE_KEYS
+    reported: ClassVar[str] = "tool_rules"  # tool_rules_created, tool_rules_unchanged
+
+    @staticmethod
+    def read_pattern(parser: Any, node: Node, field: str) -> RuleText | None:
+        text = parser.text(node, field)
+        if text is None:
+            return None
+        try:
+            return parse_rule_text(text)
+        except RuleTextError as exc:
+            parser.error(node, f"{field}: {' '.join(exc.problems)}")
+            return None
+
+    @classmethod
+    def made(cls, parser: Any, item: MappingNode, where: str, given: dict[str, Any]) -> Made:
+        action, runtime, unattended = given["action"], given.get("runtime"), given.get("unattended", False)
+        if unattended and action != RuleAction.ALLOW:
+            parser.error(item, f"{where}: {PRE_APPROVAL_ONLY_ALLOW}")
+            return None
+        if unattended and runtime is None:
+            parser.error(item, f"{where}: {PRE_APPROVAL_ONLY_RUNTIME}")
+            return None
+        parsed, approvers = given["pattern"], given.get("approvers", 1)
+        entry = cls(parser.line_of(item), where, str(parsed), action, runtime, unattended, approvers)
+        return (runtime, parsed.server, parsed.tool, parsed.pattern, unattended), entry
+
+    def existing(self, runtime: AgentRuntime | None) -> ToolRule | None:
+        """The stored rule for what this one matches, where it holds, if any."""
+        parsed = parse_rule_text(self.text)
+        return ToolRule.objects.filter(
+            runtime=runtime,
+            server=parsed.server,
+            tool=parsed.tool,
+            pattern=parsed.pattern,
+            unattended=self.unattended,
+        ).first()
+
+    @staticmethod
+    def answer(rule: ToolRule | ToolRuleEntry) -> str:
+        """What a rule answers, as a conflict names it: two rules that answer alike are one."""
+        return f"{rule.action}{_people(rule.approvers)}"
+
+    def create(self, runtime: AgentRuntime | None, actor: Actor) -> None:
+        rules.tool_rule_create(
+            text=self.text,
+            action=self.action,
+            runtime=runtime,
+            unattended=self.unattended,
+            approvers=self.approvers,
+            actor=actor,
+        )
+
 
 @dataclass(frozen=True)
 class SkillRuleEntry:
+    """A skillRules rule as read, and what its kind does on the path both kinds share."""
+
     line: int
     where: str  # skillRules[i]
     pattern: str
@@ -79,11 +143,56 @@ class SkillRuleEntry:
     widest_scope: GrantScope
     approvers: int = 1
 
+    section: ClassVar[str] = "skillRules"
+    keys: ClassVar[tuple[str, ...]] = SKILL_RULE_KEYS
+    reported: ClassVar[str] = "skill_rules"
+    unattended: ClassVar[bool] = False  # only a tool rule is a pre-approval (U5)
+
+    @property
+    def text(self) -> str:
+        return self.pattern
+
+    @staticmethod
+    def read_pattern(parser: Any, node: Node, field: str) -> str | None:
+        pattern = parser.text(node, field)
+        problems = skill_pattern_problems(pattern) if pattern is not None else []
+        if problems:
+            parser.error(node, f"{field}: {' '.join(problems)}")
+            return None
+        return pattern
+
+    @classmethod
+    def made(cls, parser: Any, item: MappingNode, where: str, given: dict[str, Any]) -> Made:
+        pattern, action, runtime = given["pattern"], given["action"], given.get("runtime")
+        if rule_allows_everything(action=action, pattern=pattern):
+            parser.error(item, f"{where}: {ALLOW_EVERYTHING_REFUSED}")
+            return None
+        scope, approvers = given.get("widest_scope", GrantScope.AGENT), given.get("approvers", 1)
+        entry = cls(parser.line_of(item), where, pattern, action, runtime, scope, approvers)
+        return (runtime, pattern), entry
+
+    def existing(self, runtime: AgentRuntime | None) -> SkillRule | None:
+        return SkillRule.objects.filter(runtime=runtime, pattern=self.pattern).first()
+
+    @staticmethod
+    def answer(rule: SkillRule | SkillRuleEntry) -> str:
+        return f"{rule.action}, widest answer {rule.widest_scope}{_people(rule.approvers)}"
+
+    def create(self, runtime: AgentRuntime | None, actor: Actor) -> None:
+        rules.rule_create(
+            pattern=self.pattern,
+            action=self.action,
+            runtime=runtime,
+            widest_scope=self.widest_scope,
+            approvers=self.approvers,
+            actor=actor,
+        )
+
 
 # --- Reading ------------------------------------------------------------------------------------
 
 
-def _entries(parser: Any, node: Node, section: str) -> list[tuple[int, str, MappingNode]]:
+def _entries(parser: Any, node: Node, section: str) -> list[tuple[str, MappingNode]]:
     if not isinstance(node, SequenceNode):
         parser.error(node, f"{section} must be a list of rules, not {parser.kind_of(node)}")
         return []
@@ -93,7 +202,7 @@ def _entries(parser: Any, node: Node, section: str) -> list[tuple[int, str, Mapp
         if not isinstance(item, MappingNode):
             parser.error(item, f"{where} must be a mapping (pattern, action, …), not {parser.kind_of(item)}")
             continue
-        found.append((index, where, item))
+        found.append((where, item))
     return found
 
 
@@ -123,83 +232,34 @@ def _runtime(parser: Any, node: Node, where: str) -> str | None:
     return name
 
 
-def _tool_rules(parser: Any, node: Node) -> list[ToolRuleEntry]:
-    """toolRules: [{pattern: "Bash(rm:*)", action: DENY, runtime, unattended}, …]"""
-    entries: list[ToolRuleEntry] = []
-    first_line: dict[tuple[str | None, str, str, str, bool], int] = {}
-    for _index, where, item in _entries(parser, node, "toolRules"):
+def _rules(parser: Any, node: Node, *, kind: type[ToolRuleEntry | SkillRuleEntry]) -> list[Any]:
+    """One rule section of either kind (see the format above): each rule's keys read, its
+    pattern by the kind's grammar, then made an entry by the kind, which refuses what it
+    must; a rule that repeats another of the section (same runtime, same match) is refused."""
+    entries = []
+    first_line: dict[tuple[Any, ...], int] = {}
+    for where, item in _entries(parser, node, kind.section):
         before = len(parser.errors)
         given: dict[str, Any] = {}
         seen: set[str] = set()
-        for key, _key_node, value in parser.mapping(item, where, TOOL_RULE_KEYS):
+        for key, _key_node, value in parser.mapping(item, where, kind.keys):
             seen.add(key)
             if key == "pattern":
-                text = parser.text(value, f"{where}.pattern")
-                if text is not None:
-                    try:
-                        given["parsed"] = parse_rule_text(text)
-                        given["text"] = text.strip()
-                    except RuleTextError as exc:
-                        parser.error(value, f"{where}.pattern: {' '.join(exc.problems)}")
+                given["pattern"] = kind.read_pattern(parser, value, f"{where}.pattern")
             elif key == "action":
                 given["action"] = _action(parser, value, where)
             elif key == "runtime":
                 given["runtime"] = _runtime(parser, value, where)
             elif key == "approvers":
                 given["approvers"] = _approvers(parser, value, where)
-            elif parser.is_bool(value):
-                given["unattended"] = parser.scalar(value)
-            else:
-                parser.error(value, f"{where}.unattended must be true or false, not {parser.kind_of(value)}")
-        for required in ("pattern", "action"):
-            if required not in seen:
-                parser.error(item, f"{where} needs {required}")
-        if len(parser.errors) > before:
-            continue
-        action, runtime, unattended = given["action"], given.get("runtime"), given.get("unattended", False)
-        if unattended and action != RuleAction.ALLOW:
-            parser.error(item, f"{where}: {PRE_APPROVAL_ONLY_ALLOW}")
-            continue
-        if unattended and runtime is None:
-            parser.error(item, f"{where}: {PRE_APPROVAL_ONLY_RUNTIME}")
-            continue
-        parsed = given["parsed"]
-        key = (runtime, parsed.server, parsed.tool, parsed.pattern, unattended)
-        line = parser.line_of(item)
-        if key in first_line:
-            parser.error(item, f"{where} repeats the rule for {parsed} (first at line {first_line[key]})")
-            continue
-        first_line[key] = line
-        entries.append(
-            ToolRuleEntry(line, where, str(parsed), action, runtime, unattended, given.get("approvers", 1))
-        )
-    return entries
-
-
-def _skill_rules(parser: Any, node: Node) -> list[SkillRuleEntry]:
-    """skillRules: [{pattern: "deploy-*", action: ASK, runtime, widestScope}, …]"""
-    entries: list[SkillRuleEntry] = []
-    first_line: dict[tuple[str | None, str], int] = {}
-    for _index, where, item in _entries(parser, node, "skillRules"):
-        before = len(parser.errors)
-        given: dict[str, Any] = {}
-        seen: set[str] = set()
-        for key, _key_node, value in parser.mapping(item, where, SKILL_RULE_KEYS):
-            seen.add(key)
-            if key == "pattern":
-                pattern = parser.text(value, f"{where}.pattern")
-                problems = skill_pattern_problems(pattern) if pattern is not None else []
-                if problems:
-                    parser.error(value, f"{where}.pattern: {' '.join(problems)}")
-                elif pattern is not None:
-                    given["pattern"] = pattern
-            elif key == "action":
-                given["action"] = _action(parser, value, where)
-            elif key == "runtime":
-                given["runtime"] = _runtime(parser, value, where)
-            elif key == "approvers":
-                given["approvers"] = _approvers(parser, value, where)
-            elif parser.is_text(value) and value.value in GrantScope.values:
+            elif key == "unattended":  # toolRules only
+                if parser.is_bool(value):
+                    given["unattended"] = parser.scalar(value)
+                else:
+                    parser.error(
+                        value, f"{where}.unattended must be true or false, not {parser.kind_of(value)}"
+                    )
+            elif parser.is_text(value) and value.value in GrantScope.values:  # widestScope: skillRules only
                 given["widest_scope"] = GrantScope(value.value)
             else:
                 choices = ", ".join(GrantScope.values)
@@ -207,34 +267,22 @@ def _skill_rules(parser: Any, node: Node) -> list[SkillRuleEntry]:
         for required in ("pattern", "action"):
             if required not in seen:
                 parser.error(item, f"{where} needs {required}")
-        if len(parser.errors) > before:
+        made = kind.made(parser, item, where, given) if len(parser.errors) == before else None
+        if made is None:
             continue
-        pattern, action, runtime = given["pattern"], given["action"], given.get("runtime")
-        if rule_allows_everything(action=action, pattern=pattern):
-            parser.error(item, f"{where}: {ALLOW_EVERYTHING_REFUSED}")
-            continue
-        line = parser.line_of(item)
-        if (runtime, pattern) in first_line:
+        same, entry = made
+        if same in first_line:
             parser.error(
-                item, f"{where} repeats the rule for {pattern} (first at line {first_line[runtime, pattern]})"
+                item, f"{where} repeats the rule for {entry.text} (first at line {first_line[same]})"
             )
             continue
-        first_line[runtime, pattern] = line
-        entries.append(
-            SkillRuleEntry(
-                line,
-                where,
-                pattern,
-                action,
-                runtime,
-                given.get("widest_scope", GrantScope.AGENT),
-                given.get("approvers", 1),
-            )
-        )
+        first_line[same] = entry.line
+        entries.append(entry)
     return entries
 
 
-SECTIONS = {"toolRules": _tool_rules, "skillRules": _skill_rules}
+KINDS = (ToolRuleEntry, SkillRuleEntry)
+SECTIONS = {kind.section: partial(_rules, kind=kind) for kind in KINDS}
 
 
 def config_read(path: str | Path) -> Config:
@@ -275,22 +323,18 @@ def _runtime_named(config: Config, line: int, where: str, name: str | None) -> A
     return runtime
 
 
-def _refused(config: Config, line: int, where: str, exc: ValidationError) -> ConfigError:
-    return ConfigError([f"{config.filename}:{line}: {where}: {' '.join(exc.messages)}"])
+def _refused(config: Config, entry: ToolRuleEntry | SkillRuleEntry, message: str) -> ConfigError:
+    return ConfigError([f"{config.filename}:{entry.line}: {entry.where}: {message}"])
 
 
 def _apply_rules(config: Config, actor: Actor) -> dict[str, list[str]]:
     report: dict[str, list[str]] = {}
-    if "toolRules" in config.extra:
-        created, unchanged = [], []
-        for entry in config.extra["toolRules"]:
-            (created if _apply_tool_rule(config, entry, actor) else unchanged).append(entry.text)
-        report.update(tool_rules_created=created, tool_rules_unchanged=unchanged)
-    if "skillRules" in config.extra:
-        created, unchanged = [], []
-        for entry in config.extra["skillRules"]:
-            (created if _apply_skill_rule(config, entry, actor) else unchanged).append(entry.pattern)
-        report.update(skill_rules_created=created, skill_rules_unchanged=unchanged)
+    for kind in KINDS:
+        if kind.section in config.extra:
+            created, unchanged = [], []
+            for entry in config.extra[kind.section]:
+                (created if _apply_rule(config, entry, actor) else unchanged).append(entry.text)
+            report.update({f"{kind.reported}_created": created, f"{kind.reported}_unchanged": unchanged})
     return report
 
 
@@ -298,73 +342,28 @@ def _people(approvers: int) -> str:
     return f", {approvers} people must allow" if approvers > 1 else ""
 
 
-def _where(runtime: AgentRuntime | None, unattended: bool = False) -> str:
+def _where(runtime: AgentRuntime | None, unattended: bool) -> str:
     who = f"runtime {runtime.name}" if runtime else "every runtime"
     return f"{who}, a pre-approval" if unattended else who
 
 
-def _apply_tool_rule(config: Config, entry: ToolRuleEntry, actor: Actor) -> bool:
-    """Writes the rule; False when an identical one exists."""
+def _apply_rule(config: Config, entry: ToolRuleEntry | SkillRuleEntry, actor: Actor) -> bool:
+    """Writes the rule; False when an identical one exists: one that answers as the file's
+    would (the same action, widest answer and people)."""
     runtime = _runtime_named(config, entry.line, entry.where, entry.runtime)
-    parsed = parse_rule_text(entry.text)
-    existing = ToolRule.objects.filter(
-        runtime=runtime,
-        server=parsed.server,
-        tool=parsed.tool,
-        pattern=parsed.pattern,
-        unattended=entry.unattended,
-    ).first()
+    existing = entry.existing(runtime)
     if existing is not None:
-        if (existing.action, existing.approvers) == (entry.action, entry.approvers):
+        if entry.answer(existing) == entry.answer(entry):
             return False
         message = RULE_CONFLICT.format(
             pattern=entry.text,
             where=_where(runtime, entry.unattended),
-            existing=f"{existing.action}{_people(existing.approvers)}",
-            given=f"{entry.action}{_people(entry.approvers)}",
+            existing=entry.answer(existing),
+            given=entry.answer(entry),
         )
-        raise ConfigError([f"{config.filename}:{entry.line}: {entry.where}: {message}"])
+        raise _refused(config, entry, message)
     try:
-        rules.tool_rule_create(
-            text=entry.text,
-            action=entry.action,
-            runtime=runtime,
-            unattended=entry.unattended,
-            approvers=entry.approvers,
-            actor=actor,
-        )
+        entry.create(runtime, actor)
     except ValidationError as exc:
-        raise _refused(config, entry.line, entry.where, exc) from exc
-    return True
-
-
-def _apply_skill_rule(config: Config, entry: SkillRuleEntry, actor: Actor) -> bool:
-    """Writes the rule; False when an identical one exists."""
-    runtime = _runtime_named(config, entry.line, entry.where, entry.runtime)
-    existing = SkillRule.objects.filter(runtime=runtime, pattern=entry.pattern).first()
-    if existing is not None:
-        if (existing.action, existing.widest_scope, existing.approvers) == (
-            entry.action,
-            entry.widest_scope,
-            entry.approvers,
-        ):
-            return False
-        message = RULE_CONFLICT.format(
-            pattern=entry.pattern,
-            where=_where(runtime),
-            existing=f"{existing.action}, widest answer {existing.widest_scope}{_people(existing.approvers)}",
-            given=f"{entry.action}, widest answer {entry.widest_scope}{_people(entry.approvers)}",
-        )
-        raise ConfigError([f"{config.filename}:{entry.line}: {entry.where}: {message}"])
-    try:
-        rules.rule_create(
-            pattern=entry.pattern,
-            action=entry.action,
-            runtime=runtime,
-            widest_scope=entry.widest_scope,
-            approvers=entry.approvers,
-            actor=actor,
-        )
-    except ValidationError as exc:
-        raise _refused(config, entry.line, entry.where, exc) from exc
+        raise _refused(config, entry, " ".join(exc.messages)) from exc
     return True

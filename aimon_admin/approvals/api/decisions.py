@@ -133,25 +133,6 @@ class SkillDecisionsView(DecisionView):
         return super().post(request)
 
 
-def tool_decision_body(decided: services.ToolCallDecision) -> dict[str, Any]:
-    """A tool decision as the endpoint answers it (docs/api.md "Tools")."""
-    verdict, axes = decided.verdict, decided.axes
-    body: dict[str, Any] = {
-        "decision": verdict.decision.value,
-        "reason": verdict.reason.value,
-        "source": verdict.source.value,
-        "side_effect_level": axes.level.value,
-        "destructive_behavior": axes.effective_destructive.value,
-        "idempotency_behavior": axes.idempotency.value,
-        "registered": decided.registered,
-    }
-    if verdict.rule is not None:
-        body["rule"] = {"id": verdict.rule.id, "pattern": verdict.rule.text}
-    if decided.note:
-        body["note"] = decided.note
-    return body
-
-
 class ToolDecisionsView(DecisionView):
     def read_input(self, body: Any) -> dict[str, Any]:
         return tool_decision_input(body)
@@ -165,7 +146,22 @@ class ToolDecisionsView(DecisionView):
         return services.tool_call_decide_for_token(raw_token=raw_token, **data)
 
     def answer(self, decided: services.ToolCallDecision) -> dict[str, Any]:
-        return tool_decision_body(decided)
+        """A tool decision as the endpoint answers it (docs/api.md "Tools")."""
+        verdict, axes = decided.verdict, decided.axes
+        body: dict[str, Any] = {
+            "decision": verdict.decision.value,
+            "reason": verdict.reason.value,
+            "source": verdict.source.value,
+            "side_effect_level": axes.level.value,
+            "destructive_behavior": axes.effective_destructive.value,
+            "idempotency_behavior": axes.idempotency.value,
+            "registered": decided.registered,
+        }
+        if verdict.rule is not None:
+            body["rule"] = {"id": verdict.rule.id, "pattern": verdict.rule.text}
+        if decided.note:
+            body["note"] = decided.note
+        return body
 
     @extend_schema(
         summary="May this runtime run this tool now?",

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -204,17 +205,6 @@ def _authenticate(request: HttpRequest) -> RuntimeCaller | None:
     return result[0] if result else None
 
 
-@csrf_exempt
-async def approval_request_detail(request: HttpRequest, request_id: str) -> JsonResponse:
-    """Long-poll one approval request (docs/api.md): answer as soon as it leaves PENDING, or
-    after `wait` seconds (0-60, default 0) with its current state. Its errors are answered by
-    the API's exception handler, as on every DRF view."""
-    try:
-        return JsonResponse(await _detail(request, request_id, RequestKind.SKILL))
-    except Exception as exc:
-        return error_response(request, exc, authenticator=_AUTHENTICATION)
-
-
 async def _detail(request: HttpRequest, request_id: str, kind: RequestKind) -> dict[str, Any]:
     if request.method != "GET":
         not_allowed = exceptions.MethodNotAllowed(request.method or "")
@@ -282,21 +272,6 @@ class ApprovalRequestDetailSchema(APIView):
         raise RuntimeError("schema description only: GET is served by approval_request_detail")
 
 
-# drf-spectacular documents a route whose callback names an APIView class as `cls`.
-approval_request_detail.cls = ApprovalRequestDetailSchema  # type: ignore[attr-defined]
-approval_request_detail.initkwargs = {}  # type: ignore[attr-defined]
-
-
-@csrf_exempt
-async def tool_approval_request_detail(request: HttpRequest, request_id: str) -> JsonResponse:
-    """Long-poll one tool approval request: the same wait, the same wake-ups and the same
-    expiry as a skill request's, one path for both kinds."""
-    try:
-        return JsonResponse(await _detail(request, request_id, RequestKind.TOOL))
-    except Exception as exc:
-        return error_response(request, exc, authenticator=_AUTHENTICATION)
-
-
 class ToolApprovalRequestDetailSchema(APIView):
     """Schema only: documents `tool_approval_request_detail` (see ApprovalRequestDetailSchema)."""
 
@@ -317,9 +292,27 @@ class ToolApprovalRequestDetailSchema(APIView):
         raise RuntimeError("schema description only: GET is served by tool_approval_request_detail")
 
 
-# drf-spectacular documents a route whose callback names an APIView class as `cls`.
-tool_approval_request_detail.cls = ToolApprovalRequestDetailSchema  # type: ignore[attr-defined]
-tool_approval_request_detail.initkwargs = {}  # type: ignore[attr-defined]
+def _long_poll_view(kind: RequestKind, schema: type[APIView]) -> Callable[..., Any]:
+    """The long-poll of one kind's requests (docs/api.md): answer as soon as the request leaves
+    PENDING, or after `wait` seconds (0-60, default 0) with its current state; the same wait,
+    wake-ups and expiry for both kinds. Its errors are answered by the API's exception
+    handler, as on every DRF view."""
+
+    @csrf_exempt
+    async def detail(request: HttpRequest, request_id: str) -> JsonResponse:
+        try:
+            return JsonResponse(await _detail(request, request_id, kind))
+        except Exception as exc:
+            return error_response(request, exc, authenticator=_AUTHENTICATION)
+
+    # drf-spectacular documents a route whose callback names an APIView class as `cls`.
+    detail.cls = schema  # type: ignore[attr-defined]
+    detail.initkwargs = {}  # type: ignore[attr-defined]
+    return detail
+
+
+approval_request_detail = _long_poll_view(RequestKind.SKILL, ApprovalRequestDetailSchema)
+tool_approval_request_detail = _long_poll_view(RequestKind.TOOL, ToolApprovalRequestDetailSchema)
 
 
 # --- POST …/{id}/cancel ------------------------------------------------------------------------------

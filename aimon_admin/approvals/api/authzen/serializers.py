@@ -163,14 +163,10 @@ class AuthZenOptionsIn(StrictSerializer):
     )
 
 
-class AuthZenEvaluationsIn(StrictSerializer):
+class AuthZenEvaluationsIn(AuthZenEvaluationItemIn):
     """Several tool calls: POST /access/v1/evaluations. The top-level members are defaults
     for each evaluation; without evaluations it is one evaluation of them."""
 
-    subject = AuthZenSubjectIn(required=False, allow_null=True)
-    resource = AuthZenResourceIn(required=False, allow_null=True)
-    action = AuthZenActionIn(required=False, allow_null=True)
-    context = AuthZenContextIn(required=False, allow_null=True)
     options = AuthZenOptionsIn(required=False, allow_null=True)
     evaluations = serializers.ListField(
         child=AuthZenEvaluationItemIn(),
