@@ -17,10 +17,11 @@ Its hash (what the next one names as `previous`) is the SHA-256 of the canonical
 field but `consistency`.
 
 Before signing, the product checks its own log against the checkpoints it signed before, the
-database's newest and the newest published one (which the database's owner cannot reach): the
-same log, no fewer events, the same root at their size, and the newest event still the tree's
-last leaf. If any of that fails, or the key cannot be used, it refuses to sign, keeps the
-reason where the auditor's home shows it (`refusal`), and tries again at the next interval.
+database's newest and the newest published ones, the directory's and the bucket's (which the
+database's owner cannot reach): the same log, no fewer events, the same root at their size,
+and the newest event still the tree's last leaf. If any of that fails, the directory's cannot
+be read, or the key cannot be used, it refuses to sign, keeps the reason where the auditor's
+home shows it (`refusal`), and tries again at the next interval.
 """
 
 from __future__ import annotations
@@ -162,7 +163,7 @@ def checkpoint_sign(*, now: dt.datetime | None = None) -> AuditCheckpoint:
     """Sign a checkpoint of the log as it stands and publish it; CheckpointRefusedError says why not."""
     try:
         key = signing.signing_key()
-        published = publication.read_latest()
+        published = publication.latest_published(bucket_must_answer=False)
     except (signing.SigningKeyError, publication.PublishedUnreadableError) as exc:
         raise _refuse(str(exc)) from exc
     public = key.public_key()
@@ -175,7 +176,7 @@ def checkpoint_sign(*, now: dt.datetime | None = None) -> AuditCheckpoint:
                 raise CheckpointRefusedError(EMPTY_LOG)
             log_id = AuditEvent.objects.values_list("hash", flat=True).get(seq=1)
             previous = newest()
-            earlier = [("newest published", published)] if published else []
+            earlier = list(published)
             if previous is not None:
                 earlier.append(("previous", previous.document))
             _check_log(head, log_id, earlier, now)
@@ -213,11 +214,12 @@ def checkpoint_sign(*, now: dt.datetime | None = None) -> AuditCheckpoint:
 
 
 def _publish(checkpoint: AuditCheckpoint, public_pem: str) -> None:
-    where = str(publication.directory())
-    try:
-        checkpoint.published_to = publication.publish(checkpoint.document, public_pem)
-    except OSError as exc:
-        checkpoint.publish_problem = NOT_PUBLISHED.format(where=where, problem=exc)
+    """To the directory and the bucket; one line for each place it went, and for each it did not."""
+    written, failed = publication.publish(checkpoint.document, public_pem)
+    checkpoint.published_to = "\n".join(written)
+    checkpoint.publish_problem = "\n".join(
+        NOT_PUBLISHED.format(where=where, problem=problem) for where, problem in failed.items()
+    )
     checkpoint.save(update_fields=["published_to", "publish_problem"])
 
 
@@ -231,14 +233,14 @@ SIGNED_TAIL_CUT = (
 
 def signed_tail_problem(head: int) -> chain.ChainProblem | None:
     """What the chain walk cannot see: fewer events than a signed checkpoint covers (the
-    database's newest, and the newest published outside it). None when there is no such
-    checkpoint or the log holds them all."""
+    database's newest, and the newest published outside it: the directory's and the bucket's).
+    None when there is no such checkpoint or the log holds them all."""
     try:
-        published = publication.read_latest()
+        published = publication.latest_published()
     except publication.PublishedUnreadableError as exc:
         return chain.ChainProblem(None, None, str(exc))
     last = newest()
-    for which, document in (("newest published", published), ("newest", last.document if last else None)):
+    for which, document in [*published, ("newest", last.document if last else None)]:
         if document and int(document["tree_size"]) > head:
             size = int(document["tree_size"])
             words = {"which": which, "time": document["time"], "size": size, "head": head, "first": head + 1}
@@ -281,8 +283,7 @@ def signing_status(now: dt.datetime | None = None) -> SigningStatus:
         if not problems:
             problems.append(NEVER_SIGNED)
     else:
-        if last.publish_problem:
-            problems.append(last.publish_problem)
+        problems.extend(last.publish_problem.splitlines())
         age = now - last.signed_at
         if age > 2 * interval():
             minutes = int(age.total_seconds() // 60)

@@ -8,6 +8,7 @@ sets DATABASE_URL (PostgreSQL) and REDIS_URL; see README.md for every variable.
 from __future__ import annotations
 
 import os
+import re
 from datetime import timedelta
 from pathlib import Path
 
@@ -459,6 +460,27 @@ AIMON_AUDIT_SIGNING_KEY = os.environ.get(
     "AIMON_AUDIT_SIGNING_KEY", str(BASE_DIR / ".demo-audit-signing-key.pem") if DEMO else ""
 )
 AIMON_AUDIT_CHECKPOINT_DIR = os.environ.get("AIMON_AUDIT_CHECKPOINT_DIR", str(BASE_DIR / "audit-checkpoints"))
+# A4: and to an S3-compatible bucket too when this is set (s3://BUCKET or s3://BUCKET/PREFIX);
+# the endpoint is empty for AWS, the server's address for MinIO, Ceph and the like. The
+# credentials come from boto3's own chain (AWS_ACCESS_KEY_ID..., a profile, an instance
+# role), never from these settings, so neither may carry a user name or password.
+AIMON_AUDIT_CHECKPOINT_S3_URL = os.environ.get("AIMON_AUDIT_CHECKPOINT_S3_URL", "").strip()
+AIMON_AUDIT_CHECKPOINT_S3_ENDPOINT = os.environ.get("AIMON_AUDIT_CHECKPOINT_S3_ENDPOINT", "").strip()
+if AIMON_AUDIT_CHECKPOINT_S3_URL and not re.fullmatch(
+    r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^?#\s]*)?", AIMON_AUDIT_CHECKPOINT_S3_URL
+):
+    raise ImproperlyConfigured(
+        "AIMON_AUDIT_CHECKPOINT_S3_URL must be s3://BUCKET or s3://BUCKET/PREFIX (a bucket name: "
+        "3-63 lower-case letters, digits, dots and hyphens; credentials come from AWS_ACCESS_KEY_ID "
+        "and the rest of boto3's chain, never the URL)"
+    )
+if AIMON_AUDIT_CHECKPOINT_S3_ENDPOINT and not re.fullmatch(
+    r"https?://[^/?#@\s]+(/[^?#@\s]*)?", AIMON_AUDIT_CHECKPOINT_S3_ENDPOINT
+):
+    raise ImproperlyConfigured(
+        "AIMON_AUDIT_CHECKPOINT_S3_ENDPOINT must be an http:// or https:// address without a user "
+        "name or password (for example https://minio.example.org:9000), or empty for AWS"
+    )
 AIMON_AUDIT_CHECKPOINT_MINUTES = env_int("AIMON_AUDIT_CHECKPOINT_MINUTES", 15)
 
 # --- Notifications (P1-P4) --------------------------------------------------------------------

@@ -26,9 +26,11 @@ WHITENOISE_AUTOREFRESH = True
 AIMON_BASE_URL = "http://testserver"
 AIMON_NOTIFY_ALLOW_PRIVATE_ADDRESSES = True
 # A4: no signing key unless a test makes one, and checkpoints published to a directory of this
-# run's own (never the project's audit-checkpoints/ that make run fills).
+# run's own (never the project's audit-checkpoints/ that make run fills), no bucket unless a
+# test starts one.
 AIMON_AUDIT_SIGNING_KEY = ""
 AIMON_AUDIT_CHECKPOINT_DIR = tempfile.mkdtemp(prefix="aimon-test-checkpoints-")
+AIMON_AUDIT_CHECKPOINT_S3_URL = ""
 
 # On SQLite the test database is a file, as the product's is (WAL, BEGIN IMMEDIATE, the busy
 # timeout), never Django's default of memory with a shared cache: there every thread that is
