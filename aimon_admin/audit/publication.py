@@ -13,7 +13,8 @@ AIMON_AUDIT_CHECKPOINT_S3_URL (s3://BUCKET or s3://BUCKET/PREFIX) adds a bucket,
 on the server AIMON_AUDIT_CHECKPOINT_S3_ENDPOINT names: the same objects under the prefix,
 with the same names and bytes. A checkpoint's object and a key's are put only where there is
 none (a look first, then a conditional put, If-None-Match: *, where the server supports it):
-one there already is never replaced. Credentials come from boto3's own chain, never from
+one there already is never replaced. Checkpoints the bucket missed (an outage) are copied
+from the directory with the next one. Credentials come from boto3's own chain, never from
 the settings. Every call is short (CLIENT_CONFIG), so an unreachable bucket holds signing up
 for seconds, not minutes; and each place that fails is reported, never raised, so the
 checkpoint is kept and the failure shown (checkpoints._publish).
@@ -102,7 +103,7 @@ def publish(document: dict[str, Any], public_pem: str) -> tuple[list[str], dict[
     if target is not None:
         try:
             written.append(target.publish(document, public_pem))
-        except (BotoCoreError, ClientError, BucketObjectTakenError) as exc:
+        except (BotoCoreError, ClientError, BucketObjectTakenError, PublishedUnreadableError, OSError) as exc:
             failed[target.url] = _problem(exc)
     return written, failed
 
@@ -209,9 +210,24 @@ class Bucket:
         if client.get_object(Bucket=self.name, Key=key)["Body"].read() != body:
             raise BucketObjectTakenError(f"{self.url}/{name} is there already, other bytes: not replaced")
 
+    def _catch_up(self, client: Any, name: str) -> None:
+        """Copy from the directory the checkpoints the bucket missed (an outage) between its
+        latest.json and `name`, with their keys: its series then has no gap, and verifies."""
+        newest = self.read_latest()
+        if newest is None:
+            return  # a new bucket: its series starts here
+        for path in sorted(directory().glob("checkpoint-*.json")):
+            if file_name(newest) < path.name < name:
+                text = path.read_text(encoding="utf-8")
+                key_file = directory() / f"public-key-{_checkpoint(str(path), text)['key_id']}.pem"
+                if key_file.exists():
+                    self._put_once(client, key_file.name, key_file.read_text(encoding="utf-8"), PEM_TYPE)
+                self._put_once(client, path.name, text, JSON_TYPE)
+
     def publish(self, document: dict[str, Any], public_pem: str) -> str:
         client = _client(self.endpoint)
         text = document_text(document)
+        self._catch_up(client, file_name(document))
         self._put_once(client, f"public-key-{document['key_id']}.pem", public_pem, PEM_TYPE)
         self._put_once(client, file_name(document), text, JSON_TYPE)
         client.put_object(

@@ -5,6 +5,7 @@ replaced, a bucket that fails said in words, a cut tail seen from the bucket alo
 from __future__ import annotations
 
 import datetime as dt
+import importlib.util
 import itertools
 import os
 import subprocess
@@ -27,6 +28,11 @@ from tests.ports import free_port
 pytestmark = pytest.mark.django_db
 
 ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location(
+    "aimon_verify_audit", ROOT / "clients" / "verifier" / "aimon_verify_audit.py"
+)
+verifier = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
+_spec.loader.exec_module(verifier)  # type: ignore[union-attr]
 _buckets = itertools.count(1)
 
 
@@ -182,6 +188,30 @@ def test_a_bucket_that_cannot_be_reached_keeps_the_checkpoint_and_says_so(
     problem = checkpoints.signed_tail_problem(checkpoint.tree_size)
     assert problem is not None
     assert f"{target.url}/latest.json cannot be read" in problem.problem
+
+
+def test_what_the_bucket_missed_is_copied_with_the_next_and_its_series_verifies(
+    key: Any, settings: Any, s3: Any, s3_server: str, tmp_path: Path
+) -> None:  # A4
+    record_events(2)
+    checkpoints.checkpoint_sign()
+    settings.AIMON_AUDIT_CHECKPOINT_S3_ENDPOINT = f"http://127.0.0.1:{free_port()}"  # an outage
+    record_events(2)
+    missed = checkpoints.checkpoint_sign()
+    assert missed.publish_problem
+    settings.AIMON_AUDIT_CHECKPOINT_S3_ENDPOINT = s3_server
+    record_events(2)
+    last = checkpoints.checkpoint_sign()
+    assert last.publish_problem == ""
+
+    directory = tmp_path / "published"
+    assert objects(s3) == {path.name: path.read_bytes() for path in directory.iterdir()}
+    copy = tmp_path / "auditor-copy"
+    copy.mkdir()
+    for name, content in objects(s3).items():
+        (copy / name).write_bytes(content)
+    keys = {verifier.key_id(key.public_key()): key.public_key()}
+    assert verifier.verify_checkpoints(copy, keys).startswith("3 checkpoints, each signed and extending")
 
 
 def test_a_cut_tail_is_seen_from_the_bucket_alone(
