@@ -240,11 +240,9 @@ class Bucket:
         try:
             response = _client(self.endpoint).get_object(Bucket=self.name, Key=self.prefix + LATEST)
             body = response["Body"].read()
-        except ClientError as exc:
-            if _code(exc) in _ABSENT:
+        except (BotoCoreError, ClientError) as exc:
+            if isinstance(exc, ClientError) and _code(exc) in _ABSENT:
                 return None
-            raise BucketUnreachableError(f"{where} cannot be read: {_problem(exc)}") from exc
-        except BotoCoreError as exc:
             raise BucketUnreachableError(f"{where} cannot be read: {_problem(exc)}") from exc
         try:
             text = body.decode("utf-8")

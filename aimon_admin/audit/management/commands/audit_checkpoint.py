@@ -25,4 +25,4 @@ class Command(CliCommand):
         self.stdout.write(f"checkpoint of {checkpoint.tree_size} events signed, root {checkpoint.root_hash}")
         if checkpoint.publish_problem:
             raise CommandError(checkpoint.publish_problem)
-        self.stdout.write(f"published to {checkpoint.published_to}")
+        self.stdout.write(f"published to {', '.join(checkpoint.published_to.splitlines())}")
