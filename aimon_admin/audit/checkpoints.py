@@ -39,6 +39,7 @@ from django.utils import timezone
 
 from aimon_admin.audit import chain, chain_head, merkle, publication, signing, tree
 from aimon_admin.audit.models import AuditCheckpoint, AuditEvent, format_timestamp
+from aimon_admin.core import hooks
 
 FORMAT = "aimon-audit-checkpoint/1"
 SIGNED_FIELDS = ("format", "log_id", "tree_size", "root_hash", "time", "previous", "key_id")
@@ -203,6 +204,8 @@ def checkpoint_sign(*, now: dt.datetime | None = None) -> AuditCheckpoint:
                 checkpoint_hash=document_hash(document),
                 document=document,
             )
+            # Owed to the webhooks that witness the log from this commit on (core.hooks).
+            hooks.announce_after_commit(hooks.CHECKPOINT_SIGNED, checkpoint.pk)
     except (CheckpointRefusedError, tree.TreeNodeMissingError, AuditEvent.DoesNotExist) as exc:
         reason = (
             str(exc) if not isinstance(exc, AuditEvent.DoesNotExist) else "The log's first event is missing."

@@ -1,10 +1,11 @@
 """Hooks: how a lower app tells a higher one that something happened, without importing it.
 
 approvals may not import notifications (the layers, tests/test_layers.py), yet notifications
-must hear when a request opens, changes or is escalated. approvals announces it here (from
+must hear when a request opens, changes or is escalated; audit, a leaf, likewise when it
+signs a checkpoint (A4: webhooks witness it). approvals and audit announce it here (from
 inside the transaction that made the change, where it has one); notifications listens,
-registered once at start-up (its AppConfig.ready). One way only: core knows no app,
-approvals knows no listener.
+registered once at start-up (its AppConfig.ready). One way only: core knows no app, the
+announcing app knows no listener.
 
 Two kinds of listener. One registered `in_transaction` runs at once, inside that
 transaction: what it writes (notifications: what the request now owes its channels) commits
@@ -39,6 +40,8 @@ REQUEST_OPENED = "approval-request-opened"
 REQUEST_CHANGED = "approval-request-changed"
 # Nobody answered it in its runtime's time: it was sent to the operators and the owner (P2).
 REQUEST_ESCALATED = "approval-request-escalated"
+# A signed audit checkpoint was written (A4); its subject is the checkpoint's id.
+CHECKPOINT_SIGNED = "audit-checkpoint-signed"
 OUTSIDE_A_TRANSACTION = (
     "{event} was announced outside a transaction: what its listeners write must commit with "
     "the change, so announce it inside the transaction that makes it"

@@ -20,6 +20,8 @@ class NotificationEvent(models.TextChoices):
     ANSWERED = "ANSWERED", "Request answered"
     ESCALATED = "ESCALATED", "Request escalated"
     TEST = "TEST", "Test message"
+    # A signed audit checkpoint (A4), sent to the webhooks that witness the audit log.
+    CHECKPOINT = "CHECKPOINT", "Audit checkpoint signed"
 
 
 # The wire names of the events: the `type` a webhook's body carries.
@@ -28,8 +30,13 @@ EVENT_TYPES: dict[str, str] = {
     NotificationEvent.ANSWERED: "approval.answered",
     NotificationEvent.ESCALATED: "approval.escalated",
     NotificationEvent.TEST: "approval.test",
+    NotificationEvent.CHECKPOINT: "audit.checkpoint",
 }
-WEBHOOK_EVENTS = (NotificationEvent.REQUESTED, NotificationEvent.ANSWERED, NotificationEvent.ESCALATED)
+# A new webhook's events unless the operator chooses otherwise.
+APPROVAL_EVENTS = (NotificationEvent.REQUESTED, NotificationEvent.ANSWERED, NotificationEvent.ESCALATED)
+# What a webhook may take: the approval events, and each signed audit checkpoint (A4: a
+# witness elsewhere). Only webhooks: a person's channel is never sent a checkpoint.
+WEBHOOK_EVENTS = (*APPROVAL_EVENTS, NotificationEvent.CHECKPOINT)
 
 
 class DeliveryStatus(models.TextChoices):

@@ -9,7 +9,7 @@ Format::
       siem:                                   # the webhook's name
         url: https://siem.example/aimon       # where it is sent (checked as on the page)
         secret: whsec_…                       # optional: the receiver's Standard Webhooks secret
-        events: [approval.requested, approval.escalated]   # optional; all by default
+        events: [approval.requested, audit.checkpoint]   # optional; the approval.* ones by default
 
 Without `secret` one is made, and `load_config` prints it once. The address is checked as the
 notifications page checks it: a private, loopback or link-local address is refused unless
@@ -34,7 +34,7 @@ from yaml.nodes import Node, SequenceNode
 from aimon_admin.approvals import config as approvals_config
 from aimon_admin.core.actors import Actor
 from aimon_admin.notifications import selectors, senders
-from aimon_admin.notifications.choices import EVENT_TYPES, WEBHOOK_EVENTS
+from aimon_admin.notifications.choices import APPROVAL_EVENTS, EVENT_TYPES, WEBHOOK_EVENTS
 from aimon_admin.notifications.models import CHANNEL_NAME_MAX
 from aimon_admin.notifications.services import ChannelError, webhook_create, webhook_secret_problem
 from aimon_admin.registry import config as registry_config
@@ -56,7 +56,7 @@ class WebhookEntry:
     name: str
     url: str
     secret: str | None  # None: one is made and printed once
-    events: list[str] | None  # stored event values; None: all
+    events: list[str] | None  # stored event values; None: the approval events
 
 
 def _events(parser: Any, node: Node, where: str) -> list[str] | None:
@@ -187,7 +187,7 @@ def _differs(target: str, events: list[str], secret: str, entry: WebhookEntry) -
         e for e in map(str, WEBHOOK_EVENTS) if e in entry.events
     ]:
         return "other events"
-    if entry.events is None and list(events) != [str(e) for e in WEBHOOK_EVENTS]:
+    if entry.events is None and list(events) != [str(e) for e in APPROVAL_EVENTS]:
         return "other events"
     if entry.secret is not None and not hmac.compare_digest(secret, entry.secret):
         return "another secret"

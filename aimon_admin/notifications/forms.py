@@ -7,7 +7,7 @@ import zoneinfo
 
 from django import forms
 
-from aimon_admin.notifications.choices import WEBHOOK_EVENTS, ChannelKind
+from aimon_admin.notifications.choices import APPROVAL_EVENTS, WEBHOOK_EVENTS, ChannelKind
 from aimon_admin.notifications.models import CHANNEL_NAME_MAX, CHANNEL_TARGET_MAX, DIGEST_MINUTES_MAX
 
 
@@ -81,7 +81,7 @@ class WebhookForm(forms.Form):
     events = forms.MultipleChoiceField(
         label="Events",
         choices=[(event.value, event.label) for event in WEBHOOK_EVENTS],
-        initial=[event.value for event in WEBHOOK_EVENTS],
+        initial=[event.value for event in APPROVAL_EVENTS],
         widget=forms.CheckboxSelectMultiple,
     )
 

@@ -1,8 +1,9 @@
 """Channels people and operators chose, and every delivery to them (P1, P2, P4).
 
-A delivery is one message about one request's event to one channel: its row is made once
-(unique per request, channel and event), so however often the work that makes or sends it
-runs, the message goes out once. Each try is an attempt row: the delivery log.
+A delivery is one message about one request's event (or one signed audit checkpoint, A4) to
+one channel: its row is made once (unique per request or checkpoint, channel and event), so
+however often the work that makes or sends it runs, the message goes out once. Each try is
+an attempt row: the delivery log.
 """
 
 from __future__ import annotations
@@ -135,17 +136,39 @@ class Preference(models.Model):
         return f"notification preference of {self.user_id}"
 
 
+def _about_one_subject(name: str, message: str) -> models.CheckConstraint:
+    """A request's event is about a request, a checkpoint's (A4) about a signed audit
+    checkpoint, a test message about nothing."""
+    return models.CheckConstraint(
+        condition=(
+            Q(request__isnull=False, checkpoint__isnull=True)
+            & ~Q(event__in=[NotificationEvent.TEST, NotificationEvent.CHECKPOINT])
+        )
+        | Q(request__isnull=True, checkpoint__isnull=False, event=NotificationEvent.CHECKPOINT)
+        | Q(request__isnull=True, checkpoint__isnull=True, event=NotificationEvent.TEST),
+        name=name,
+        violation_error_message=message,
+    )
+
+
 class Fanout(models.Model):
     """What a request's event owes its channels (the outbox), written in approvals' own
     transaction (core.hooks, an in-transaction listener), so it exists exactly when that
     change committed, whatever Redis or a worker did after: REQUESTED and ANSWERED by the
-    opening (ANSWERED due once the request has closed), ESCALATED by the escalation. Turned
-    into deliveries once (`fanned_out_at`).
+    opening (ANSWERED due once the request has closed), ESCALATED by the escalation. A
+    signed audit checkpoint (A4) owes CHECKPOINT the same way, written in the signing's
+    transaction when a webhook takes checkpoints. Turned into deliveries once
+    (`fanned_out_at`).
 
     `lease_until`: a fan-out task the sweep queued is on its way to it until then; past it,
     with the row still owed, the sweep queues another."""
 
-    request = models.ForeignKey("approvals.ApprovalRequest", on_delete=models.PROTECT, related_name="+")
+    request = models.ForeignKey(
+        "approvals.ApprovalRequest", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    checkpoint = models.ForeignKey(
+        "audit.AuditCheckpoint", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
     event = models.CharField(max_length=12, choices=NotificationEvent.choices)
     created_at = models.DateTimeField(auto_now_add=True)
     lease_until = models.DateTimeField(null=True, blank=True)
@@ -160,16 +183,33 @@ class Fanout(models.Model):
                 name="fanout_once_per_request_event",
                 violation_error_message="This request's event was already fanned out.",
             ),
+            models.UniqueConstraint(
+                fields=["checkpoint", "event"],
+                condition=Q(checkpoint__isnull=False),
+                name="fanout_once_per_checkpoint",
+                violation_error_message="This checkpoint was already fanned out.",
+            ),
+            _about_one_subject(
+                "fanout_about_one_subject", "A fan-out is about a request, or a checkpoint (its own event)."
+            ),
         ]
         # The sweep reads the rows still owed (few: about one per request still open).
         indexes = [models.Index(fields=["id"], condition=Q(fanned_out_at__isnull=True), name="fanout_owed")]
 
     def __str__(self) -> str:
+        if self.checkpoint_id is not None:
+            return f"{self.event} of checkpoint {self.checkpoint_id}"
         return f"{self.event} of request {self.request_id}"
+
+    @property
+    def subject_id(self) -> str:
+        """What its fan-out task is given: the checkpoint's id or the request's."""
+        return str(self.checkpoint_id if self.checkpoint_id is not None else self.request_id)
 
 
 class Delivery(models.Model):
-    """One message about one request's event to one channel (a test message has no request).
+    """One message about one request's event to one channel (a test message has no request; a
+    signed audit checkpoint's, A4, names its checkpoint instead).
 
     `key` is the message's id (Standard Webhooks' webhook-id): the same on every try, so a
     receiver that got it twice can tell. `next_attempt_at` is when it is due: now, after a
@@ -178,6 +218,9 @@ class Delivery(models.Model):
     key = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     request = models.ForeignKey(
         "approvals.ApprovalRequest", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    checkpoint = models.ForeignKey(
+        "audit.AuditCheckpoint", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )
     channel = models.ForeignKey(Channel, on_delete=models.PROTECT, related_name="deliveries")
     event = models.CharField(max_length=12, choices=NotificationEvent.choices)
@@ -206,10 +249,15 @@ class Delivery(models.Model):
                 name="delivery_once_per_request_channel_event",
                 violation_error_message="This channel already has this request's message.",
             ),
-            models.CheckConstraint(
-                condition=Q(request__isnull=False) | Q(event=NotificationEvent.TEST),
-                name="delivery_request_unless_test",
-                violation_error_message="Only a test message is about no request.",
+            models.UniqueConstraint(
+                fields=["checkpoint", "channel", "event"],
+                condition=Q(checkpoint__isnull=False),
+                name="delivery_once_per_checkpoint_channel",
+                violation_error_message="This channel already has this checkpoint.",
+            ),
+            _about_one_subject(
+                "delivery_about_one_subject",
+                "A message is about a request, or a signed checkpoint (its own event), or nothing (a test).",
             ),
         ]
         indexes = [

@@ -182,6 +182,17 @@ def webhook_payload(facts: RequestFacts | None, event: str, timestamp: dt.dateti
     return body
 
 
+def checkpoint_payload(document: dict[str, object], timestamp: dt.datetime) -> dict[str, object]:
+    """A signed audit checkpoint's body (A4): `data` is the checkpoint document exactly as
+    published (its canonical JSON and a newline are the published file), so a witness
+    checks it, and the log against it, with the offline verifier. Nothing in it is secret."""
+    return {
+        "type": EVENT_TYPES[NotificationEvent.CHECKPOINT],
+        "timestamp": timestamp.astimezone(dt.UTC).isoformat().replace("+00:00", "Z"),
+        "data": dict(document),
+    }
+
+
 # --- Where a channel may point (server-side request forgery, P6) -----------------------------------
 
 PRIVATE_ADDRESS_MESSAGE = (

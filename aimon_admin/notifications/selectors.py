@@ -154,9 +154,9 @@ class LogFilter:
 def delivery_log(*, user: User | None, filters: LogFilter, limit: int = LOG_PAGE_SIZE) -> list[Delivery]:
     """Deliveries newest first, keyset paged on id: all of them (operators' log, `user` None)
     or those to one person's own channels. One page plus one row, to know if there is more."""
-    rows = Delivery.objects.select_related("channel", "request", "request__runtime").prefetch_related(
-        "attempt_rows"
-    )
+    rows = Delivery.objects.select_related(
+        "channel", "request", "request__runtime", "checkpoint"
+    ).prefetch_related("attempt_rows")
     if user is not None:
         rows = rows.filter(channel__owner=user)
     if filters.channel is not None:

@@ -1,5 +1,6 @@
-"""Background work of notifications (Celery): fan a request's event out, send each delivery,
-send digests, and the beat's sweep that queues whatever is owed or due (P2: nothing lost).
+"""Background work of notifications (Celery): fan a request's event (or a signed audit
+checkpoint, A4) out, send each delivery, send digests, and the beat's sweep that queues
+whatever is owed or due (P2: nothing lost).
 
 Fan-outs, sends and digests run on the `notifications` queue (CELERY_TASK_ROUTES), so a
 burst of them never delays the default queue's work (request expiry, MCP syncs); the sweep
@@ -75,9 +76,13 @@ def queue_deliveries(ids: list[int]) -> None:
 
 
 @shared_task(name=FAN_OUT_TASK, ignore_result=True)
-def fan_out(request_id: str, event: str) -> int:
-    """What a request's event owes, made into deliveries (once); those due now are queued."""
-    ids = services.request_fan_out(request_id=request_id, event=event)
+def fan_out(subject_id: str, event: str) -> int:
+    """What a request's event (or a signed checkpoint, `subject_id` its id) owes, made into
+    deliveries (once); those due now are queued."""
+    if event == NotificationEvent.CHECKPOINT:
+        ids = services.checkpoint_fan_out(checkpoint_id=subject_id)
+    else:
+        ids = services.request_fan_out(request_id=subject_id, event=event)
     queue_deliveries(ids)
     return len(ids)
 
@@ -105,7 +110,7 @@ def sweep() -> dict[str, int]:
     found = services.deliveries_sweep(limit=max(SWEEP_ROOM - waiting, 0))
     _queue(
         fan_out,
-        [(row.pk, [str(row.request_id), row.event]) for row in found.fanouts],
+        [(row.pk, [row.subject_id, row.event]) for row in found.fanouts],
         lambda rows: services.leases_end(fanouts=rows),
     )
     _queue(deliver, [(pk, [pk]) for pk in found.due], lambda rows: services.leases_end(deliveries=rows))
@@ -137,27 +142,34 @@ def _owe_escalated(request_id: str) -> None:
     services.fanout_owe(request_id=request_id, events=[NotificationEvent.ESCALATED])
 
 
+def _owe_checkpoint(checkpoint_id: str) -> None:
+    services.checkpoint_owe(checkpoint_id=checkpoint_id)
+
+
 def _hint(event: str) -> Callable[[str], None]:
     # After the commit, off the request's thread in production: no publish retries (a broker
     # that is down fails at once, and the sweep queues the fan-out once its grace is over).
-    def hint(request_id: str) -> None:
-        fan_out.apply_async(args=[request_id, event], retry=False)
+    def hint(subject_id: str) -> None:
+        fan_out.apply_async(args=[subject_id, event], retry=False)
 
     return hint
 
 
-# approvals' announcements (core.hooks): what each owes, written inside its transaction, and
-# the fan-out hinted after its commit. Made once, so listening twice registers nothing more.
+# approvals' and audit's announcements (core.hooks): what each owes, written inside its
+# transaction, and the fan-out hinted after its commit. Made once, so listening twice
+# registers nothing more.
 LISTENERS = {
     hooks.REQUEST_OPENED: (_owe_opened, _hint(NotificationEvent.REQUESTED)),
     hooks.REQUEST_CHANGED: (None, _hint(NotificationEvent.ANSWERED)),
     hooks.REQUEST_ESCALATED: (_owe_escalated, _hint(NotificationEvent.ESCALATED)),
+    hooks.CHECKPOINT_SIGNED: (_owe_checkpoint, _hint(NotificationEvent.CHECKPOINT)),
 }
 
 
 def listen() -> None:
-    """Hear approvals' announcements (core.hooks): inside the transaction that opened or
-    escalated a request, record what it owes; once a change commits, queue its fan-out."""
+    """Hear approvals' and audit's announcements (core.hooks): inside the transaction that
+    opened or escalated a request, or signed a checkpoint, record what it owes; once a
+    change commits, queue its fan-out."""
     for announced, (owe, hint) in LISTENERS.items():
         if owe is not None:
             hooks.listen(announced, owe, in_transaction=True)

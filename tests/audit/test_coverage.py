@@ -70,7 +70,7 @@ from aimon_admin.approvals.tasks import expire_due_requests
 from aimon_admin.audit import chain, verification
 from aimon_admin.audit import services as audit
 from aimon_admin.audit.choices import AuditAction, AuditLevel
-from aimon_admin.audit.models import AuditEvent
+from aimon_admin.audit.models import AuditCheckpoint, AuditEvent
 from aimon_admin.core.actors import Actor
 from aimon_admin.core.context import Channel, bound
 from aimon_admin.core.middleware import REQUEST_ID_HEADER
@@ -626,6 +626,34 @@ def _failing_delivery(
             request=w.session_request, channel=hook, event=NotificationEvent.REQUESTED,
             next_attempt_at=timezone.now(), attempts=attempts() if callable(attempts) else attempts,
         )  # fmt: skip
+
+    return prepare
+
+
+def _witnessed_checkpoint(*, owed: bool) -> Callable[[World], None]:
+    """A webhook that takes signed checkpoints (A4), and a checkpoint (its row written
+    directly: what it owes is the case), `owed` its fan-out or not yet."""
+
+    def prepare(w: World) -> None:
+        _remember_secret(
+            w,
+            notifications.webhook_create(
+                name="witness",
+                url="http://127.0.0.1:9/hook",
+                events=[NotificationEvent.CHECKPOINT],
+                actor=w.op,
+            ),
+        )
+        w.prepared = AuditCheckpoint.objects.create(
+            tree_size=1,
+            root_hash="0" * 64,
+            signed_at=timezone.now(),
+            key_id="k",
+            checkpoint_hash="1" * 64,
+            document={"tree_size": 1},
+        )
+        if owed:
+            Fanout.objects.create(checkpoint=w.prepared, event=NotificationEvent.CHECKPOINT)
 
     return prepare
 
@@ -1709,6 +1737,28 @@ CASES: dict[str, list[Case]] = {
             no_event=(
                 "what a request owes its channels, written inside the transaction that changed the "
                 "request (core.hooks), whose own event records the change"
+            ),
+            channel=Channel.TASK,
+        )
+    ],
+    "aimon_admin.notifications.services.delivery.checkpoint_owe": [
+        Case(
+            prepare=_witnessed_checkpoint(owed=False),
+            run=lambda w: notifications.checkpoint_owe(checkpoint_id=str(w.prepared.pk)),
+            no_event=(
+                "what a signed checkpoint owes its witnesses, written inside the transaction that "
+                "signed it (core.hooks); the checkpoint is the audit log's own record"
+            ),
+            channel=Channel.TASK,
+        )
+    ],
+    "aimon_admin.notifications.services.delivery.checkpoint_fan_out": [
+        Case(
+            prepare=_witnessed_checkpoint(owed=True),
+            run=lambda w: notifications.checkpoint_fan_out(checkpoint_id=str(w.prepared.pk)),
+            no_event=(
+                "deliveries and their fan-out marker are the delivery log; what becomes of each "
+                "delivery is audited when it matters"
             ),
             channel=Channel.TASK,
         )

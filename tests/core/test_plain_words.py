@@ -70,8 +70,9 @@ world = matrix_world
 
 # --- What may not be read -----------------------------------------------------------------------
 
-# Upper-case values that are also plain words of the product, not codes.
-NOT_CODES = frozenset({"MCP"})
+# Upper-case values that are also plain words of the product, not codes (CHECKPOINT: the
+# verifier's command line on the checkpoints page names CHECKPOINT-DIRECTORY).
+NOT_CODES = frozenset({"MCP", "CHECKPOINT"})
 
 
 def enum_codes() -> set[str]:

@@ -14,6 +14,8 @@ from aimon_admin.notifications.services.channels import (
 from aimon_admin.notifications.services.delivery import (
     Sweep,
     channel_test,
+    checkpoint_fan_out,
+    checkpoint_owe,
     deliveries_sweep,
     deliveries_take,
     delivery_send,
@@ -30,6 +32,8 @@ __all__ = [
     "channel_add",
     "channel_remove",
     "channel_test",
+    "checkpoint_fan_out",
+    "checkpoint_owe",
     "deliveries_sweep",
     "deliveries_take",
     "delivery_send",

@@ -19,7 +19,7 @@ from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.services import audit_record
 from aimon_admin.core.actors import Actor
 from aimon_admin.notifications import senders
-from aimon_admin.notifications.choices import WEBHOOK_EVENTS, ChannelKind, DeliveryStatus
+from aimon_admin.notifications.choices import APPROVAL_EVENTS, WEBHOOK_EVENTS, ChannelKind, DeliveryStatus
 from aimon_admin.notifications.models import (
     CHANNEL_NAME_MAX,
     CHANNEL_TARGET_MAX,
@@ -142,7 +142,7 @@ def webhook_secret_problem(secret: str) -> str | None:
 
 
 def _events(events: list[str] | None) -> list[str]:
-    chosen = list(WEBHOOK_EVENTS) if events is None else [e for e in WEBHOOK_EVENTS if e in set(events)]
+    chosen = list(APPROVAL_EVENTS) if events is None else [e for e in WEBHOOK_EVENTS if e in set(events)]
     if not chosen or (events is not None and set(events) - set(WEBHOOK_EVENTS)):
         raise ChannelError(EVENTS_MESSAGE, field="events")
     return [str(e) for e in chosen]

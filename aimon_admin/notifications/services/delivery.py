@@ -14,6 +14,11 @@ request is still pending decides only whom a person's message would reach, never
 webhook is owed its message: a request answered before its opening's fan-out ran still
 owes both `approval.requested` and `approval.answered`.
 
+A signed audit checkpoint (A4) is owed the same way (`checkpoint_owe`, inside the signing's
+transaction, when a webhook takes `audit.checkpoint`): one delivery per such webhook, its
+body's data the checkpoint document exactly as published, so a witness elsewhere holds what
+the log's owner cannot take back. Only webhooks: a person's channel is never sent one.
+
 Queued once (P2: a burst never floods the queue). Every task queued for a row by the sweep
 or a fan-out first takes the row's lease (`lease_until`, `QUEUED_LEASE`); the sweep queues
 only rows with no lease or a lapsed one, so a delivery already queued is not queued again
@@ -46,7 +51,7 @@ import datetime as dt
 import logging
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -159,30 +164,66 @@ def _rows_owed(request: ApprovalRequest, event: str, now: dt.datetime) -> list[D
     ]
 
 
-def request_fan_out(*, request_id: str, event: NotificationEvent | str) -> list[int]:
-    """Turn what a request's event owes into deliveries, once (a second call, or one while
-    another holds the row, makes none; "answered" none while the request is open), and
-    return the ids due now."""
+def checkpoint_owe(*, checkpoint_id: str) -> None:
+    """Record what a signed checkpoint owes (A4), in the caller's transaction (the signing's
+    own: core.hooks), once; nothing when no webhook takes checkpoints."""
+    if selectors.webhooks_for(NotificationEvent.CHECKPOINT):
+        row = Fanout(checkpoint_id=int(checkpoint_id), event=NotificationEvent.CHECKPOINT)
+        Fanout.objects.bulk_create([row], ignore_conflicts=True)
+
+
+def _fanned_out(
+    subject: dict[str, object], event: str, rows_owed: Callable[[dt.datetime], list[Delivery] | None]
+) -> list[int]:
+    """Turn the owed row of `subject`'s event into the deliveries `rows_owed` makes, once (a
+    second call, or one while another holds the row, makes none; none either while
+    `rows_owed` says it is not due, None), and return the ids due now."""
     now = timezone.now()
     with transaction.atomic():
         owed = (
             Fanout.objects.select_for_update(skip_locked=True)
-            .filter(request_id=request_id, event=event, fanned_out_at__isnull=True)
+            .filter(**subject, event=event, fanned_out_at__isnull=True)
             .first()
         )
         if owed is None:
             return []
-        request = ApprovalRequest.objects.select_related("runtime", "runtime__owner").get(pk=request_id)
-        if event == NotificationEvent.ANSWERED and request.status == RequestStatus.PENDING:
-            return []  # an answer to some of its skills: owed once it closes
-        rows = _rows_owed(request, event, now)
+        rows = rows_owed(now)
+        if rows is None:
+            return []
         Delivery.objects.bulk_create(rows, ignore_conflicts=True)
         Fanout.objects.filter(pk=owed.pk).update(fanned_out_at=now, lease_until=None, deliveries=len(rows))
     return list(
         Delivery.objects.filter(
-            request_id=request_id, event=event, status=DeliveryStatus.PENDING, next_attempt_at__lte=now
+            **subject, event=event, status=DeliveryStatus.PENDING, next_attempt_at__lte=now
         ).values_list("id", flat=True)
     )
+
+
+def request_fan_out(*, request_id: str, event: NotificationEvent | str) -> list[int]:
+    """Turn what a request's event owes into deliveries, once ("answered" none while the
+    request is open), and return the ids due now."""
+
+    def rows_owed(now: dt.datetime) -> list[Delivery] | None:
+        request = ApprovalRequest.objects.select_related("runtime", "runtime__owner").get(pk=request_id)
+        if event == NotificationEvent.ANSWERED and request.status == RequestStatus.PENDING:
+            return None  # an answer to some of its skills: owed once it closes
+        return _rows_owed(request, event, now)
+
+    return _fanned_out({"request_id": request_id}, event, rows_owed)
+
+
+def checkpoint_fan_out(*, checkpoint_id: str) -> list[int]:
+    """Turn what a signed checkpoint owes (A4) into one delivery per webhook that takes
+    checkpoints, once, and return the ids due now."""
+
+    def rows_owed(now: dt.datetime) -> list[Delivery]:
+        return [
+            Delivery(checkpoint_id=int(checkpoint_id), channel=hook, event=event, next_attempt_at=now)
+            for hook in selectors.webhooks_for(event)
+        ]
+
+    event = NotificationEvent.CHECKPOINT
+    return _fanned_out({"checkpoint_id": int(checkpoint_id)}, event, rows_owed)
 
 
 @transaction.atomic
@@ -252,6 +293,13 @@ def _outgoing(
     """The message in each form its channel takes: words, a webhook body, an email's HTML."""
     message_id = f"msg_{delivery.key.hex}"
     email = channel.kind == ChannelKind.EMAIL
+    if delivery.event == NotificationEvent.CHECKPOINT:  # A4: only webhooks take it
+        return senders.Outgoing(
+            title=NotificationEvent.CHECKPOINT.label,
+            text="",
+            webhook_body=policy.checkpoint_payload(delivery.checkpoint.document, now),
+            message_id=message_id,
+        )
     if delivery.event == NotificationEvent.TEST:
         return senders.Outgoing(
             title=policy.TEST_MESSAGE.title,
@@ -326,7 +374,9 @@ def _claim(ids: list[int], status: DeliveryStatus) -> tuple[uuid.UUID, list[Deli
         status=DeliveryStatus.SENDING, claim=token, lease_until=now + _lease()
     )
     rows = list(
-        Delivery.objects.filter(claim=token).select_related("channel", "channel__owner").order_by("id")
+        Delivery.objects.filter(claim=token)
+        .select_related("channel", "channel__owner", "checkpoint")
+        .order_by("id")
     )
     return token, rows
 
@@ -515,7 +565,11 @@ def _audit_gave_up(row: Delivery, channel: Channel, detail: str) -> None:
         details={
             **_described(channel),
             "delivery_id": row.pk,
-            "request_id": str(row.request_id),
+            **(
+                {"checkpoint_id": row.checkpoint_id}
+                if row.checkpoint_id
+                else {"request_id": str(row.request_id)}
+            ),
             "event": row.event,
             "attempts": row.attempts,
             "last_error": detail,
