@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from axes.handlers.proxy import AxesProxyHandler
 from django.conf import settings
 from django.contrib.auth import views as auth_views
 from django.http import HttpRequest, HttpResponse
@@ -21,6 +22,11 @@ LOCKOUT_PAUSED = (
 )
 LOCKOUT_AFTER = (" after {count} failed attempt.", " after {count} failed attempts.")
 LOCKOUT_ADVICE = " Wait and try again, or ask an operator, who can unlock it on their Locked sign-ins page."
+ATTEMPTS_LEFT = (
+    "{count} more failed attempt pauses sign-in for this username from your address",
+    "{count} more failed attempts pause sign-in for this username from your address",
+)
+PAUSED_FOR = (" for {count} minute.", " for {count} minutes.")
 
 
 def lockout_message(*, minutes: int, limit: int) -> str:
@@ -48,8 +54,9 @@ def lockout(
 
 class LoginView(auth_views.LoginView):
     """Django's sign-in, with post/redirect/get: a failed sign-in redirects back to the sign-in
-    page (its ?next= kept), which shows the username as typed and the error; a reload posts
-    nothing again (no second failure counted) and the password is never kept."""
+    page (its ?next= kept, no draft in the address), which shows the username as typed, the
+    error and how many attempts are left before a pause; a reload posts nothing again (no
+    second failure counted) and the password is never kept."""
 
     template_name = "accounts/login.html"
     authentication_form = LoginForm
@@ -62,7 +69,17 @@ class LoginView(auth_views.LoginView):
         return super().get_form(make)
 
     def form_invalid(self, form: LoginForm) -> HttpResponse:
-        return redirect_invalid(self.request, form, name="login", to=self.request.get_full_path())
+        # Failures so far for this username from this address (django-axes counted this one
+        # already): say how many are left before the pause, so it never comes unannounced.
+        failures = AxesProxyHandler.get_failures(self.request, {"username": form.data.get("username", "")})
+        left = settings.AXES_FAILURE_LIMIT - failures
+        if failures and left > 0:
+            minutes = int(settings.AXES_COOLOFF_TIME.total_seconds() // 60)
+            form.add_error(None, counted(ATTEMPTS_LEFT, left) + counted(PAUSED_FOR, minutes))
+        # The address stays the sign-in page's own: the draft is shown once, not named in it.
+        return redirect_invalid(
+            self.request, form, name="login", to=self.request.get_full_path(), in_address=False
+        )
 
 
 login_view = LoginView.as_view()

@@ -11,6 +11,10 @@ without `?draft=` shows a fresh form.
 What was typed waits server-side, in the session (never in the address); passwords and
 other secrets are never kept. Only the newest few drafts of a session are kept, each for the one form it
 was made by.
+
+A page whose address should stay as typed (the sign-in page) passes `in_address=False`:
+the draft is then named in the session instead, and shown once, by the next GET of that
+form's page.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from django.http import HttpRequest, HttpResponseRedirect, QueryDict
 DRAFT_PARAM = "draft"
 DRAFTS_KEPT = 10
 _SESSION_KEY = "core:form-drafts"
+_ONCE_KEY = "core:form-draft-once"
 _NEVER_KEPT = frozenset({"csrfmiddlewaretoken"})
 
 FormT = TypeVar("FormT", bound=forms.BaseForm)
@@ -55,11 +60,18 @@ def with_draft(url: str, draft_id: str, anchor: str = "") -> str:
 
 
 def redirect_invalid(
-    request: HttpRequest, form: forms.BaseForm, *, name: str, to: str, anchor: str = ""
+    request: HttpRequest,
+    form: forms.BaseForm,
+    *,
+    name: str,
+    to: str,
+    anchor: str = "",
+    in_address: bool = True,
 ) -> HttpResponseRedirect:
     """Answer an invalid POST of `form` (called `name`) with a 303 to `to`, the page the
     form lives on, which shows it again through `form_from_draft`. Errors added after
-    validation (a name taken, a refusal of the service) are kept too."""
+    validation (a name taken, a refusal of the service) are kept too. `in_address=False`:
+    the address stays `to`, and the next GET of the form shows the draft once."""
     withheld = _withheld(form)
     data = {key: form.data.getlist(key) for key in form.data if key not in withheld}
     errors = {field: [str(message) for message in messages] for field, messages in form.errors.items()}
@@ -67,6 +79,9 @@ def redirect_invalid(
     drafts = dict(request.session.get(_SESSION_KEY, {}))
     drafts[draft_id] = {"form": name, "data": data, "errors": errors}
     request.session[_SESSION_KEY] = dict(list(drafts.items())[-DRAFTS_KEPT:])
+    if not in_address:
+        request.session[_ONCE_KEY] = {**request.session.get(_ONCE_KEY, {}), name: draft_id}
+        return HttpResponseRedirect(to + (f"#{anchor}" if anchor else ""), status=303)
     return HttpResponseRedirect(with_draft(to, draft_id, anchor), status=303)
 
 
@@ -74,6 +89,10 @@ def draft_data(request: HttpRequest, name: str) -> tuple[QueryDict, dict[str, li
     """What was typed in form `name` and its errors, for the draft this GET names; None
     when it names none, another form's, or one no longer kept."""
     draft_id = request.GET.get(DRAFT_PARAM, "")
+    once = request.session.get(_ONCE_KEY, {})
+    if not draft_id and name in once:
+        draft_id = once.pop(name)
+        request.session[_ONCE_KEY] = once
     draft = request.session.get(_SESSION_KEY, {}).get(draft_id) if draft_id else None
     if not isinstance(draft, dict) or draft.get("form") != name:
         return None

@@ -333,7 +333,8 @@ SUBJECT_ARGUMENT_HELP = (
 
 
 SUBJECT_KIND_HELP = (
-    "A shell command is split into words as a shell would: an allow of git push:* covers "
+    "Its usual kind: a shell command for an argument called command, a file path for one "
+    "called path. A shell command is split into words as a shell would: an allow of git push:* covers "
     "git push with any arguments after it, and never a command that runs anything else "
     "(; && | $(…), git -c, --upload-pack …), which asks. A file path is normalised "
     "(.. and // resolved) before any rule matches it. Text is matched as written."
@@ -350,7 +351,7 @@ class ToolSubjectForm(forms.Form):
     kind = forms.ChoiceField(
         label="Read it as",
         required=False,
-        choices=[("", "Its usual kind (command: a shell command, path: a file path)"), *SubjectKind.choices],
+        choices=[("", "Its usual kind"), *SubjectKind.choices],
         help_text=SUBJECT_KIND_HELP,
     )
 

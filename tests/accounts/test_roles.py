@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import html
+from typing import Any
+
 import pytest
 from django.contrib.auth.models import Group
 from django.test import Client
@@ -12,7 +15,6 @@ from aimon_admin.accounts.services import role_groups_sync, user_set_roles
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
 from tests.conftest import PASSWORD, TEST_ACTOR
-from tests.core.prg_support import assert_invalid_post_redirects_and_reloads
 
 pytestmark = pytest.mark.django_db
 
@@ -67,21 +69,35 @@ def test_unknown_role_is_refused(approver: User) -> None:
 
 def test_failed_login_is_a_warning_event_without_the_password(client: Client, approver: User) -> None:
     # A1: failed logins are events; never a secret in them.
-    # Post/redirect/get: the sign-in page says so, with the username kept and never the
-    # password, on a reload too.
-    shown = assert_invalid_post_redirects_and_reloads(
-        client,
-        "/accounts/login/?next=/audit/",
-        {"username": "alice", "password": "wrong guess 1", "next": "/audit/"},
-        page="/accounts/login/",
-        shows=["correct username and password", 'value="alice"', 'name="next" value="/audit/"'],
-    )
+    # Post/redirect/get to the sign-in page's own address (no draft in it): the page says
+    # so once, with the username kept, never the password, and the attempts left before a
+    # pause; a reload shows a fresh form and counts nothing.
+    url = "/accounts/login/?next=/audit/"
+    response = client.post(url, {"username": "alice", "password": "wrong guess 1", "next": "/audit/"})
+    assert response.status_code == 303
+    assert response["Location"] == url
+    shown = html.unescape(client.get(url).content.decode())
+    for text in ("correct username and password", 'value="alice"', 'name="next" value="/audit/"'):
+        assert text in shown, text
+    assert "4 more failed attempts pause sign-in for this username from your address for 15 minutes." in shown
     assert "wrong guess" not in shown
+    reloaded = html.unescape(client.get(url).content.decode())
+    assert "correct username and password" not in reloaded
     event = AuditEvent.objects.get(action=AuditAction.LOGIN_FAILED)
     assert event.level == "WARNING"
     assert event.subject == "alice"
     assert event.channel == "BROWSER"
     assert "wrong guess" not in str(event.content())
+
+
+def test_the_last_attempt_before_a_pause_is_announced(client: Client, approver: User, settings: Any) -> None:
+    settings.AXES_FAILURE_LIMIT = 3
+    for _ in range(2):
+        client.post("/accounts/login/", {"username": "alice", "password": "wrong"})
+    shown = html.unescape(client.get("/accounts/login/").content.decode())
+    assert "1 more failed attempt pauses sign-in for this username from your address" in shown
+    locked = client.post("/accounts/login/", {"username": "alice", "password": "wrong"})
+    assert locked.status_code == 429
 
 
 def test_login_and_logout_are_recorded(client: Client, approver: User) -> None:

@@ -30,9 +30,12 @@ from aimon_admin.accounts.models import User
 from aimon_admin.approvals.choices import Answer
 from aimon_admin.approvals.models import ApprovalRequest
 from aimon_admin.approvals.services import RequestInput, request_answer, request_create
-from aimon_admin.registry.services import local_tools_replace
+from aimon_admin.registry.choices import AnnotationTrust
+from aimon_admin.registry.services import local_tools_replace, tool_subject_set
+from tests.approvals.factories import open_tool_request
 from tests.browser.conftest import TIMEOUT_MS
 from tests.conftest import TEST_ACTOR
+from tests.registry.factories import mcp_server, tools_synced
 from tests.security.test_authorization_matrix import (
     EXPECTED,
     NOT_ALLOWED,
@@ -127,8 +130,9 @@ class SweepWorld:
     visits: list[Visit] = field(default_factory=list)
 
 
-def enrich(world: World) -> tuple[ApprovalRequest, ApprovalRequest]:
-    """The fuller states: a fork's and a sessionless pending request, an escalation."""
+def enrich(world: World) -> tuple[ApprovalRequest, ApprovalRequest, ApprovalRequest]:
+    """The fuller states: a fork's and a sessionless pending request, an escalation, and a
+    pending call of an MCP tool."""
     runtime = world.runtime
     fork, _ = request_create(
         RequestInput(
@@ -153,10 +157,22 @@ def enrich(world: World) -> tuple[ApprovalRequest, ApprovalRequest]:
         ],
         actor=TEST_ACTOR,
     )
-    return fork, sessionless
+    # The widest card there is: an MCP tool whose server's claims are trusted, with a subject
+    # and arguments longer than a phone is wide.
+    server = mcp_server("shell", trust=AnnotationTrust.TRUST)
+    annotations = {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False}
+    tools_synced(server, [{"name": "run", "description": "Run a command", "annotations": annotations}])
+    tool_subject_set(server="shell", tool="run", argument="command", actor=TEST_ACTOR)
+    command = "rm -rf /var/lib/a-rather-long-directory-name/with/more/segments/than/fit/on/a/phone"
+    mcp_call = open_tool_request(
+        runtime, "run", {"command": command, "cwd": "/srv"}, server="shell", session_id="s-alice"
+    )
+    return fork, sessionless, mcp_call
 
 
-def visits_for(world: World, fork: ApprovalRequest, sessionless: ApprovalRequest) -> list[Visit]:
+def visits_for(
+    world: World, fork: ApprovalRequest, sessionless: ApprovalRequest, mcp_call: ApprovalRequest
+) -> list[Visit]:
     visits = []
     post_only_example = None
     for route in ROUTES:
@@ -172,6 +188,7 @@ def visits_for(world: World, fork: ApprovalRequest, sessionless: ApprovalRequest
     visits += [
         Visit("request (fork)", reverse("approvals:request", args=[fork.pk]), "alice"),
         Visit("request (sessionless)", reverse("approvals:request", args=[sessionless.pk]), "alice"),
+        Visit("request (MCP tool call)", reverse("approvals:request", args=[mcp_call.pk]), "alice"),
         Visit("error 404", "/no-such-page/", "alice", 404),
         Visit("error 403", reverse("runtimes:list"), "alice", 403),
         Visit("error 405", path_of(post_only_example, world), "alice", 405),
@@ -191,10 +208,22 @@ def unswept_routes() -> list[str]:
     return missing
 
 
+def visits_by_everyone(world: World) -> list[Visit]:
+    """Every page as each person who may open it (an approver, an operator, the runtime's
+    owner, an auditor, the anonymous), where `visits_for` opens each as one of them."""
+    visits = []
+    for route in ROUTES:
+        if left_out(route.key) or post_only(route):
+            continue
+        allowed = [who for who in (*VISITORS, "anonymous") if EXPECTED[route.key].get[who] == OK]
+        visits += [Visit(route.key, path_of(route, world), who) for who in allowed]
+    return visits
+
+
 @pytest.fixture
 def sweep_world(live_server: LiveServer, world: World) -> SweepWorld:
-    fork, sessionless = enrich(world)
-    return SweepWorld(world, fork, sessionless, visits_for(world, fork, sessionless))
+    fork, sessionless, mcp_call = enrich(world)
+    return SweepWorld(world, fork, sessionless, visits_for(world, fork, sessionless, mcp_call))
 
 
 class Visitors:
@@ -252,6 +281,48 @@ def visitors_at(browser: Browser, live_server: LiveServer, sweep_world: SweepWor
 def horizontal_overflow(page: Page) -> int:
     """How many CSS px the document is wider than the viewport (0: no sideways scroll)."""
     return int(page.evaluate("document.documentElement.scrollWidth - window.innerWidth"))
+
+
+def cut_off(page: Page, limit: int = 5) -> list[str]:
+    """Text cut short by an ellipsis with no way to read it in full: an element showing "…"
+    for text wider than itself, where neither it nor an element around it has a title."""
+    return page.evaluate(
+        """(limit) => {
+             const found = [];
+             for (const el of document.body.querySelectorAll('*')) {
+               if (getComputedStyle(el).textOverflow !== 'ellipsis') continue;
+               if (el.scrollWidth <= el.clientWidth + 1 || el.closest('[title]')) continue;
+               if (el.closest('.visually-hidden')) continue;
+               found.push(`${el.tagName.toLowerCase()}.${[...el.classList].join('.')}: `
+                          + JSON.stringify(el.textContent.trim().slice(0, 60)));
+             }
+             return found.slice(0, limit);
+           }""",
+        limit,
+    )
+
+
+def cut_choices(page: Page, limit: int = 5) -> list[str]:
+    """Drop-downs too narrow for the choice they show: its text, in the box's font, is wider
+    than the box less its padding and arrow (a person reads "Attended: someon")."""
+    return page.evaluate(
+        """(limit) => {
+             const found = [], canvas = document.createElement('canvas').getContext('2d');
+             for (const select of document.querySelectorAll('select:not([multiple])')) {
+               const option = select.options[select.selectedIndex];
+               if (!option || select.offsetParent === null) continue;
+               const style = getComputedStyle(select);
+               canvas.font = `${style.fontWeight} ${style.fontSize} ${style.fontFamily}`;
+               const padding = parseFloat(style.paddingLeft) + parseFloat(style.paddingRight);
+               const room = select.clientWidth - padding - 20;
+               if (canvas.measureText(option.text).width > room) {
+                 found.push(`select#${select.id}: ${JSON.stringify(option.text)}`);
+               }
+             }
+             return found.slice(0, limit);
+           }""",
+        limit,
+    )
 
 
 def overflowing(page: Page, limit: int = 5) -> list[str]:

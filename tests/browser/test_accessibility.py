@@ -3,8 +3,10 @@ live region, and phone-width layouts.
 
 Every HTML page of the product (tests/browser/sweep.py: from the URL configuration, so a
 new page is swept once it has its row in the authorization matrix), with realistic data,
-at 1280 px and at 390 px: no serious or critical axe-core violation of WCAG 2.x A/AA, and
-at 390 px no page scrolls sideways (wide tables scroll inside .table-wrap). The inbox is
+at 1280 px and at 390 px: no serious or critical axe-core violation of WCAG 2.x A/AA, and no
+drop-down too narrow for the choice it shows. At
+390 px, every page as each person who may open it: nothing scrolls sideways (wide tables
+scroll inside .table-wrap) and no text is cut by an ellipsis that hides the rest for good. The inbox is
 checked again after htmx swapped a new request in. Then a keyboard-only answer, a
 keyboard-only confirmation, and tap sizes on the inbox, request and revoke views.
 
@@ -38,9 +40,12 @@ from tests.browser.sweep import (
     SweepWorld,
     Visit,
     Visitors,
+    cut_choices,
+    cut_off,
     horizontal_overflow,
     overflowing,
     unswept_routes,
+    visits_by_everyone,
 )
 from tests.conftest import TEST_ACTOR
 
@@ -69,16 +74,37 @@ def test_every_page_passes_axe_and_fits_the_width(
         found = [v for v in violations(page) if v["impact"] in BLOCKING]
         if found:
             problems.append(f"{visit.key} ({visit.path} as {visit.who}):\n{describe(found)}")
-        if width == "phone":
-            overflow = horizontal_overflow(page)
-            if overflow > 1:
-                sticking_out = overflowing(page)
-                problems.append(f"{visit.key} ({visit.path}) is {overflow}px too wide: {sticking_out}")
+        if cut := cut_choices(page):
+            problems.append(f"{visit.key} ({visit.path}) shows choices cut short: {cut}")
         if SAVE_SHOTS:
             folder = SCREENSHOTS / "sweep" / width
             folder.mkdir(parents=True, exist_ok=True)
             name = re.sub(r"[^A-Za-z0-9_.-]+", "_", visit.key) + ".png"
             page.screenshot(path=str(folder / name), full_page=True)
+    assert not problems, "\n".join(problems)
+
+
+def test_every_page_fits_a_phone_for_everyone_who_may_open_it(
+    sweep_world: SweepWorld, visitors_at: Callable[[str], Visitors]
+) -> None:
+    """At 390 px, every page as each person who may open it (what a page holds differs by
+    who looks): nothing scrolls sideways, and no text is cut by an ellipsis that gives no way
+    to read it whole."""
+    visitors = visitors_at("phone")
+    seen = {(visit.path, visit.who) for visit in sweep_world.visits}
+    visits = sweep_world.visits + [
+        visit for visit in visits_by_everyone(sweep_world.world) if (visit.path, visit.who) not in seen
+    ]
+    assert len(visits) > len(sweep_world.visits) + 20, "the sweep lost its people"
+    problems: list[str] = []
+    for visit in visits:
+        page = visitors.open(visit)
+        overflow = horizontal_overflow(page)
+        where = f"{visit.key} ({visit.path} as {visit.who})"
+        if overflow > 1:
+            problems.append(f"{where} is {overflow}px too wide: {overflowing(page)}")
+        if cut := cut_off(page):
+            problems.append(f"{where} cuts text short with no way to read it: {cut}")
     assert not problems, "\n".join(problems)
 
 

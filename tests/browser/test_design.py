@@ -109,9 +109,8 @@ RELATIVE = re.compile(r"^(in \S.*|\S.* ago)$")
 
 
 def test_every_time_on_every_page_shows_the_exact_time_on_hover(db: None, world: World) -> None:
-    fork, sessionless = enrich(world)
     times = 0
-    for visit in visits_for(world, fork, sessionless):
+    for visit in visits_for(world, *enrich(world)):
         user = None if visit.who == "anonymous" else world.users[visit.who]
         response = client_for(user).get(visit.path)
         assert response.status_code == visit.status, visit
@@ -147,9 +146,8 @@ DECISIONS = {"ALLOW", "DENY", "ASK"}
 def test_levels_and_decisions_are_badges_coloured_by_their_value(db: None, world: World) -> None:
     # One component each: the colour comes from data-level / data-decision (app.css), so
     # a badge without its value, or with one the stylesheet does not know, is caught.
-    fork, sessionless = enrich(world)
     seen: dict[str, set[str]] = {"level": set(), "decision": set()}
-    for visit in visits_for(world, fork, sessionless):
+    for visit in visits_for(world, *enrich(world)):
         user = None if visit.who == "anonymous" else world.users[visit.who]
         html = client_for(user).get(visit.path).content.decode()
         for _tag, attrs, _text in elements(html):
@@ -236,8 +234,7 @@ CONFIRMATIONS = (
 
 
 def test_confirmation_pages_look_and_work_alike(db: None, world: World) -> None:
-    fork, sessionless = enrich(world)
-    visits = {visit.key: visit for visit in visits_for(world, fork, sessionless)}
+    visits = {visit.key: visit for visit in visits_for(world, *enrich(world))}
     for key in CONFIRMATIONS:
         visit = visits[key]
         path = visit.path + ("?trust=TRUST" if key == "registry:server-trust" else "")
@@ -371,10 +368,9 @@ def test_every_field_reference_points_at_something_on_every_page_and_invalid_for
 ) -> None:
     # Django points each widget's aria-describedby at <id>_helptext and <id>_error; a field
     # template that names them otherwise leaves the help and the error unannounced.
-    fork, sessionless = enrich(world)
     problems: dict[str, list[str]] = {}
     described = 0
-    for visit in visits_for(world, fork, sessionless):
+    for visit in visits_for(world, *enrich(world)):
         user = None if visit.who == "anonymous" else world.users[visit.who]
         html = client_for(user).get(visit.path).content.decode()
         described += html.count("aria-describedby=")

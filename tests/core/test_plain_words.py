@@ -184,7 +184,7 @@ class WordsWorld:
 
 def fuller(world: World, settings: Any, tmp_path: Path) -> list[tuple[str, str, str]]:
     """Demo-like data on top of the matrix's world; returns extra pages to visit."""
-    fork, sessionless = enrich(world)
+    fork, sessionless, _ = enrich(world)
     settings.DEMO = True
     settings.DEMO_CREDENTIALS_FILE = tmp_path / "credentials.json"
     call_command("demo_data", stdout=StringIO())
