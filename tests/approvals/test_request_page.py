@@ -284,6 +284,17 @@ def test_deny_the_rest_is_named_for_what_it_does_and_keeps_the_answers_given(
     assert grants == {("deploy", "ALLOW", "SESSION", "ANSWER"), ("publish", "DENY", "SESSION", "ABORT")}
 
 
+def test_deny_the_rest_is_offered_only_where_there_is_a_rest(runtime: AgentRuntime, approver: User) -> None:
+    # One call, or one skill, has its own Deny beside it: "the rest" would be that same one.
+    one_call = open_tool_request(runtime, "Bash", {"command": "ls"}, session_id="s-1", principal="alice")
+    one_skill = open_skill_request(runtime, "deploy", session_id="s-1", principal="alice")
+    two_skills = open_skill_request(runtime, "deploy", "publish", session_id="s-2", principal="alice")
+    inbox = logged_in(approver).get("/approvals/").content.decode()
+    assert f'href="/approvals/requests/{two_skills.pk}/dismiss/"' in inbox
+    assert f'href="/approvals/requests/{one_skill.pk}/dismiss/"' not in inbox
+    assert f'href="/approvals/requests/{one_call.pk}/dismiss/"' not in inbox
+
+
 # --- Clear and revoke: what each removes, what stays (S10) --------------------------------------
 
 
