@@ -16,7 +16,7 @@ from aimon_admin.core.help import CODE_READERS, PAGES, github_slug, help_page_ht
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = ROOT / "templates"
 HELP_LINK = re.compile(r'{%\s*help_link\s+"([^"]+)"\s+"([^"]+)"')
-RULE_NUMBER = re.compile(r"\b[TSUAPG]\d{1,2}\b")
+RULE_NUMBER = re.compile(r"\b[TSUAPG]\d{1,2}\b(?!-compatible)")  # S3-compatible storage is no rule
 
 
 def headings(filename: str) -> set[str]:

@@ -92,7 +92,7 @@ def enum_codes() -> set[str]:
     return codes - NOT_CODES
 
 
-RULE_NUMBER = r"\b[TSAUP]\d{1,2}\b"
+RULE_NUMBER = r"\b[TSAUP]\d{1,2}\b(?!-compatible)"  # S3-compatible storage is no rule
 OTHER_MARKS = [r"§", r"\bseed\b", r"\bDESIGN\.md\b", r"\bAPI\.md\b"]
 
 
