@@ -136,9 +136,7 @@ def abort_target(shape: RequestShape) -> GrantTarget | None:
     unattended execution refuses anyway.
     """
     holder = shape.session_holder
-    if holder is None:
-        return None
-    return GrantTarget(GrantScope.SESSION, GrantDecision.DENY, holder)
+    return None if holder is None else GrantTarget(GrantScope.SESSION, GrantDecision.DENY, holder)
 
 
 def answers_offered(
@@ -287,9 +285,7 @@ class RuleIndex:
 
     def find(self, runtime_id: int, skill: str) -> RuleSpec | None:
         """`lookup` without its memory: the search itself."""
-        candidates: list[RuleSpec] = []
-        for key in ((runtime_id, skill), (None, skill)):
-            candidates.extend(self._exact.get(key, ()))
+        candidates = [*self._exact.get((runtime_id, skill), ()), *self._exact.get((None, skill), ())]
         if candidates:
             return min(candidates, key=RuleSpec.precedence)
         for cut in range(len(skill), -1, -1):

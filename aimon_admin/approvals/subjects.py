@@ -152,7 +152,7 @@ class Command:
         if not self.readable or self.substituted:
             return False
         for words in self.segments:
-            program = _program(words)
+            program = next((word for word in words if not _ASSIGNMENT.match(word)), None)
             if program is None or "$" in program or posixpath.basename(program) in RUNS_ANOTHER:
                 return False
         return True
@@ -183,13 +183,6 @@ class Command:
                 found.append(" ".join([posixpath.basename(rest[0]), *rest[1:]]))
                 found.append(" ".join(words))
         return tuple(found)
-
-
-def _program(words: tuple[str, ...]) -> str | None:
-    for word in words:
-        if not _ASSIGNMENT.match(word):
-            return word
-    return None
 
 
 def runs_another(words: tuple[str, ...]) -> bool:
@@ -394,6 +387,4 @@ def normalise_path(text: str) -> str | None:
     is `/etc/passwd`), or None where it names nothing (empty, or a NUL in it)."""
     if not text or "\x00" in text:
         return None
-    collapsed = re.sub(r"/+", "/", text)
-    normal = posixpath.normpath(collapsed)
-    return normal
+    return posixpath.normpath(re.sub(r"/+", "/", text))

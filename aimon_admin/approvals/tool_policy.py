@@ -57,14 +57,12 @@ def _walk_problem(value: Any, depth: int, where: str) -> str | None:
                 return ARGUMENTS_NOT_OBJECT
             if _has_surrogate(key):
                 return ARGUMENTS_SURROGATE.format(where=f"{where}, a key")
-            problem = _walk_problem(item, depth + 1, f"{where}.{key}")
-            if problem:
+            if problem := _walk_problem(item, depth + 1, f"{where}.{key}"):
                 return problem
         return None
     if isinstance(value, list):
         for index, item in enumerate(value):
-            problem = _walk_problem(item, depth + 1, f"{where}[{index}]")
-            if problem:
+            if problem := _walk_problem(item, depth + 1, f"{where}[{index}]"):
                 return problem
         return None
     return ARGUMENTS_NOT_OBJECT
@@ -81,8 +79,7 @@ def arguments_problem(arguments: Any) -> str | None:
     finite numbers, integers a double holds exactly, valid Unicode, a sane depth."""
     if not isinstance(arguments, Mapping):
         return ARGUMENTS_NOT_OBJECT
-    problem = _walk_problem(arguments, 1, "arguments")
-    if problem:
+    if problem := _walk_problem(arguments, 1, "arguments"):
         return problem
     size = len(rfc8785.dumps(arguments))
     if size > ARGUMENTS_MAX_BYTES:
@@ -166,12 +163,11 @@ def tool_chain_decide(layers: ToolLayers, *, attended: bool) -> ToolVerdict:
     """U: ceiling → DENY rules → this call's approval → turn → session → invoking session →
     agent → ALLOW / ASK rules → the gate; an unattended question is DENY unless a
     pre-approval answers it, and nothing else turns it into ALLOW (U5)."""
-    if layers.gate.reason == GateReason.ABOVE_CEILING:
+    gate, rules = layers.gate, layers.rules
+    if gate.reason == GateReason.ABOVE_CEILING:
         return ToolVerdict(ToolDecision.DENY, GateReason.ABOVE_CEILING, ToolCallSource.CEILING)
-    if layers.rules.deny is not None:
-        return ToolVerdict(
-            ToolDecision.DENY, GateReason.DENIED_BY_RULE, ToolCallSource.RULE, rule=layers.rules.deny
-        )
+    if rules.deny is not None:
+        return ToolVerdict(ToolDecision.DENY, GateReason.DENIED_BY_RULE, ToolCallSource.RULE, rule=rules.deny)
     if layers.call_approved:
         return ToolVerdict(ToolDecision.ALLOW, GateReason.GRANTED, ToolCallSource.CALL)
     for held, source in (
@@ -184,24 +180,19 @@ def tool_chain_decide(layers: ToolLayers, *, attended: bool) -> ToolVerdict:
             if held.decision == GrantDecision.ALLOW:
                 return ToolVerdict(ToolDecision.ALLOW, GateReason.GRANTED, source, grant=held)
             return ToolVerdict(ToolDecision.DENY, GateReason.DENIED, source, grant=held)
-    if layers.rules.allow is not None:
+    if rules.allow is not None:
         return ToolVerdict(
-            ToolDecision.ALLOW, GateReason.ALLOWED_BY_RULE, ToolCallSource.RULE, rule=layers.rules.allow
+            ToolDecision.ALLOW, GateReason.ALLOWED_BY_RULE, ToolCallSource.RULE, rule=rules.allow
         )
-    if layers.rules.ask is not None:
-        asked = ToolVerdict(ToolDecision.ASK, layers.gate.reason, ToolCallSource.RULE, rule=layers.rules.ask)
-        if layers.gate.decision == ToolDecision.ALLOW:
-            asked = ToolVerdict(
-                ToolDecision.ASK, GateReason.ASKED_BY_RULE, ToolCallSource.RULE, rule=layers.rules.ask
-            )
-    elif layers.gate.decision != ToolDecision.ASK:
-        return ToolVerdict(layers.gate.decision, layers.gate.reason, ToolCallSource.GATE)
-    else:
-        asked = ToolVerdict(ToolDecision.ASK, layers.gate.reason, ToolCallSource.GATE)
+    if rules.ask is None and gate.decision != ToolDecision.ASK:
+        return ToolVerdict(gate.decision, gate.reason, ToolCallSource.GATE)
+    source = ToolCallSource.GATE if rules.ask is None else ToolCallSource.RULE
     if attended:
-        return asked
-    if layers.rules.pre_approval is not None:
+        asked_by_rule = rules.ask is not None and gate.decision == ToolDecision.ALLOW
+        reason = GateReason.ASKED_BY_RULE if asked_by_rule else gate.reason
+        return ToolVerdict(ToolDecision.ASK, reason, source, rule=rules.ask)
+    if rules.pre_approval is not None:
         return ToolVerdict(
-            ToolDecision.ALLOW, GateReason.PRE_APPROVED, ToolCallSource.RULE, rule=layers.rules.pre_approval
+            ToolDecision.ALLOW, GateReason.PRE_APPROVED, ToolCallSource.RULE, rule=rules.pre_approval
         )
-    return ToolVerdict(ToolDecision.DENY, GateReason.UNATTENDED_NO_CHANNEL, asked.source, rule=asked.rule)
+    return ToolVerdict(ToolDecision.DENY, GateReason.UNATTENDED_NO_CHANNEL, source, rule=rules.ask)

@@ -28,6 +28,7 @@ from aimon_admin.approvals.choices import RequestKind
 from aimon_admin.approvals.models import ApprovalRequest
 from aimon_admin.approvals.services import (
     RequestInput,
+    ToolCall,
     ToolCallDecision,
     request_create,
     session_lookup,
@@ -147,16 +148,18 @@ def decide_tool_call(
 ) -> ToolCallDecision:
     """The tool chain's decision on one call (U), as the decision endpoint makes it."""
     return tool_call_decide(
-        runtime=runtime,
-        tool=tool,
-        arguments=arguments,
-        server=server,
-        session_id=session_id,
-        invoking_session_id=invoking_session_id,
-        turn_id=turn_id,
-        principal=principal,
-        replay=replay,
-        approval_id=approval_id,
+        runtime,
+        ToolCall(
+            tool=tool,
+            arguments=arguments,
+            server=server,
+            session_id=session_id,
+            invoking_session_id=invoking_session_id,
+            turn_id=turn_id,
+            principal=principal,
+            replay=replay,
+            approval_id=approval_id,
+        ),
     )
 
 

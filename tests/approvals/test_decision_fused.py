@@ -20,7 +20,9 @@ from aimon_admin.approvals import rules
 from aimon_admin.approvals.choices import Answer, RevokeReason, RuleAction
 from aimon_admin.approvals.models import Grant, Session
 from aimon_admin.approvals.services import (
-    decide_skills_for_token,
+    SkillCall,
+    decide_for_token,
+    decide_skills,
     request_answer,
 )
 from aimon_admin.runtimes.authentication import (
@@ -303,13 +305,12 @@ def test_a_prepared_statement_gone_from_the_server_is_read_unprepared(
     # names the statement, the server no longer has it. (The service itself, so that the
     # whole test runs on one connection of the pool.)
     def decided() -> list[tuple[str, str]]:
-        found = decide_skills_for_token(
-            raw_token=runtime_token,
-            skills=["deploy"],
-            session_id="s-1",
-            invoking_session_id=None,
-            principal=None,
-            turn_id=None,
+        found = decide_for_token(
+            runtime_token,
+            SkillCall(
+                skills=["deploy"], session_id="s-1", invoking_session_id=None, principal=None, turn_id=None
+            ),
+            decide_skills,
         )
         assert found is not None
         return [(str(v.decision), str(v.source)) for v in found[1]]

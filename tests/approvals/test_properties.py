@@ -40,9 +40,10 @@ from aimon_admin.approvals.services import (
     PrincipalConflictError,
     RequestClosedError,
     RequestInput,
+    SkillCall,
     agent_grants_revoke,
+    decide_for_token,
     decide_skills,
-    decide_skills_for_token,
     grant_revoke,
     request_answer,
     request_cancel,
@@ -470,24 +471,29 @@ def check(world: World) -> None:
             # Every entry to the one decision path agrees: by the sessions in hand (above), by
             # ids (the API's, after authentication) and fused behind the token (below).
             by_ids = decide_skills(
-                runtime=runtime,
-                skills=list(SKILLS),
-                session_id=session,
-                invoking_session_id=invoking,
-                principal=None,
-                turn_id=turn,
+                runtime,
+                SkillCall(
+                    skills=list(SKILLS),
+                    session_id=session,
+                    invoking_session_id=invoking,
+                    principal=None,
+                    turn_id=turn,
+                ),
             )
             assert {v.skill: (str(v.decision), str(v.source)) for v in by_ids} == got
         if not session or sessions[session] is not None:
             # The token in the same statement, forks included. (An unseen session would be
             # created: not here.)
-            fused = decide_skills_for_token(
-                raw_token=world.token,
-                skills=list(SKILLS),
-                session_id=session,
-                invoking_session_id=invoking,
-                principal=None,
-                turn_id=turn,
+            fused = decide_for_token(
+                world.token,
+                SkillCall(
+                    skills=list(SKILLS),
+                    session_id=session,
+                    invoking_session_id=invoking,
+                    principal=None,
+                    turn_id=turn,
+                ),
+                decide_skills,
             )
             assert fused is not None
             assert fused[0].runtime.pk == runtime.pk

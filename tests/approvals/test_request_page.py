@@ -17,7 +17,7 @@ from rest_framework.test import APIClient
 from aimon_admin.accounts.models import User
 from aimon_admin.approvals.choices import Answer
 from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, RequestView, Session
-from aimon_admin.approvals.services import call_approval_use, request_answer
+from aimon_admin.approvals.services import ToolCall, call_approval_use, request_answer
 from aimon_admin.approvals.services.request_views import request_answer_sent
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.core.actors import Actor
@@ -194,15 +194,8 @@ def test_a_call_used_on_its_own_shows_when_the_runtime_used_it(runtime: AgentRun
     request_answer(request=request, user=approver, answer=Answer.ALLOW_CALL)
     kinds = [kind for kind, _ in timeline(page_of(logged_in(approver), request))]
     assert "used" not in kinds
-    used = call_approval_use(
-        runtime=runtime,
-        approval_id=request.pk,
-        tool="Bash",
-        server="",
-        digest=request.arguments_digest,
-        session_pk=request.session_id,
-        invoking_pk=None,
-    )
+    call = ToolCall(tool="Bash", approval_id=request.pk)
+    used = call_approval_use(runtime, call, request.arguments_digest, request.session_id, None)
     assert used
     entries = timeline(page_of(logged_in(approver), request))
     assert entries[-1][0] == "used"

@@ -44,6 +44,7 @@ from aimon_admin.approvals.services import (
     PrincipalConflictError,
     RequestClosedError,
     RequestInput,
+    SkillCall,
     UnknownInvokingSessionError,
     agent_grants_revoke,
     answers_for,
@@ -227,12 +228,14 @@ def _decide(
     runtime: AgentRuntime, session_id: str | None, invoking: str | None, principal: str | None
 ) -> None:
     decide_skills(
-        runtime=runtime,
-        skills=["deploy"],
-        session_id=session_id,
-        invoking_session_id=invoking,
-        principal=principal,
-        turn_id=None,
+        runtime,
+        SkillCall(
+            skills=["deploy"],
+            session_id=session_id,
+            invoking_session_id=invoking,
+            principal=principal,
+            turn_id=None,
+        ),
     )
 
 
@@ -277,12 +280,14 @@ def test_a_decision_for_a_new_session_reads_its_session_row_once(
     )
     with CaptureQueriesContext(connection) as queries:
         verdicts = decide_skills(
-            runtime=runtime,
-            skills=["deploy"],
-            session_id="s-new",
-            invoking_session_id="s-0",
-            principal="alice",
-            turn_id=None,
+            runtime,
+            SkillCall(
+                skills=["deploy"],
+                session_id="s-new",
+                invoking_session_id="s-0",
+                principal="alice",
+                turn_id=None,
+            ),
         )
     # Beside the insert (and its savepoint), one statement: the decision's read of the
     # sessions, the grants and the rule set's version. (On PostgreSQL it is a prepared
@@ -1438,12 +1443,14 @@ def test_an_abort_deny_that_replaces_an_answer_says_which_in_its_event(
 
 def _by_ids(runtime: AgentRuntime, **ids: str | None) -> dict[str, tuple[str, str]]:
     verdicts = decide_skills(
-        runtime=runtime,
-        skills=["deploy", "notify", "other"],
-        session_id=ids.get("session_id"),
-        invoking_session_id=ids.get("invoking_session_id"),
-        principal=ids.get("principal"),
-        turn_id=ids.get("turn_id"),
+        runtime,
+        SkillCall(
+            skills=["deploy", "notify", "other"],
+            session_id=ids.get("session_id"),
+            invoking_session_id=ids.get("invoking_session_id"),
+            principal=ids.get("principal"),
+            turn_id=ids.get("turn_id"),
+        ),
     )
     return {v.skill: (str(v.decision), str(v.source)) for v in verdicts}
 

@@ -82,8 +82,8 @@ CALLS: list[dict[str, Any]] = [
 def test_the_fused_read_answers_as_the_token_looked_up_first(
     runtime: AgentRuntime, runtime_token: str, call: dict[str, Any]
 ) -> None:  # U: one path, two reads
-    first = services.tool_call_decide(runtime=runtime, **call)
-    fused = services.tool_call_decide_for_token(raw_token=runtime_token, **call)
+    first = services.tool_call_decide(runtime, services.ToolCall(**call))
+    fused = services.decide_for_token(runtime_token, services.ToolCall(**call), services.tool_call_decide)
 
     assert fused is not None
     token, decided = fused
@@ -97,10 +97,11 @@ def test_the_fused_read_answers_as_the_token_looked_up_first(
 
 
 def test_no_token_no_decision(runtime: AgentRuntime, runtime_token: str) -> None:
-    assert services.tool_call_decide_for_token(raw_token=UNKNOWN, tool="Bash") is None
-    assert services.tool_call_decide_for_token(raw_token="x", tool="Bash") is None
+    bash, decide = services.ToolCall(tool="Bash"), services.tool_call_decide
+    assert services.decide_for_token(UNKNOWN, bash, decide) is None
+    assert services.decide_for_token("x", bash, decide) is None
     token_revoke(token=RuntimeToken.objects.get(runtime=runtime), actor=TEST_ACTOR)
-    assert services.tool_call_decide_for_token(raw_token=runtime_token, tool="Bash") is None
+    assert services.decide_for_token(runtime_token, bash, decide) is None
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ from aimon_admin.accounts.models import User
 from aimon_admin.approvals.choices import Answer, RequestKind
 from aimon_admin.approvals.services import (
     RequestInput,
+    ToolCall,
     ToolCallDecision,
     request_answer,
     request_create,
@@ -42,11 +43,10 @@ def use_at_once(
             start.wait(timeout=30)
             results.append(
                 tool_call_decide(
-                    runtime=runtime,
-                    tool="Bash",
-                    session_id=session_id,
-                    arguments=ARGUMENTS,
-                    approval_id=approval_id,
+                    runtime,
+                    ToolCall(
+                        tool="Bash", session_id=session_id, arguments=ARGUMENTS, approval_id=approval_id
+                    ),
                 )
             )
         except Exception as exc:  # reported by the caller, never swallowed

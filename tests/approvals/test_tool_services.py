@@ -336,12 +336,10 @@ def test_tool_and_skill_grants_never_answer_for_each_other(
     tool_request = open_tool_request(runtime, "Bash", PUSH, session_id="s-2")
     answer(tool_request, approver, Answer.ALLOW_SESSION, "git push:*")
     (verdict,) = services.decide_skills(
-        runtime=runtime,
-        skills=["Bash"],
-        session_id="s-2",
-        invoking_session_id=None,
-        principal=None,
-        turn_id=None,
+        runtime,
+        services.SkillCall(
+            skills=["Bash"], session_id="s-2", invoking_session_id=None, principal=None, turn_id=None
+        ),
     )
     assert verdict.decision == "ASK"
 

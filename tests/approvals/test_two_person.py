@@ -24,6 +24,7 @@ from aimon_admin.approvals.services import (
     ALREADY_ALLOWED_MESSAGE,
     OWN_REQUEST_ALLOW_MESSAGE,
     NotAllowedError,
+    ToolCall,
     request_answer,
     session_touch,
     skills_decide,
@@ -372,9 +373,9 @@ def test_a_tool_allow_rule_needing_two_people_asks_attended_and_denies_unattende
         )
     call = {"command": "git push origin main"}
     attended = tool_call_decide(
-        runtime=runtime, tool="Bash", session_id="s-1", principal="alice", arguments=call
+        runtime, ToolCall(tool="Bash", session_id="s-1", principal="alice", arguments=call)
     )
     assert attended.verdict.decision == "ASK"
-    unattended_call = tool_call_decide(runtime=runtime, tool="Bash", arguments=call)
+    unattended_call = tool_call_decide(runtime, ToolCall(tool="Bash", arguments=call))
     assert unattended_call.verdict.decision == "DENY"
     assert item_of(open_tool_request(runtime, "Bash", PUSH), "Bash").approvers == 2

@@ -19,6 +19,7 @@ from aimon_admin.approvals.choices import Answer, GrantDecision, RequestStatus, 
 from aimon_admin.approvals.models import ApprovalRequest, Grant, ToolRule
 from aimon_admin.approvals.services import (
     NotAllowedError,
+    ToolCall,
     request_answer,
     session_touch,
     skills_decide,
@@ -207,7 +208,9 @@ def test_an_operators_allow_rule_does_not_answer_under_the_floor(runtime: AgentR
     assert decide(runtime, "git push origin dev") == ("ALLOW", "RULE")
     push_floor()
     assert decide(runtime, "git push origin dev") == ("ASK", "RULE")
-    unattended = tool_call_decide(runtime=runtime, tool="Bash", arguments={"command": "git push origin dev"})
+    unattended = tool_call_decide(
+        runtime, ToolCall(tool="Bash", arguments={"command": "git push origin dev"})
+    )
     assert unattended.verdict.decision == "DENY"
 
 
@@ -291,5 +294,5 @@ def test_the_unattended_forecast_counts_no_pre_approval_under_the_floor(
     assert texts() == ["Bash(git push origin dev:*)", "Bash(git status:*)"]
     push_floor()
     assert texts() == ["Bash(git status:*)"]
-    decided = tool_call_decide(runtime=runtime, tool="Bash", arguments={"command": "git push origin dev"})
+    decided = tool_call_decide(runtime, ToolCall(tool="Bash", arguments={"command": "git push origin dev"}))
     assert decided.verdict.decision == "DENY"  # as the forecast now says: nothing answers it unattended

@@ -1071,11 +1071,7 @@ CASES: dict[str, list[Case]] = {
     "aimon_admin.approvals.services.chain_read.sessions_find": [
         Case(
             run=lambda w: approvals_chain.sessions_find(
-                w.runtime,
-                approvals_chain.chain_read(["s-idle"], runtime_pk=w.runtime.pk),
-                session_id="s-idle",
-                invoking_session_id=None,
-                principal=None,
+                w.runtime, approvals.SkillCall(skills=[], session_id="s-idle")
             ),
             expect=(AuditAction.SESSION_EXPIRED,),
             actor=lambda w: Actor.system("session-ttl"),
@@ -1085,28 +1081,33 @@ CASES: dict[str, list[Case]] = {
     "aimon_admin.approvals.services.decisions.decide_skills": [
         Case(
             run=lambda w: approvals.decide_skills(
-                runtime=w.runtime,
-                skills=["deploy"],
-                session_id="s-idle",
-                invoking_session_id=None,
-                principal=None,
-                turn_id=None,
+                w.runtime,
+                approvals.SkillCall(
+                    skills=["deploy"],
+                    session_id="s-idle",
+                    invoking_session_id=None,
+                    principal=None,
+                    turn_id=None,
+                ),
             ),
             expect=(AuditAction.SESSION_EXPIRED,),
             actor=lambda w: Actor.system("session-ttl"),
             channel=Channel.API,
         )
     ],
-    "aimon_admin.approvals.services.decisions.decide_skills_for_token": [
+    "aimon_admin.approvals.services.chain_read.decide_for_token": [
         Case(
             prepare=_fresh_token,
-            run=lambda w: approvals.decide_skills_for_token(
-                raw_token=w.prepared,
-                skills=["deploy"],
-                session_id="s-idle",
-                invoking_session_id=None,
-                principal=None,
-                turn_id=None,
+            run=lambda w: approvals.decide_for_token(
+                w.prepared,
+                approvals.SkillCall(
+                    skills=["deploy"],
+                    session_id="s-idle",
+                    invoking_session_id=None,
+                    principal=None,
+                    turn_id=None,
+                ),
+                approvals.decide_skills,
             ),
             expect=(AuditAction.SESSION_EXPIRED,),
             actor=lambda w: Actor.system("session-ttl"),
@@ -1117,41 +1118,44 @@ CASES: dict[str, list[Case]] = {
                 )
             },
             channel=Channel.API,
-        )
+        ),
+        Case(
+            prepare=_call_approved_and_token,
+            run=lambda w: approvals.decide_for_token(
+                w.prepared[0],
+                approvals.ToolCall(
+                    tool="Bash",
+                    session_id="s-1",
+                    arguments={"command": "make deploy"},
+                    approval_id=w.prepared[1],
+                ),
+                approvals.tool_call_decide,
+            ),
+            expect=(AuditAction.TOOL_CALL_APPROVAL_USED,),
+            actor=_rt,
+            bookkeeping={
+                "runtimes_runtimetoken": (
+                    "last_used_at, written as every authentication writes it (at most once a "
+                    "minute), before the decision"
+                )
+            },
+            channel=Channel.API,
+        ),
     ],
     "aimon_admin.approvals.services.tool_decisions.tool_call_decide": [
         Case(
             prepare=_call_approved,
             run=lambda w: approvals.tool_call_decide(
-                runtime=w.runtime,
-                tool="Bash",
-                session_id="s-1",
-                arguments={"command": "make deploy"},
-                approval_id=w.prepared,
+                w.runtime,
+                approvals.ToolCall(
+                    tool="Bash",
+                    session_id="s-1",
+                    arguments={"command": "make deploy"},
+                    approval_id=w.prepared,
+                ),
             ),
             expect=(AuditAction.TOOL_CALL_APPROVAL_USED,),
             actor=_rt,
-            channel=Channel.API,
-        )
-    ],
-    "aimon_admin.approvals.services.tool_decisions.tool_call_decide_for_token": [
-        Case(
-            prepare=_call_approved_and_token,
-            run=lambda w: approvals.tool_call_decide_for_token(
-                raw_token=w.prepared[0],
-                tool="Bash",
-                session_id="s-1",
-                arguments={"command": "make deploy"},
-                approval_id=w.prepared[1],
-            ),
-            expect=(AuditAction.TOOL_CALL_APPROVAL_USED,),
-            actor=_rt,
-            bookkeeping={
-                "runtimes_runtimetoken": (
-                    "last_used_at, written as every authentication writes it (at most once a "
-                    "minute), before the decision"
-                )
-            },
             channel=Channel.API,
         )
     ],
@@ -1173,13 +1177,11 @@ CASES: dict[str, list[Case]] = {
         Case(
             prepare=_call_approved,
             run=lambda w: approvals.call_approval_use(
-                runtime=w.runtime,
-                approval_id=w.prepared,
-                tool="Bash",
-                server="",
-                digest=ApprovalRequest.objects.get(pk=w.prepared).arguments_digest,
-                session_pk=Session.objects.get(session_id="s-1").pk,
-                invoking_pk=None,
+                w.runtime,
+                approvals.ToolCall(tool="Bash", approval_id=w.prepared),
+                ApprovalRequest.objects.get(pk=w.prepared).arguments_digest,
+                Session.objects.get(session_id="s-1").pk,
+                None,
             ),
             expect=(AuditAction.TOOL_CALL_APPROVAL_USED,),
             actor=_rt,

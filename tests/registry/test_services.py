@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from aimon_admin.accounts.models import User
-from aimon_admin.approvals.services import ToolCallDecision, tool_call_decide
+from aimon_admin.approvals.services import ToolCall, ToolCallDecision, tool_call_decide
 from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.core.actors import Actor
@@ -134,7 +134,9 @@ def decide(
 ) -> ToolCallDecision:
     """A decision on a call of `tool` as the decision endpoint makes it (T6-T9); attended: in a
     session."""
-    return tool_call_decide(runtime=runtime, tool=tool, server=server, session_id="s-1" if attended else None)
+    return tool_call_decide(
+        runtime, ToolCall(tool=tool, server=server, session_id="s-1" if attended else None)
+    )
 
 
 def gate(runtime: AgentRuntime, tool: str, *, attended: bool) -> tuple[str, str]:
@@ -985,7 +987,7 @@ def test_a_tool_first_heard_of_from_a_runtime_is_served_to_none_until_the_server
     assert tool.explanations["side_effect_level"] == f"{policy.RELAYED_ONLY_WHY} → MUTATING"
     assert (finding.runtime, finding.annotations) == (runtime, {"readOnlyHint": True})
     assert not [t for t in tools_for_model(runtime=other_runtime) if t.name == "peek"]
-    assert not tool_call_decide(runtime=runtime, tool="peek", server="files").registered
+    assert not tool_call_decide(runtime, ToolCall(tool="peek", server="files")).registered
     assert not events(AuditAction.MCP_TOOLS_REGISTERED)  # a relay registers nothing
     # The project's own sync lists the same tool: the server vouches for it now.
     record(server, item("peek", {"readOnlyHint": True}))

@@ -13,6 +13,7 @@ wrong with a body. A decision writes no audit event; it notes which enforcement 
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from typing import Any
 
 from drf_spectacular.utils import extend_schema
@@ -33,7 +34,6 @@ from aimon_admin.approvals.api.serializers import (
 from aimon_admin.core.api import validate_flat
 from aimon_admin.runtimes import enforcement
 from aimon_admin.runtimes.authentication import token_refused
-from aimon_admin.runtimes.models import AgentRuntime
 
 
 class DecisionView(APIView, metaclass=abc.ABCMeta):
@@ -42,16 +42,13 @@ class DecisionView(APIView, metaclass=abc.ABCMeta):
     fused_read = True  # False: the token looked up first, then the decision (benchmarks/urls.py)
 
     @abc.abstractmethod
-    def read_input(self, body: Any) -> dict[str, Any]:
-        """The validated input; raises the 400 naming each bad field."""
+    def read_input(self, body: Any) -> Any:
+        """The validated call (`services.SkillCall`, `services.ToolCall`); raises the 400
+        naming each bad field."""
 
-    @abc.abstractmethod
-    def decide(self, runtime: AgentRuntime, data: dict[str, Any]) -> Any:
-        """The decision for a runtime already authenticated."""
-
-    @abc.abstractmethod
-    def decide_for_token(self, raw_token: str, data: dict[str, Any]) -> tuple[Any, Any] | None:
-        """(the token, the decision), or None when `raw_token` authenticates no runtime."""
+    # The decision for a runtime and a call (`services.decide_skills`, `tool_call_decide`),
+    # and the read the fused path already ran (`services.decide_for_token`).
+    decide: Callable[..., Any]
 
     @abc.abstractmethod
     def answer(self, decided: Any) -> dict[str, Any]:
@@ -76,12 +73,12 @@ class DecisionView(APIView, metaclass=abc.ABCMeta):
                 unparsed = exc
             else:
                 try:
-                    data = self.read_input(body)
+                    call = self.read_input(body)
                 except Exception:  # answered by the usual path, after authentication
-                    data = None
-                if data is not None:
+                    call = None
+                if call is not None:
                     with refusals_answered():
-                        decided = self.decide_for_token(raw_token, data)
+                        decided = services.decide_for_token(raw_token, call, self.decide)
                     if decided is None:
                         raise token_refused(raw_token)
                     token, outcome = decided
@@ -90,31 +87,24 @@ class DecisionView(APIView, metaclass=abc.ABCMeta):
         super().check_permissions(request)  # authenticates (once): the usual 401s
         if unparsed is not None:
             raise unparsed
-        data = self.read_input(request.data)
+        call = self.read_input(request.data)
         with refusals_answered():
-            outcome = self.decide(request.user.runtime, data)
+            outcome = self.decide(request.user.runtime, call)
         return Response(self.answer(outcome))
 
 
 class SkillDecisionsView(DecisionView):
-    def read_input(self, body: Any) -> dict[str, Any]:
-        return validate_flat(SkillDecisionIn, body)
+    def read_input(self, body: Any) -> services.SkillCall:
+        return services.SkillCall(**validate_flat(SkillDecisionIn, body))
 
-    def decide(self, runtime: AgentRuntime, data: dict[str, Any]) -> list[services.SkillVerdict]:
-        # The invoking session is only read here: a decision never creates it (S3).
-        return services.decide_skills(runtime=runtime, **data)
-
-    def decide_for_token(
-        self, raw_token: str, data: dict[str, Any]
-    ) -> tuple[Any, list[services.SkillVerdict]] | None:
-        return services.decide_skills_for_token(raw_token=raw_token, **data)
+    # The invoking session is only read here: a decision never creates it (S3).
+    decide = staticmethod(services.decide_skills)
 
     def answer(self, decided: list[services.SkillVerdict]) -> dict[str, Any]:
-        return {
-            "decisions": [
-                {"skill": v.skill, "decision": v.decision.value, "source": v.source.value} for v in decided
-            ]
-        }
+        decisions = [
+            {"skill": v.skill, "decision": v.decision.value, "source": v.source.value} for v in decided
+        ]
+        return {"decisions": decisions}
 
     @extend_schema(
         summary="Decide skills for a session",
@@ -134,16 +124,10 @@ class SkillDecisionsView(DecisionView):
 
 
 class ToolDecisionsView(DecisionView):
-    def read_input(self, body: Any) -> dict[str, Any]:
-        return tool_decision_input(body)
+    def read_input(self, body: Any) -> services.ToolCall:
+        return services.ToolCall(**tool_decision_input(body))
 
-    def decide(self, runtime: AgentRuntime, data: dict[str, Any]) -> services.ToolCallDecision:
-        return services.tool_call_decide(runtime=runtime, **data)
-
-    def decide_for_token(
-        self, raw_token: str, data: dict[str, Any]
-    ) -> tuple[Any, services.ToolCallDecision] | None:
-        return services.tool_call_decide_for_token(raw_token=raw_token, **data)
+    decide = staticmethod(services.tool_call_decide)
 
     def answer(self, decided: services.ToolCallDecision) -> dict[str, Any]:
         """A tool decision as the endpoint answers it (docs/api.md "Tools")."""

@@ -23,12 +23,8 @@ from aimon_admin.approvals.services.answers import (
     user_may_answer,
     user_may_grant_agent,
 )
-from aimon_admin.approvals.services.decisions import (
-    SkillVerdict,
-    decide_skills,
-    decide_skills_for_token,
-    skills_decide,
-)
+from aimon_admin.approvals.services.chain_read import decide_for_token
+from aimon_admin.approvals.services.decisions import SkillCall, SkillVerdict, decide_skills, skills_decide
 from aimon_admin.approvals.services.errors import (
     AGENT_WIDE_ENDS,
     ALLOW_MUST_MATCH_MESSAGE,
@@ -80,10 +76,10 @@ from aimon_admin.approvals.services.sessions import (
 from aimon_admin.approvals.services.tool_decisions import (
     APPROVAL_NOT_USED_NOTE,
     REPLAY_NOT_IDEMPOTENT_NOTE,
+    ToolCall,
     ToolCallDecision,
     call_approval_use,
     tool_call_decide,
-    tool_call_decide_for_token,
     tool_call_evaluate,
 )
 from aimon_admin.approvals.services.two_person import ALLOW_ANSWERS, request_owner
@@ -119,14 +115,16 @@ __all__ = [
     "PrincipalConflictError",
     "RequestClosedError",
     "RequestInput",
+    "SkillCall",
     "SkillVerdict",
+    "ToolCall",
     "ToolCallDecision",
     "UnknownInvokingSessionError",
     "agent_grants_revoke",
     "answers_for",
     "call_approval_use",
+    "decide_for_token",
     "decide_skills",
-    "decide_skills_for_token",
     "grant_revoke",
     "request_answer",
     "request_cancel",
@@ -142,7 +140,6 @@ __all__ = [
     "session_touch",
     "skills_decide",
     "tool_call_decide",
-    "tool_call_decide_for_token",
     "tool_call_evaluate",
     "user_may_answer",
     "user_may_grant_agent",

@@ -19,8 +19,9 @@ special stays only where it saves at least 10%).
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
@@ -32,7 +33,8 @@ from aimon_admin.approvals.services.sessions import SEEN_RESOLUTION, session_idl
 from aimon_admin.core import rawsql
 from aimon_admin.registry import selectors as registry_selectors
 from aimon_admin.runtimes.models import AgentRuntime, RuntimeToken
-from aimon_admin.runtimes.selectors import TOKEN_COLUMNS, token_select
+from aimon_admin.runtimes.selectors import TOKEN_COLUMNS, token_from_row, token_select
+from aimon_admin.runtimes.tokens import token_hash, token_looks_valid
 
 # The token's runtime, in the fused statement, wherever the plain read has a parameter.
 TOKEN_RUNTIME = f"(SELECT c{rawsql.all_columns(RuntimeToken).index('runtime_id')} FROM tok)"  # noqa: S608 - no input in the text # nosec B608
@@ -47,7 +49,6 @@ _NO_COLUMNS = f"{_INT}, {_INT}, {_INT}, {_TEXT}, {_TEXT}, {_TEXT}, {_TEXT}, {_TE
 @dataclass(frozen=True)
 class SessionSeen:
     pk: int
-    session_id: str
     principal: str
     fresh: bool  # seen within SEEN_RESOLUTION: nothing to write
 
@@ -64,16 +65,6 @@ class GrantRow:
     decision: str
     pattern: str
     name: str
-
-
-@dataclass(frozen=True)
-class ToolShape:
-    """The tool a read is about: its server ("" for a runtime's own tool), its name, and
-    registry's SQL for its axes and subject argument (`registry.selectors.tool_facts_query`)."""
-
-    server: str
-    name: str
-    facts: registry_selectors.ToolFactsQuery
 
 
 @dataclass
@@ -150,29 +141,38 @@ def chain_read(
     session_ids: Sequence[str | None],
     *,
     skills: Sequence[str] = (),
-    tool: ToolShape | None = None,
+    tool: tuple[str, str] | None = None,
     runtime_pk: int | None = None,
     token_digest: str | None = None,
 ) -> ChainRead:
     """Run the read for `runtime_pk`, or fused behind the token whose hash is `token_digest`:
     the named sessions (a None or empty id names none), and the grants in force for `skills`
-    or for `tool`."""
+    or for `tool` (its server, "" for a runtime's own tool, and its name) with the tool's
+    axes and subject argument as registry reads them (`registry.selectors.tool_facts_query`)."""
     fused = token_digest is not None
     ids = list(dict.fromkeys(sid for sid in session_ids if sid))
     names = sorted(set(skills)) if tool is None else []
-    tool_sql = (tool.facts.axes_sql, tool.facts.subject_sql) if tool is not None else None
+    facts = None
+    if tool is not None:
+        facts = registry_selectors.tool_facts_query(
+            runtime_pk=runtime_pk,
+            name=tool[1],
+            server=tool[0] or None,
+            runtime_sql=TOKEN_RUNTIME if fused else "",
+        )
+    tool_sql = (facts.axes_sql, facts.subject_sql) if facts is not None else None
     sql = _sql(connection.vendor, len(ids), len(names), tool_sql, fused=fused)
     now = timezone.now()
     adapt = connection.ops.adapt_datetimefield_value
     on_runtime = [] if fused else [runtime_pk]
     params: list[object] = [token_digest] if fused else []
-    if tool is not None:
-        params += [*tool.facts.axes_params, *tool.facts.subject_params]
+    if facts is not None:
+        params += [*facts.axes_params, *facts.subject_params]
     if ids:
         params += [adapt(now - SEEN_RESOLUTION), *on_runtime, *ids]
     if tool is not None or names:
         params += on_runtime
-        params += [tool.server, tool.name] if tool is not None else names
+        params += [*tool] if tool is not None else names
         params.append(adapt(now))
         if ids:
             params += [*on_runtime, *ids, adapt(now - session_idle_ttl())]
@@ -186,7 +186,7 @@ def _found(rows: list[tuple[object, ...]], *, end: int) -> ChainRead:
         tag = row[0]
         n1, n2, n3, t1, t2, t3, t4, t5 = row[end:]
         if tag == "S":
-            read.sessions[t1] = SessionSeen(pk=n1, session_id=t1, principal=t2, fresh=bool(n2))  # type: ignore[arg-type,index]
+            read.sessions[t1] = SessionSeen(pk=n1, principal=t2, fresh=bool(n2))  # type: ignore[arg-type,index]
         elif tag == "G":
             read.grants.append(GrantRow(n1, n2, n3, t1, t2, t3, t4, t5))  # type: ignore[arg-type]
         elif tag == "V":
@@ -203,41 +203,45 @@ def _found(rows: list[tuple[object, ...]], *, end: int) -> ChainRead:
 # --- The sessions a decision names (S3, S12) ------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class SessionsFound:
-    """The named sessions' primary keys; `read_again` when a session was touched after the
-    read (its grants may have expired with the touch), so the read must be run again."""
+@dataclass(frozen=True, kw_only=True)
+class DecisionCall:
+    """A decision by ids, as a runtime names it: its sessions, turn and principal, and (in
+    each kind's subclass) what it decides."""
 
-    session_pk: int | None
-    invoking_pk: int | None
-    read_again: bool
+    session_id: str | None = None
+    invoking_session_id: str | None = None
+    turn_id: str | None = None
+    principal: str | None = None
+
+    def read(self, *, runtime_pk: int | None = None, token_digest: str | None = None) -> ChainRead:
+        """`chain_read` for this call: for `runtime_pk`, or fused behind `token_digest`."""
+        raise NotImplementedError
 
 
 def sessions_find(
-    runtime: AgentRuntime,
-    read: ChainRead,
-    *,
-    session_id: str | None,
-    invoking_session_id: str | None,
-    principal: str | None,
-) -> SessionsFound:
-    """The sessions as every decision finds them. An invoking session never seen for this
-    runtime is refused before anything is written (S3: a fork inherits from a session that
-    exists; a decision never creates it). The session is created at first sight (S12: its
-    principal fixed now) without reading again: the read found it absent, so it holds no
-    grants. One that needs more (not seen within SEEN_RESOLUTION, idle past its TTL, a
-    principal to fix or refuse, or created by another call meanwhile) is touched as
-    `session_touch` does, and must be read again. In the common case (the session seen in
-    the last minute under the same principal, or a fork) the read is the whole decision."""
+    runtime: AgentRuntime, call: DecisionCall, read: ChainRead | None = None
+) -> tuple[ChainRead, int | None, int | None]:
+    """The call's read (`read`: the fused one, already run) and the primary keys of its
+    session and invoking session, found as every decision finds them. An invoking session
+    never seen for this runtime is refused before anything is written (S3: a fork inherits
+    from a session that exists; a decision never creates it). The session is created at
+    first sight (S12: its principal fixed now) without reading again: the read found it
+    absent, so it holds no grants. One that needs more (not seen within SEEN_RESOLUTION, idle
+    past its TTL, a principal to fix or refuse, or created by another call meanwhile) is
+    touched as `session_touch` does, and read again (its grants may have expired with the
+    touch). In the common case (the session seen in the last minute under the same
+    principal, or a fork) the read is the whole decision."""
+    if read is None:
+        read = call.read(runtime_pk=runtime.pk)
+    session_id, invoking_session_id, principal = call.session_id, call.invoking_session_id, call.principal
     seen = read.sessions
     if invoking_session_id and invoking_session_id not in seen and invoking_session_id != session_id:
         raise UnknownInvokingSessionError.naming(invoking_session_id)
     invoking = seen.get(invoking_session_id) if invoking_session_id else None
     invoking_pk = invoking.pk if invoking else None
     if not session_id:
-        return SessionsFound(None, invoking_pk, read_again=False)
+        return read, None, invoking_pk
     found = seen.get(session_id)
-    read_again = False
     if found is not None and found.fresh and not (principal and found.principal != principal):
         session_pk = found.pk
     else:
@@ -248,10 +252,35 @@ def sessions_find(
             session = session_touch(runtime=runtime, session_id=session_id, principal=principal)
             if session is None:  # session_touch returns a session whenever an id is given
                 raise RuntimeError(f"session {session_id!r} could not be read after it was touched")
-            session_pk, read_again = session.pk, True
+            session_pk, read = session.pk, call.read(runtime_pk=runtime.pk)
     if invoking_session_id == session_id:
         invoking_pk = session_pk
-    return SessionsFound(session_pk, invoking_pk, read_again)
+    return read, session_pk, invoking_pk
+
+
+_Call = TypeVar("_Call", bound=DecisionCall)
+_Decided = TypeVar("_Decided")
+
+
+def decide_for_token(
+    raw_token: str, call: _Call, decide: Callable[[AgentRuntime, _Call, ChainRead], _Decided]
+) -> tuple[RuntimeToken, _Decided] | None:
+    """`decide` for the runtime `raw_token` authenticates, with the token looked up in the
+    decision's own read (the decision endpoints' hot path): the same path, the token's
+    columns added to the same statement.
+
+    None when `raw_token` is not the active token of an active runtime, exactly as
+    `runtimes.selectors.token_authenticate` decides (the caller answers 401). Otherwise
+    the token (its `last_used_at` kept as every authentication keeps it) and the
+    decision. Nothing is cached: a revoke, a grant or a rule change holds on the next call.
+    """
+    if not token_looks_valid(raw_token):
+        return None
+    read = call.read(token_digest=token_hash(raw_token))
+    if read.token_row is None:
+        return None
+    token = token_from_row(read.token_row)
+    return token, decide(token.runtime, call, read)
 
 
 def _session_first_seen(runtime: AgentRuntime, session_id: str, principal: str | None) -> Session | None:

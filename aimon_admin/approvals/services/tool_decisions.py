@@ -25,9 +25,8 @@ from aimon_admin.approvals.choices import GrantDecision, ItemScope, RequestKind,
 from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Session
 from aimon_admin.approvals.services.chain_read import (
     LAYERS,
-    TOKEN_RUNTIME,
     ChainRead,
-    ToolShape,
+    DecisionCall,
     chain_read,
     grant_layer,
     sessions_find,
@@ -39,9 +38,7 @@ from aimon_admin.core.actors import Actor
 from aimon_admin.registry import policy as registry_policy
 from aimon_admin.registry import selectors as registry_selectors
 from aimon_admin.registry.choices import GateReason, IdempotencyBehavior
-from aimon_admin.runtimes.models import AgentRuntime, RuntimeToken
-from aimon_admin.runtimes.selectors import token_from_row
-from aimon_admin.runtimes.tokens import token_hash, token_looks_valid
+from aimon_admin.runtimes.models import AgentRuntime
 
 APPROVAL_NOT_USED_NOTE = (
     "approval_id approves no call like this one (another runtime, session, tool or arguments, "
@@ -71,172 +68,40 @@ class ToolCallDecision:
         return " ".join(self.notes)
 
 
-@dataclass(frozen=True)
-class _Facts:
-    """What one call's decision reads: the tool's axes (None: unregistered), its subject
-    argument and kind, the rule set's version and the grants in force, by layer."""
+@dataclass(frozen=True, kw_only=True)
+class ToolCall(DecisionCall):
+    """A tool call to decide (`POST /api/v1/tool-decisions`). Attended when a session or an
+    invoking session is named (U2). `arguments` must have passed
+    `tool_policy.arguments_problem` (absent: {}). `approval_id`: an *Allow this call*
+    presented (U4); `replay`: a retry or rewake replay (U6)."""
 
-    axes: registry_policy.ToolAxes | None
-    argument: registry_selectors.SubjectArgument
-    version: int | None
-    held: dict[str, list[tool_policy.HeldToolGrant]]
+    tool: str
+    server: str | None = None
+    arguments: Mapping[str, Any] | None = None
+    replay: bool = False
+    approval_id: uuid.UUID | None = None
+
+    def read(self, *, runtime_pk: int | None = None, token_digest: str | None = None) -> ChainRead:
+        ids = (self.session_id, self.invoking_session_id)
+        tool = (self.server or "", self.tool)
+        return chain_read(ids, tool=tool, runtime_pk=runtime_pk, token_digest=token_digest)
 
 
 def tool_call_decide(
-    *,
-    runtime: AgentRuntime,
-    tool: str,
-    server: str | None = None,
-    session_id: str | None = None,
-    invoking_session_id: str | None = None,
-    turn_id: str | None = None,
-    principal: str | None = None,
-    arguments: Mapping[str, Any] | None = None,
-    replay: bool = False,
-    approval_id: uuid.UUID | None = None,
+    runtime: AgentRuntime, call: ToolCall, read: ChainRead | None = None
 ) -> ToolCallDecision:
     """The tool chain for one call (U): ceiling → operator DENY rules → this call's approval
     → turn → session → invoking session → agent → ALLOW / ASK rules → the gate.
 
-    Attended when a session or an invoking session is named (U2); an unattended question is
-    DENY unless a pre-approval answers it (T8, U5). `arguments` must have passed
-    `tool_policy.arguments_problem` (absent: {}). An `approval_id` is used only when the
-    chain reaches it (no ceiling, no DENY rule) and it approves exactly this call (U4); a
-    `replay` of a NON_IDEMPOTENT tool never uses it (U6).
+    An unattended question is DENY unless a pre-approval answers it (T8, U5). An
+    `approval_id` is used only when the chain reaches it (no ceiling, no DENY rule) and it
+    approves exactly this call (U4); a `replay` of a NON_IDEMPOTENT tool never uses it (U6).
 
-    Everything is read in one statement (`chain_read`), the sessions then found as every
-    decision finds them (`sessions_find`: S3, S12), and read again only if one was touched.
+    Everything is read in one statement (`chain_read`; `read`: the fused one of
+    `decide_for_token`), the sessions then found as every decision finds them
+    (`sessions_find`: S3, S12), and read again only if one was touched.
     """
-    server = server or ""
-    ids = (session_id, invoking_session_id)
-    read = chain_read(ids, tool=_shape(server, tool, runtime_pk=runtime.pk), runtime_pk=runtime.pk)
-    return _decide(
-        runtime,
-        read,
-        tool=tool,
-        server=server,
-        session_id=session_id,
-        invoking_session_id=invoking_session_id,
-        turn_id=turn_id,
-        principal=principal,
-        arguments=arguments,
-        replay=replay,
-        approval_id=approval_id,
-    )
-
-
-def tool_call_decide_for_token(
-    *,
-    raw_token: str,
-    tool: str,
-    server: str | None = None,
-    session_id: str | None = None,
-    invoking_session_id: str | None = None,
-    turn_id: str | None = None,
-    principal: str | None = None,
-    arguments: Mapping[str, Any] | None = None,
-    replay: bool = False,
-    approval_id: uuid.UUID | None = None,
-) -> tuple[RuntimeToken, ToolCallDecision] | None:
-    """`tool_call_decide` for the runtime `raw_token` authenticates, with the token looked up
-    in the decision's own read (the endpoint's hot path, as the skill decision's): the same
-    path, the token's columns added to the same statement. None when `raw_token` is not the
-    active token of an active runtime, exactly as `runtimes.selectors.token_authenticate`
-    decides (the caller answers 401); else the token (its `last_used_at` kept as every
-    authentication keeps it) and the decision."""
-    if not token_looks_valid(raw_token):
-        return None
-    server = server or ""
-    ids = (session_id, invoking_session_id)
-    read = chain_read(ids, tool=_shape(server, tool, runtime_pk=None), token_digest=token_hash(raw_token))
-    if read.token_row is None:
-        return None
-    token = token_from_row(read.token_row)
-    decided = _decide(
-        token.runtime,
-        read,
-        tool=tool,
-        server=server,
-        session_id=session_id,
-        invoking_session_id=invoking_session_id,
-        turn_id=turn_id,
-        principal=principal,
-        arguments=arguments,
-        replay=replay,
-        approval_id=approval_id,
-    )
-    return token, decided
-
-
-def _shape(server: str, tool: str, *, runtime_pk: int | None) -> ToolShape:
-    """The tool a read is about; `runtime_pk` None: the fused read's runtime, the token's."""
-    facts = registry_selectors.tool_facts_query(
-        runtime_pk=runtime_pk,
-        name=tool,
-        server=server or None,
-        runtime_sql=TOKEN_RUNTIME if runtime_pk is None else "",
-    )
-    return ToolShape(server, tool, facts)
-
-
-def _facts(read: ChainRead, session_pk: int | None, invoking_pk: int | None, turn_id: str | None) -> _Facts:
-    """The read's facts, its grants put in the layer each answers for this call."""
-    held: dict[str, list[tool_policy.HeldToolGrant]] = {layer: [] for layer in LAYERS}
-    for grant in read.grants:
-        layer = grant_layer(grant, session_pk, invoking_pk, turn_id)
-        if layer is not None:
-            decision = GrantDecision(grant.decision)
-            held[layer].append(tool_policy.HeldToolGrant(grant.pk, decision, grant.pattern, grant.approvers))
-    return _Facts(
-        axes=registry_selectors.tool_axes_of(read.axes_row) if read.axes_row is not None else None,
-        argument=registry_selectors.subject_argument_of(read.argument_row),
-        version=read.version,
-        held=held,
-    )
-
-
-def _decide(
-    runtime: AgentRuntime,
-    read: ChainRead,
-    *,
-    tool: str,
-    server: str,
-    session_id: str | None,
-    invoking_session_id: str | None,
-    turn_id: str | None,
-    principal: str | None,
-    arguments: Mapping[str, Any] | None,
-    replay: bool,
-    approval_id: uuid.UUID | None,
-) -> ToolCallDecision:
-    """The decision from what `chain_read` found: the sessions as every decision finds them,
-    then the chain."""
-    found = sessions_find(
-        runtime, read, session_id=session_id, invoking_session_id=invoking_session_id, principal=principal
-    )
-    if found.read_again:
-        ids = (session_id, invoking_session_id)
-        read = chain_read(ids, tool=_shape(server, tool, runtime_pk=runtime.pk), runtime_pk=runtime.pk)
-    approval = (
-        _CallApproval(
-            runtime=runtime,
-            approval_id=approval_id,
-            session_pk=found.session_pk,
-            invoking_pk=found.invoking_pk,
-            replay=replay,
-        )
-        if approval_id is not None
-        else None
-    )
-    return _evaluate(
-        runtime=runtime,
-        tool=tool,
-        server=server,
-        facts=_facts(read, found.session_pk, found.invoking_pk, turn_id),
-        arguments=arguments,
-        attended=bool(session_id or invoking_session_id),
-        approval=approval,
-    )
+    return _evaluate(runtime, call, *sessions_find(runtime, call, read))
 
 
 def tool_call_evaluate(
@@ -251,78 +116,87 @@ def tool_call_evaluate(
 ) -> ToolCallDecision:
     """The chain for sessions already in hand (a request being opened): as `tool_call_decide`
     without a call approval, read by `chain_read` as every decision is. Writes nothing."""
-    server = server or ""
-    ids = [s.session_id for s in (session, invoking_session) if s is not None]
-    read = chain_read(ids, tool=_shape(server, tool, runtime_pk=runtime.pk), runtime_pk=runtime.pk)
-    facts = _facts(
-        read,
-        session.pk if session else None,
-        invoking_session.pk if invoking_session else None,
-        turn_id,
-    )
-    return _evaluate(
-        runtime=runtime,
+    call = ToolCall(
         tool=tool,
         server=server,
-        facts=facts,
+        session_id=session.session_id if session else None,
+        invoking_session_id=invoking_session.session_id if invoking_session else None,
+        turn_id=turn_id,
         arguments=arguments,
-        attended=session is not None or invoking_session is not None,
-        approval=None,
+    )
+    return _evaluate(
+        runtime,
+        call,
+        call.read(runtime_pk=runtime.pk),
+        session.pk if session else None,
+        invoking_session.pk if invoking_session else None,
         digest_needed=True,  # the request stores it (U4)
     )
 
 
 def _evaluate(
-    *,
     runtime: AgentRuntime,
-    tool: str,
-    server: str,
-    facts: _Facts,
-    arguments: Mapping[str, Any] | None,
-    attended: bool,
-    approval: _CallApproval | None,
+    call: ToolCall,
+    read: ChainRead,
+    session_pk: int | None,
+    invoking_pk: int | None,
+    *,
     digest_needed: bool = False,
 ) -> ToolCallDecision:
-    axes = facts.axes or registry_policy.UNREGISTERED  # T9
+    """The chain from what `chain_read` found: the grants put in the layer each answers for
+    this call, the call's approval used where the chain reaches it."""
+    server = call.server or ""
+    held: dict[str, list[tool_policy.HeldToolGrant]] = {layer: [] for layer in LAYERS}
+    for grant in read.grants:
+        layer = grant_layer(grant, session_pk, invoking_pk, call.turn_id)
+        if layer is not None:
+            decision = GrantDecision(grant.decision)
+            held[layer].append(tool_policy.HeldToolGrant(grant.pk, decision, grant.pattern, grant.approvers))
+    registered = read.axes_row is not None
+    # T9: an unregistered tool counts as the worst case.
+    axes = registry_selectors.tool_axes_of(read.axes_row) if registered else registry_policy.UNREGISTERED
     gate = registry_policy.gate_decision(
         axes, ceiling=runtime.ceiling, exempt_at_or_below=runtime.exempt_at_or_below, attended=True
     )
-    arguments = arguments or {}
-    argument = facts.argument.argument
-    kind = facts.argument.kind
-    subject = subjects.subject_of(arguments, argument, kind)
+    arguments = call.arguments or {}
+    subject_argument = registry_selectors.subject_argument_of(read.argument_row)
+    argument = subject_argument.argument
+    subject = subjects.subject_of(arguments, argument, subject_argument.kind)
     # The canonical form costs more than the rest of a decision's arithmetic: only when used.
-    digest = tool_policy.arguments_digest(arguments) if approval is not None or digest_needed else ""
+    digest = tool_policy.arguments_digest(arguments) if call.approval_id is not None or digest_needed else ""
     notes: list[str] = [subject.note] if argument and subject.note else []
-    rules = tool_rule_index(facts.version).match(
+    attended = bool(call.session_id or call.invoking_session_id)
+    rules = tool_rule_index(read.version).match(
         runtime_id=runtime.pk,
         server=server,
-        tool=tool,
+        tool=call.tool,
         subject=subject,
         axes=axes,
         unattended=not attended,
     )
     call_approved = False
-    if approval is not None and gate.reason != GateReason.ABOVE_CEILING and rules.deny is None:
-        call_approved, note = approval.use(
-            tool=tool, server=server, digest=digest, axes=axes, floor=rules.floor
-        )
-        if note:
-            notes.append(note)
+    if call.approval_id is not None and gate.reason != GateReason.ABOVE_CEILING and rules.deny is None:
+        if call.replay and axes.idempotency != IdempotencyBehavior.IDEMPOTENT:
+            notes.append(REPLAY_NOT_IDEMPOTENT_NOTE)  # U6
+        else:
+            call_approved = call_approval_use(
+                runtime, call, digest, session_pk, invoking_pk, floor=rules.floor
+            )
+            if not call_approved:
+                notes.append(APPROVAL_NOT_USED_NOTE)
     layers = tool_policy.ToolLayers(
         gate=gate,
         rules=rules,
         call_approved=call_approved,
         **{
             layer: tool_policy.layer_decision(grants, subject, axes, floor=rules.floor)
-            for layer, grants in facts.held.items()
+            for layer, grants in held.items()
         },
     )
-    verdict = tool_policy.tool_chain_decide(layers, attended=attended)
     return ToolCallDecision(
-        verdict=verdict,
+        verdict=tool_policy.tool_chain_decide(layers, attended=attended),
         axes=axes,
-        registered=facts.axes is not None,
+        registered=registered,
         subject=subject,
         subject_argument=argument,
         digest=digest,
@@ -330,58 +204,23 @@ def _evaluate(
     )
 
 
-@dataclass(frozen=True)
-class _CallApproval:
-    """An `approval_id` presented with a call (U4, U6)."""
-
-    runtime: AgentRuntime
-    approval_id: uuid.UUID
-    session_pk: int | None
-    invoking_pk: int | None
-    replay: bool
-
-    def use(
-        self, *, tool: str, server: str, digest: str, axes: registry_policy.ToolAxes, floor: int = 1
-    ) -> tuple[bool, str]:
-        """Use the approval for this call if it approves exactly this call: whether it did,
-        and a note saying why not when it did not."""
-        reuse = self.replay and axes.idempotency == IdempotencyBehavior.IDEMPOTENT
-        if self.replay and not reuse:
-            return False, REPLAY_NOT_IDEMPOTENT_NOTE  # U6
-        used = call_approval_use(
-            runtime=self.runtime,
-            approval_id=self.approval_id,
-            tool=tool,
-            server=server,
-            digest=digest,
-            session_pk=self.session_pk,
-            invoking_pk=self.invoking_pk,
-            reuse=reuse,
-            floor=floor,
-        )
-        return used, "" if used else APPROVAL_NOT_USED_NOTE
-
-
 @transaction.atomic
 def call_approval_use(
-    *,
     runtime: AgentRuntime,
-    approval_id: uuid.UUID,
-    tool: str,
-    server: str,
+    call: ToolCall,
     digest: str,
     session_pk: int | None,
     invoking_pk: int | None,
-    reuse: bool = False,
     floor: int = 1,
 ) -> bool:
-    """U4: use an *Allow this call*: a TOOL request of this runtime, answered ALLOW at scope
-    CALL, for this tool and server, arguments of this digest, in this session (a fork's
-    request: no session, and the call names none), not used before. One conditional UPDATE
-    on the request's own row: of two concurrent uses exactly one finds `call_used_at` empty.
-    `reuse` (U6: a replay of an IDEMPOTENT tool) accepts an approval already used once.
-    `floor` (P3): the approval counts only if at least that many people gave it. Audited
-    with the digest (U7)."""
+    """U4: use the call's *Allow this call* (`approval_id`): a TOOL request of this runtime,
+    answered ALLOW at scope CALL, for this tool and server, arguments of this digest, in this
+    session (a fork's request: no session, and the call names none), not used before. One
+    conditional UPDATE on the request's own row: of two concurrent uses exactly one finds
+    `call_used_at` empty. A `replay` (U6: the caller lets only an IDEMPOTENT tool's through)
+    accepts an approval already used once. `floor` (P3): the approval counts only if at least
+    that many people gave it. Audited with the digest (U7)."""
+    approval_id, server, tool, reuse = call.approval_id, call.server or "", call.tool, call.replay
     if session_pk is not None:
         holder = Q(session_id=session_pk)
     elif invoking_pk is not None:

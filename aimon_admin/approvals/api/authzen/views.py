@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import HttpRequest
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiResponse, PolymorphicProxySerializer, extend_schema
 from rest_framework import exceptions
@@ -103,48 +102,23 @@ def _evaluations_of(data: dict[str, Any]) -> tuple[list[dict[str, Any]], bool]:
     the body was a batch at all (no evaluations: the body itself is one evaluation)."""
     defaults = {entity: data.get(entity) for entity in ENTITIES}
     items = data.get("evaluations") or []
+    merged = [
+        {entity: item[entity] if item.get(entity) is not None else defaults[entity] for entity in ENTITIES}
+        for item in items
+    ] or [defaults]
     errors: dict[str, list[str]] = {}
-    if not items:
+    for index, evaluation in enumerate(merged):
         for entity in REQUIRED_ENTITIES:
-            if defaults[entity] is None:
-                errors[entity] = [MISSING_WITHOUT_EVALUATIONS_MESSAGE]
-        if errors:
-            raise exceptions.ValidationError(errors)
-        return [defaults], False
-    merged = []
-    for index, item in enumerate(items):
-        evaluation = {
-            entity: item[entity] if item.get(entity) is not None else defaults[entity] for entity in ENTITIES
-        }
-        for entity in REQUIRED_ENTITIES:
-            if evaluation[entity] is None:
+            if evaluation[entity] is None and items:
                 errors[f"evaluations[{index}].{entity}"] = [MISSING_IN_EVALUATION_MESSAGE]
-        merged.append(evaluation)
+            elif evaluation[entity] is None:
+                errors[entity] = [MISSING_WITHOUT_EVALUATIONS_MESSAGE]
     if errors:
         raise exceptions.ValidationError(errors)
-    return merged, True
+    return merged, bool(items)
 
 
 # --- The decision --------------------------------------------------------------------------------
-
-
-def _decide(runtime: AgentRuntime, evaluation: dict[str, Any]) -> services.ToolCallDecision:
-    """One evaluation, decided by the tool chain exactly as a tool decision is."""
-    resource = evaluation["resource"]
-    properties = resource.get("properties") or {}
-    context = evaluation.get("context") or {}
-    return services.tool_call_decide(
-        runtime=runtime,
-        tool=resource["id"],
-        server=properties.get("server"),
-        session_id=context.get("session_id"),
-        invoking_session_id=context.get("invoking_session_id"),
-        turn_id=context.get("turn_id"),
-        principal=evaluation["subject"]["id"],
-        arguments=properties.get("arguments"),
-        replay=context.get("replay", False),
-        approval_id=context.get("approval_id"),
-    )
 
 
 def decision_body(decided: services.ToolCallDecision) -> dict[str, Any]:
@@ -165,34 +139,30 @@ def decision_body(decided: services.ToolCallDecision) -> dict[str, Any]:
     return {"decision": False, "context": context}
 
 
-def _error_body(status: int, message: str) -> dict[str, Any]:
-    return {"decision": False, "context": {"error": {"status": status, "message": message}}}
-
-
-def _answer_one(runtime: AgentRuntime, evaluation: dict[str, Any]) -> dict[str, Any]:
+def _answer(runtime: AgentRuntime, evaluation: dict[str, Any], *, in_batch: bool = False) -> dict[str, Any]:
+    """One evaluation, decided by the tool chain exactly as a tool decision is. A refusal is
+    the call's 409 or 400 alone; in a batch it is answered in place, false with `context.error`."""
+    resource = evaluation["resource"]
+    properties = resource.get("properties") or {}
+    context = evaluation.get("context") or {}  # the sessions, the turn, an approval: ToolCall's names
+    call = services.ToolCall(
+        tool=resource["id"],
+        server=properties.get("server"),
+        principal=evaluation["subject"]["id"],
+        arguments=properties.get("arguments"),
+        **context,
+    )
     try:
-        return decision_body(_decide(runtime, evaluation))
+        return decision_body(services.tool_call_decide(runtime, call))
     except services.PrincipalConflictError as exc:
-        raise Conflict(str(exc)) from exc
+        if not in_batch:
+            raise Conflict(str(exc)) from exc
+        status, message = 409, str(exc)
     except services.UnknownInvokingSessionError as exc:
-        raise exceptions.ValidationError({f"context.{exc.field}": [str(exc)]}) from exc
-
-
-def _answer_each(runtime: AgentRuntime, evaluations: list[dict[str, Any]], semantic: str) -> list[dict]:
-    answers = []
-    for evaluation in evaluations:
-        try:
-            answer = decision_body(_decide(runtime, evaluation))
-        except services.PrincipalConflictError as exc:
-            answer = _error_body(409, str(exc))
-        except services.UnknownInvokingSessionError as exc:
-            answer = _error_body(400, str(exc))
-        answers.append(answer)
-        if answer["decision"] and semantic == EvaluationsSemantic.PERMIT_ON_FIRST_PERMIT:
-            break
-        if not answer["decision"] and semantic == EvaluationsSemantic.DENY_ON_FIRST_DENY:
-            break
-    return answers
+        if not in_batch:
+            raise exceptions.ValidationError({f"context.{exc.field}": [str(exc)]}) from exc
+        status, message = 400, str(exc)
+    return {"decision": False, "context": {"error": {"status": status, "message": message}}}
 
 
 # --- POST /access/v1/evaluation --------------------------------------------------------------------
@@ -219,7 +189,7 @@ _CHAIN = (
 @api_view(["POST"])
 def evaluation(request: Request) -> Response:
     data = _validated(AuthZenEvaluationIn, request.data)
-    return Response(_answer_one(request.user.runtime, data))
+    return Response(_answer(request.user.runtime, data))
 
 
 # --- POST /access/v1/evaluations -------------------------------------------------------------------
@@ -257,18 +227,19 @@ def evaluations(request: Request) -> Response:
     merged, batch = _evaluations_of(data)
     runtime = request.user.runtime
     if not batch:
-        return Response(_answer_one(runtime, merged[0]))
-    semantic = (data.get("options") or {}).get("evaluations_semantic") or EvaluationsSemantic.EXECUTE_ALL
-    return Response({"evaluations": _answer_each(runtime, merged, semantic)})
+        return Response(_answer(runtime, merged[0]))
+    semantic = (data.get("options") or {}).get("evaluations_semantic")
+    # The decision that ends the batch under its semantic (execute_all: none does).
+    last = {EvaluationsSemantic.PERMIT_ON_FIRST_PERMIT: True, EvaluationsSemantic.DENY_ON_FIRST_DENY: False}
+    answers: list[dict[str, Any]] = []
+    for evaluation in merged:
+        answers.append(_answer(runtime, evaluation, in_batch=True))
+        if answers[-1]["decision"] is last.get(semantic):
+            break
+    return Response({"evaluations": answers})
 
 
 # --- GET /.well-known/authzen-configuration --------------------------------------------------------
-
-
-def pdp_identifier(request: HttpRequest) -> str:
-    """This policy decision point's identifier: the scheme and host the document was fetched
-    at, which the specification requires to equal the address the PEP built its URL from."""
-    return f"{request.scheme}://{request.get_host()}"
 
 
 @extend_schema(
@@ -289,7 +260,9 @@ def pdp_identifier(request: HttpRequest) -> str:
 @authentication_classes([])
 @permission_classes([AllowAny])
 def configuration(request: Request) -> Response:
-    base = pdp_identifier(request)
+    # The policy decision point's identifier: the scheme and host the document was fetched
+    # at, which the specification requires to equal the address the PEP built its URL from.
+    base = f"{request.scheme}://{request.get_host()}"
     body = {
         "policy_decision_point": base,
         "access_evaluation_endpoint": base + reverse("authzen-evaluation"),
