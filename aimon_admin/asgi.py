@@ -12,11 +12,17 @@ import os
 from importlib import import_module
 
 from django.conf import settings
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "aimon_admin.settings.base")
 
 django_application = get_asgi_application()
+if settings.WHITENOISE_USE_FINDERS:
+    # The embedded default serves static files from the source folders, and uvicorn serves
+    # everything: Django's own ASGI static handler sends them as ASGI wants. WhiteNoise's
+    # responses are synchronous, which Django under ASGI warns about at every start.
+    django_application = ASGIStaticFilesHandler(django_application)
 # Every view imported now rather than by the first request (a long-poll after a start waited
 # ~0.3 s for it: benchmarks/gateway.py's first click).
 import_module(settings.ROOT_URLCONF)

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import warnings
 from typing import Any
 
 from aimon_admin.asgi import application
 
 
-def drive(path: str, chunks: list[bytes], headers: list[tuple[bytes, bytes]] | None = None) -> dict[str, Any]:
+def drive(
+    path: str,
+    chunks: list[bytes],
+    headers: list[tuple[bytes, bytes]] | None = None,
+    method: str = "POST",
+) -> dict[str, Any]:
     """Send a request through the real ASGI application the way a server would."""
     incoming = [
         {"type": "http.request", "body": chunk, "more_body": i < len(chunks) - 1}
@@ -30,7 +36,7 @@ def drive(path: str, chunks: list[bytes], headers: list[tuple[bytes, bytes]] | N
         "type": "http",
         "asgi": {"version": "3.0"},
         "http_version": "1.1",
-        "method": "POST",
+        "method": method,
         "scheme": "http",
         "path": path,
         "raw_path": path.encode(),
@@ -64,3 +70,13 @@ def test_a_small_chunked_body_passes_through() -> None:
     result = drive("/api/v1/no-such-endpoint", [b"{", b"}"])
     assert result["status"] == 404
     assert json.loads(result["body"])["error"] == "not_found"
+
+
+def test_static_files_under_asgi_are_sent_without_a_warning() -> None:
+    # make run: uvicorn serves the static files too, from the source folders.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = drive("/static/css/app.css", [b""], method="GET")
+    assert result["status"] == 200
+    assert b".facts" in result["body"]
+    assert [str(w.message) for w in caught if "StreamingHttpResponse" in str(w.message)] == []
