@@ -75,11 +75,11 @@ class LogRow:
         )
 
 
-def _log_context(filters: LogFilters, page: selectors.EventPage, before: int | None) -> dict[str, Any]:
+def _log_context(filters: LogFilters, page: selectors.Page[AuditEvent], before: int | None) -> dict[str, Any]:
     query = filters.querystring()
     return {
         "filters": filters,
-        "events": [LogRow.of(event) for event in page.events],
+        "events": [LogRow.of(event) for event in page.rows],
         "paged": before is not None,
         "before": before,
         "newest_url": url_with("audit:log", query),
