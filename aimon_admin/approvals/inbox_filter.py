@@ -105,12 +105,13 @@ def inbox_url(*, mine: bool = False, kind: str = "", escalated: bool = False) ->
     return InboxFilter(mine=mine, kind=kind, escalated=escalated).url
 
 
-def bad_filter(request: HttpRequest, error: InboxFilterError) -> HttpResponse:
-    """The 400 page saying which filter could not be read."""
+def bad_filter(request: HttpRequest, message: str) -> HttpResponse:
+    """The 400 page saying which filter could not be read (the inbox's, and the auditor's
+    pages without a form)."""
     context = {
         "status": 400,
         "title": BAD_FILTER_TITLE,
-        "message": str(error),
+        "message": message,
         "request_id": getattr(request, "request_id", ""),
     }
     return render(request, "core/error.html", context, status=400)

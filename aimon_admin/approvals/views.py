@@ -212,7 +212,7 @@ def inbox_view(request: HttpRequest) -> HttpResponse:
     try:
         context = _inbox_context(request)
     except InboxFilterError as error:
-        return bad_filter(request, error)
+        return bad_filter(request, str(error))
     if request.htmx:
         return render(request, "approvals/inbox.html#inbox", context)
     return render(request, "approvals/inbox.html", context)
@@ -225,7 +225,7 @@ def inbox_poll_view(request: HttpRequest) -> HttpResponse:
     try:
         context = _inbox_context(request)
     except InboxFilterError as error:
-        return bad_filter(request, error)
+        return bad_filter(request, str(error))
     if request.GET.get("v") == context["version"]:
         return HttpResponse(status=204)
     return render(request, "approvals/inbox.html#inbox", context)

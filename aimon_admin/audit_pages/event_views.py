@@ -7,7 +7,6 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode
 
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -132,30 +131,22 @@ def event_view(request: HttpRequest, seq: int) -> HttpResponse:
     compared, used = comparisons(details)
     grant_id = details.get("grant_id")
     grant = selectors.grants_by_id([grant_id]).get(grant_id) if isinstance(grant_id, int) else None
-    links: dict[str, str] = {"action": url_with("audit:log", f"action={event.action}")}
+    links: dict[str, str] = {"action": url_with("audit:log", {"action": event.action})}
     if event.actor_label:
-        links["actor"] = url_with("audit:log", urlencode({"actor": event.actor_label}))
+        links["actor"] = url_with("audit:log", {"actor": event.actor_label})
     if event.subject:
-        links["subject"] = url_with("audit:log", urlencode({"subject": event.subject}))
+        links["subject"] = url_with("audit:log", {"subject": event.subject})
     if event.runtime is not None:
-        links["runtime"] = reverse("runtimes:detail", args=[event.runtime.name])
-        links["runtime_log"] = url_with("audit:log", urlencode({"runtime": event.runtime.name}))
-        links["runtime_in_force"] = url_with(
-            "audit:in-force", urlencode({"runtime": event.runtime.name, "at": utc_text(event.created_at)})
-        )
+        name, at = event.runtime.name, utc_text(event.created_at)
+        links["runtime"] = reverse("runtimes:detail", args=[name])
+        links["runtime_log"] = url_with("audit:log", {"runtime": name})
+        links["runtime_in_force"] = url_with("audit:in-force", {"runtime": name, "at": at})
         if event.session_key:
             links["session_in_force"] = url_with(
-                "audit:in-force",
-                urlencode(
-                    {
-                        "runtime": event.runtime.name,
-                        "session": event.session_key,
-                        "at": utc_text(event.created_at),
-                    }
-                ),
+                "audit:in-force", {"runtime": name, "session": event.session_key, "at": at}
             )
     if event.session_key:
-        links["session_log"] = url_with("audit:log", urlencode({"session": event.session_key}))
+        links["session_log"] = url_with("audit:log", {"session": event.session_key})
     context = {
         "event": event,
         "older": older,

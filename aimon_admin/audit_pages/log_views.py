@@ -17,7 +17,14 @@ from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.filters import LOG_FIELDS, FilterError, LogFilters, parse_cursor, parse_filters
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.audit_pages import selectors
-from aimon_admin.audit_pages.filter_form import LABELS, FilterField, filter_message, first_value, time_field
+from aimon_admin.audit_pages.filter_form import (
+    LABELS,
+    FilterField,
+    filter_message,
+    first_value,
+    problem_for,
+    time_field,
+)
 from aimon_admin.audit_pages.page import auditor_page, query_params, url_with
 
 
@@ -100,22 +107,23 @@ def _form_context(params: Mapping[str, list[str]], error: FilterError | None = N
     """The filter form as typed (also when a value cannot be read), with the error beside
     the field it is about."""
 
-    def wrong(name: str) -> str:
-        return error.problem if error and error.field == name else ""
-
     actions = {value.strip() for value in params.get("action", ())}
     return {
         "action_choices": [
             {"value": value, "label": label, "selected": value in actions}
             for value, label in AuditAction.choices
         ],
-        "action_error": wrong("action"),
+        "action_error": problem_for(error, "action"),
         "level_choices": AuditLevel.choices,
         "level": first_value(params, "level"),
-        "level_error": wrong("level"),
+        "level_error": problem_for(error, "level"),
         "text_fields": [
             FilterField(
-                name, LABELS[name], first_value(params, name), placeholder=placeholder, error=wrong(name)
+                name,
+                LABELS[name],
+                first_value(params, name),
+                placeholder=placeholder,
+                error=problem_for(error, name),
             )
             for name, placeholder in TEXT_FILTERS
         ],
