@@ -99,31 +99,18 @@ def requests_section(request: HttpRequest) -> Iterator[Section]:
             key="requests", title=REQUESTS_TITLE, first_step=Step(NOTHING_PENDING, OPEN_INBOX, inbox_url())
         )
         return
-    yield Section(
-        key="requests",
-        title=REQUESTS_TITLE,
-        figures=(
-            Figure("requests-all", counts.all, ALL_LABEL, inbox_url()),
-            Figure("requests-mine", counts.mine, MINE_LABEL, inbox_url(mine=True)),
-            Figure("requests-skill", counts.skill, SKILL_LABEL, inbox_url(kind=RequestKind.SKILL)),
-            Figure("requests-tool", counts.tool, TOOL_LABEL, inbox_url(kind=RequestKind.TOOL)),
-            # Shown once there are some: most runtimes never send a request on (P2).
-            *(
-                [
-                    Figure(
-                        "requests-sent",
-                        counts.escalated,
-                        SENT_LABEL,
-                        inbox_url(escalated=True),
-                        help=SENT_HELP,
-                    )
-                ]
-                if counts.escalated
-                else []
-            ),
-        ),
-        help=REQUESTS_HELP,
-    )
+    figures = [
+        Figure("requests-all", counts.all, ALL_LABEL, inbox_url()),
+        Figure("requests-mine", counts.mine, MINE_LABEL, inbox_url(mine=True)),
+        Figure("requests-skill", counts.skill, SKILL_LABEL, inbox_url(kind=RequestKind.SKILL)),
+        Figure("requests-tool", counts.tool, TOOL_LABEL, inbox_url(kind=RequestKind.TOOL)),
+    ]
+    if counts.escalated:  # shown once there are some: most runtimes never send a request on (P2)
+        sent = Figure(
+            "requests-sent", counts.escalated, SENT_LABEL, inbox_url(escalated=True), help=SENT_HELP
+        )
+        figures.append(sent)
+    yield Section(key="requests", title=REQUESTS_TITLE, figures=tuple(figures), help=REQUESTS_HELP)
 
 
 def escalations_section(request: HttpRequest) -> Iterator[Section]:

@@ -74,17 +74,12 @@ class InboxFilter:
 
     @property
     def querystring(self) -> str:
-        return urlencode(
-            [
-                (k, v)
-                for k, v in (
-                    ("whose", MINE if self.mine else ""),
-                    ("kind", self.kind),
-                    ("sent", SENT_TO_OPERATORS if self.escalated else ""),
-                )
-                if v
-            ]
-        )
+        given = {
+            "whose": MINE if self.mine else "",
+            "kind": self.kind,
+            "sent": SENT_TO_OPERATORS if self.escalated else "",
+        }
+        return urlencode({name: value for name, value in given.items() if value})
 
     @property
     def url(self) -> str:

@@ -208,27 +208,16 @@ def _inbox_context(request: HttpRequest) -> dict[str, Any]:
 
 @require_GET
 @approver_or_operator
-def inbox_view(request: HttpRequest) -> HttpResponse:
+def inbox_view(request: HttpRequest, poll: bool = False) -> HttpResponse:
+    """The inbox; `poll` is what htmx polls: 204 (nothing swapped) while it is unchanged."""
     try:
         context = _inbox_context(request)
     except InboxFilterError as error:
         return bad_filter(request, str(error))
-    if request.htmx:
-        return render(request, "approvals/inbox.html#inbox", context)
-    return render(request, "approvals/inbox.html", context)
-
-
-@require_GET
-@approver_or_operator
-def inbox_poll_view(request: HttpRequest) -> HttpResponse:
-    """htmx polls this; 204 (nothing swapped) while the inbox is unchanged."""
-    try:
-        context = _inbox_context(request)
-    except InboxFilterError as error:
-        return bad_filter(request, str(error))
-    if request.GET.get("v") == context["version"]:
+    if poll and request.GET.get("v") == context["version"]:
         return HttpResponse(status=204)
-    return render(request, "approvals/inbox.html#inbox", context)
+    partial = "#inbox" if poll or request.htmx else ""
+    return render(request, f"approvals/inbox.html{partial}", context)
 
 
 def _visible_request(request: HttpRequest, pk: Any) -> ApprovalRequest:
@@ -310,14 +299,8 @@ def _outcome_notes(outcome: services.AnswerOutcome) -> list[tuple[str, str]]:
         notes.append(("success", ALLOW_RECORDED_MESSAGE.format(skill=skill, given=given, needed=needed)))
     for item in outcome.already_answered:
         who = item.answered_by.username if item.answered_by else f"the {item.source.lower() or 'chain'}"
-        notes.append(
-            (
-                "info",
-                ALREADY_ANSWERED_MESSAGE.format(
-                    skill=item.skill, who=who, how=answer_label(item.decision, item.scope)
-                ),
-            )
-        )
+        how = answer_label(item.decision, item.scope)
+        notes.append(("info", ALREADY_ANSWERED_MESSAGE.format(skill=item.skill, who=who, how=how)))
     for skill, why in outcome.failed:
         notes.append(("error", FAILED_MESSAGE.format(skill=skill, why=why)))
     return notes
