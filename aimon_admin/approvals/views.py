@@ -56,9 +56,12 @@ def answer_label(decision: str, scope: str) -> str:
     return Answer.ALLOW_SESSION.label
 
 
-def _skill_reach(approval: ApprovalRequest, escalates: bool) -> dict[str, str]:
-    """What each button of a skill request reaches, written beside it (S5): where a session
-    answer lands (the session, a fork's invoking session, or, with neither, every session)."""
+def _skill_reach(
+    approval: ApprovalRequest, escalates: bool, items: list[dict[str, Any]]
+) -> list[dict[str, str]]:
+    """What each button of a skill request the card offers reaches, written beside it in the
+    buttons' order, Always allow aside (S5): where a session answer lands (the session, a
+    fork's invoking session, or, with neither, every session)."""
     runtime = approval.runtime.name
     if escalates:
         where = f"every session of {runtime} (this request has no session: {services.ESCALATION_REACH})"
@@ -69,7 +72,7 @@ def _skill_reach(approval: ApprovalRequest, escalates: bool) -> dict[str, str]:
             f"session {approval.invoking_session.session_id}, which launched this sub-agent, "
             "and every sub-agent it launches"
         )
-    return {
+    reach = {
         Answer.ALLOW_ONCE: f"This turn only ({approval.turn_id}), in {where}.",
         Answer.ALLOW_SESSION: f"Allows it in {where}, until the session is cleared, revoked or idle too long."
         if not escalates
@@ -77,14 +80,7 @@ def _skill_reach(approval: ApprovalRequest, escalates: bool) -> dict[str, str]:
         Answer.DENY: f"Refuses it in {where}; a Deny made now beats older approvals.",
         Answer.DENY_REQUEST: f"{services.REQUEST_DENY_REACH[:1].upper()}{services.REQUEST_DENY_REACH[1:]}.",
     }
-
-
-def _reach_lines(
-    approval: ApprovalRequest, escalates: bool, items: list[dict[str, Any]]
-) -> list[dict[str, str]]:
-    """The reach of each answer the card offers, in the buttons' order, Always allow aside."""
     offered = {option["value"] for entry in items for option in entry["offered"]}
-    reach = _skill_reach(approval, escalates)
     return [
         {"value": answer.value, "label": answer.label, "text": reach[answer]}
         for answer in Answer
@@ -146,7 +142,7 @@ def _card(request: HttpRequest, approval: ApprovalRequest) -> dict[str, Any]:
         "tool": tool_call_card(approval, patterns) if patterns is not None else None,
         # Every button's reach beside it (S5): a tool card has its own (tool_card.py), and
         # Always allow keeps its longer note (reach-<id>).
-        "reach": _reach_lines(approval, shape.escalates, items) if patterns is None else [],
+        "reach": _skill_reach(approval, shape.escalates, items) if patterns is None else [],
         "on_page": False,  # the request's own page: its title links nowhere
     }
 

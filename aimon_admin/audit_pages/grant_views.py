@@ -43,11 +43,8 @@ REACH_WORDS = (
 
 def reach(grant: Grant) -> str:
     """How far an agent-wide grant reaches, in words (S6)."""
-    words = list(REACH_WORDS)
-    words[0] = words[0].format(runtime=grant.runtime.name)
-    if grant.expires_at is not None:
-        words[1] = f"expires {utc_text(grant.expires_at)}"
-    return ", ".join(words)
+    expiry = f"expires {utc_text(grant.expires_at)}" if grant.expires_at is not None else REACH_WORDS[1]
+    return ", ".join([REACH_WORDS[0].format(runtime=grant.runtime.name), expiry, *REACH_WORDS[2:]])
 
 
 def grant_state(grant: Grant, now: dt.datetime | None = None) -> dict[str, Any]:
