@@ -18,7 +18,7 @@ from django.urls import reverse
 from aimon_admin.accounts.models import User
 from aimon_admin.approvals import selectors
 from aimon_admin.approvals.choices import RequestKind
-from aimon_admin.approvals.inbox_filter import inbox_url
+from aimon_admin.approvals.inbox_filter import InboxFilter
 from aimon_admin.core.home import Figure, Section, Step
 
 ANSWER_PERMISSION = "approvals.answer_approvalrequest"
@@ -75,18 +75,20 @@ def requests_section(request: HttpRequest) -> Iterator[Section]:
     if not counts["all"]:
         # Four zeros say less than one sentence: what happens, and where.
         yield Section(
-            key="requests", title=REQUESTS_TITLE, first_step=Step(NOTHING_PENDING, OPEN_INBOX, inbox_url())
+            key="requests",
+            title=REQUESTS_TITLE,
+            first_step=Step(NOTHING_PENDING, OPEN_INBOX, InboxFilter().url),
         )
         return
     figures = [
-        Figure("requests-all", counts["all"], ALL_LABEL, inbox_url()),
-        Figure("requests-mine", counts["mine"], MINE_LABEL, inbox_url(mine=True)),
-        Figure("requests-skill", counts["skill"], SKILL_LABEL, inbox_url(kind=RequestKind.SKILL)),
-        Figure("requests-tool", counts["tool"], TOOL_LABEL, inbox_url(kind=RequestKind.TOOL)),
+        Figure("requests-all", counts["all"], ALL_LABEL, InboxFilter().url),
+        Figure("requests-mine", counts["mine"], MINE_LABEL, InboxFilter(mine=True).url),
+        Figure("requests-skill", counts["skill"], SKILL_LABEL, InboxFilter(kind=RequestKind.SKILL).url),
+        Figure("requests-tool", counts["tool"], TOOL_LABEL, InboxFilter(kind=RequestKind.TOOL).url),
     ]
     if counts["escalated"]:  # shown once there are some: most runtimes never send a request on (P2)
         sent = Figure(
-            "requests-sent", counts["escalated"], SENT_LABEL, inbox_url(escalated=True), help=SENT_HELP
+            "requests-sent", counts["escalated"], SENT_LABEL, InboxFilter(escalated=True).url, help=SENT_HELP
         )
         figures.append(sent)
     yield Section(key="requests", title=REQUESTS_TITLE, figures=tuple(figures), help=REQUESTS_HELP)

@@ -83,6 +83,7 @@ class InboxFilter:
 
     @property
     def url(self) -> str:
+        """The inbox filtered so (the home's links)."""
         base = reverse("approvals:inbox")
         return f"{base}?{self.querystring}" if self.active else base
 
@@ -93,11 +94,6 @@ class InboxFilter:
         if self.escalated:
             what = f"{what} sent to operators"
         return f"{what} from your own sessions" if self.mine else what
-
-
-def inbox_url(*, mine: bool = False, kind: str = "", escalated: bool = False) -> str:
-    """The inbox filtered so (the home's links)."""
-    return InboxFilter(mine=mine, kind=kind, escalated=escalated).url
 
 
 def bad_filter(request: HttpRequest, message: str) -> HttpResponse:

@@ -12,7 +12,6 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import URLPattern, path, reverse
 
-from aimon_admin.approvals.choices import GrantScope
 from aimon_admin.audit import chain
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.audit_pages import selectors
@@ -103,7 +102,7 @@ def _detail_rows(details: Mapping[str, Any], used: set[str]) -> list[tuple[str, 
             rows.append((key, json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True), True))
         else:
             rows.append(
-                (key, _shown(value) if not isinstance(value, bool) else ("yes" if value else "no"), False)
+                (key, ("yes" if value else "no") if isinstance(value, bool) else _shown(value), False)
             )
     return rows
 
@@ -157,7 +156,7 @@ def event_view(request: HttpRequest, seq: int) -> HttpResponse:
         "integrity": _integrity(event, older),
         "grant": grant,
         "grant_state": grant_state(grant) if grant else None,
-        "reach": reach(grant) if grant and grant.scope == GrantScope.AGENT else "",
+        "reach": reach(grant) if grant else "",
         "links": links,
     }
     return render(request, "audit/event.html", context)

@@ -42,7 +42,9 @@ REACH_WORDS = (
 
 
 def reach(grant: Grant) -> str:
-    """How far an agent-wide grant reaches, in words (S6)."""
+    """How far an agent-wide grant reaches, in words (S6); "" for a grant of one session."""
+    if grant.scope != GrantScope.AGENT:
+        return ""
     expiry = f"expires {utc_text(grant.expires_at)}" if grant.expires_at is not None else REACH_WORDS[1]
     return ", ".join([REACH_WORDS[0].format(runtime=grant.runtime.name), expiry, *REACH_WORDS[2:]])
 
@@ -146,7 +148,7 @@ def in_force_view(request: HttpRequest) -> HttpResponse:
         context["rows"] = [
             {
                 "grant": grant,
-                "reach": reach(grant) if grant.scope == GrantScope.AGENT else "",
+                "reach": reach(grant),
                 "state": grant_state(grant, now),
             }
             for grant in context["result"].grants
