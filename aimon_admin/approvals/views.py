@@ -56,9 +56,7 @@ def answer_label(decision: str, scope: str) -> str:
     return Answer.ALLOW_SESSION.label
 
 
-def _skill_reach(
-    approval: ApprovalRequest, escalates: bool, items: list[dict[str, Any]]
-) -> list[dict[str, str]]:
+def _skill_reach(approval: ApprovalRequest, escalates: bool, offered: set[str]) -> list[dict[str, str]]:
     """What each button of a skill request the card offers reaches, written beside it in the
     buttons' order, Always allow aside (S5): where a session answer lands (the session, a
     fork's invoking session, or, with neither, every session)."""
@@ -80,7 +78,6 @@ def _skill_reach(
         Answer.DENY: f"Refuses it in {where}; a Deny made now beats older approvals.",
         Answer.DENY_REQUEST: f"{services.REQUEST_DENY_REACH[:1].upper()}{services.REQUEST_DENY_REACH[1:]}.",
     }
-    offered = {option["value"] for entry in items for option in entry["offered"]}
     return [
         {"value": answer.value, "label": answer.label, "text": reach[answer]}
         for answer in Answer
@@ -113,17 +110,15 @@ def _card(request: HttpRequest, approval: ApprovalRequest) -> dict[str, Any]:
             }
         )
     _allows_so_far(user, approval, items)
+    # Every answer the card offers (an answered item offers none).
+    offered = {option["value"] for entry in items for option in entry["offered"]}
+    offers_agent = Answer.ALLOW_AGENT in offered
+    deny_request_only = shape.escalates and Answer.DENY_REQUEST in offered
     common = None
     open_items = [entry for entry in items if not entry["item"].answered]
-    deny_request_only = shape.escalates and any(
-        option["value"] == Answer.DENY_REQUEST for entry in open_items for option in entry["offered"]
-    )
     if len(open_items) > 1:
         sets = [tuple(a["value"] for a in entry["offered"]) for entry in open_items]
         common = [a for a in open_items[0]["offered"] if all(a["value"] in s for s in sets)]
-    offers_agent = any(
-        option["value"] == Answer.ALLOW_AGENT for entry in items for option in entry["offered"]
-    )
     # S5: the reach is shown beside the agent-wide button and the escalation note only.
     sessions_reached = (
         selectors.runtime_session_count(runtime=approval.runtime) if offers_agent or shape.escalates else 0
@@ -142,7 +137,7 @@ def _card(request: HttpRequest, approval: ApprovalRequest) -> dict[str, Any]:
         "tool": tool_call_card(approval, patterns) if patterns is not None else None,
         # Every button's reach beside it (S5): a tool card has its own (tool_card.py), and
         # Always allow keeps its longer note (reach-<id>).
-        "reach": _skill_reach(approval, shape.escalates, items) if patterns is None else [],
+        "reach": _skill_reach(approval, shape.escalates, offered) if patterns is None else [],
         "on_page": False,  # the request's own page: its title links nowhere
     }
 

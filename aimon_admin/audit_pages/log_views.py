@@ -27,22 +27,6 @@ from aimon_admin.audit_pages.filter_form import (
 )
 from aimon_admin.audit_pages.page import auditor_page, query_params, url_with
 
-
-def _render(
-    request: HttpRequest,
-    template: str,
-    context: dict[str, Any],
-    partial: str | None = None,
-    status: int = 200,
-) -> HttpResponse:
-    """The page, or its named partial for an htmx request (not for htmx restoring history)."""
-    htmx = getattr(request, "htmx", None)
-    name = f"{template}#{partial}" if partial and htmx and not htmx.history_restore_request else template
-    response = render(request, name, context, status=status)
-    patch_vary_headers(response, ("HX-Request",))
-    return response
-
-
 # The log's action labels, read once: get_action_display() walks every choice on each call,
 # twice per row, and a page of the log is in the hot path of an auditor's day.
 ACTION_LABELS = dict(AuditAction.choices)
@@ -137,6 +121,7 @@ def _form_context(params: Mapping[str, list[str]], error: FilterError | None = N
 @auditor_page
 def log_view(request: HttpRequest) -> HttpResponse:
     params = query_params(request)
+    status, pushed = 200, ""
     try:
         filters = parse_filters(params)
         before = parse_cursor(params)
@@ -150,15 +135,17 @@ def log_view(request: HttpRequest) -> HttpResponse:
             "filter_field": error.field,
             "filter_anchor": f"f-{error.field}" if error.field in LOG_FIELDS else "",
         }
-        htmx = getattr(request, "htmx", None)
-        return _render(request, "audit/log.html", context, "results", status=200 if htmx else 400)
-    context = {**_log_context(filters, page, before), **_form_context(params)}
-    response = _render(request, "audit/log.html", context, "results")
-    if getattr(request, "htmx", None):
+        status = 200 if request.htmx else 400
+    else:
+        context = {**_log_context(filters, page, before), **_form_context(params)}
         # The address bar gets the canonical query (no blank filters), not the raw form.
-        push_url(
-            response, url_with("audit:log", filters.querystring(**({"before": before} if before else {})))
-        )
+        pushed = url_with("audit:log", filters.querystring(**({"before": before} if before else {})))
+    # For htmx, only the results (the whole page when htmx restores history).
+    partial = "#results" if request.htmx and not request.htmx.history_restore_request else ""
+    response = render(request, f"audit/log.html{partial}", context, status=status)
+    patch_vary_headers(response, ("HX-Request",))
+    if request.htmx and pushed:
+        push_url(response, pushed)
     return response
 
 
