@@ -16,7 +16,7 @@ from aimon_admin.audit.filters import FilterError, parse_filters
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.audit_pages import selectors
 from aimon_admin.audit_pages.filter_form import filter_message
-from aimon_admin.audit_pages.page import auditor_page, query_params
+from aimon_admin.audit_pages.page import auditor_page
 
 
 async def _stream(
@@ -47,7 +47,7 @@ async def _stream(
 @auditor_page
 def export_view(request: HttpRequest, kind: str) -> HttpResponse:
     try:
-        filters = parse_filters(query_params(request), allowed_extra=())
+        filters = parse_filters(dict(request.GET.lists()), allowed_extra=())
         cursor = selectors.ExportCursor(filters)
     except FilterError as error:
         return bad_filter(request, filter_message(error))

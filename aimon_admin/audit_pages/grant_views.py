@@ -26,7 +26,7 @@ from aimon_admin.audit_pages.filter_form import (
     problem_for,
     time_field,
 )
-from aimon_admin.audit_pages.page import auditor_page, query_params, url_with, utc_text
+from aimon_admin.audit_pages.page import auditor_page, url_with, utc_text
 
 # Messages users see (tests import these).
 NOT_A_FILTER_MESSAGE = "This page has no filter named {name!r}."
@@ -66,7 +66,7 @@ def grant_state(grant: Grant, now: dt.datetime | None = None) -> dict[str, Any]:
 
 @auditor_page
 def escalations_view(request: HttpRequest) -> HttpResponse:
-    params = query_params(request)
+    params = dict(request.GET.lists())
     try:
         for name in params:
             if name not in ("runtime", "before"):
@@ -105,7 +105,7 @@ def escalations_view(request: HttpRequest) -> HttpResponse:
 
 @auditor_page
 def in_force_view(request: HttpRequest) -> HttpResponse:
-    params = query_params(request)
+    params = dict(request.GET.lists())
     values = {name: first_value(params, name) for name in ("runtime", "session", "at")}
     context: dict[str, Any] = {"result": None}
     failed: FilterError | None = None

@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required, permission_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
@@ -23,10 +23,6 @@ PERMISSION = "audit.view_auditevent"
 def auditor_page(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     """GET only, signed in (else the login page), and the audit permission (else 403)."""
     return require_GET(login_required(permission_required(PERMISSION, raise_exception=True)(view)))
-
-
-def query_params(request: HttpRequest) -> dict[str, list[str]]:
-    return {key: request.GET.getlist(key) for key in request.GET}
 
 
 def url_with(name: str, query: str | Mapping[str, Any] = "") -> str:

@@ -12,10 +12,6 @@ from typing import Any
 
 CHART_WIDTH = 400
 CHART_HEIGHT = 170
-PLOT_LEFT = 44  # room for the y labels
-PLOT_RIGHT = 8
-PLOT_TOP = 10
-PLOT_BOTTOM = 22  # room for the first and last day
 
 
 @dataclass(frozen=True)
@@ -36,10 +32,10 @@ class Tick:
 class Plot:
     """Where the plot area sits in the chart's viewBox."""
 
-    left: float = PLOT_LEFT
-    top: float = PLOT_TOP
-    right: float = CHART_WIDTH - PLOT_RIGHT
-    bottom: float = CHART_HEIGHT - PLOT_BOTTOM
+    left: float = 44  # room for the y labels
+    top: float = 10
+    right: float = CHART_WIDTH - 8
+    bottom: float = CHART_HEIGHT - 22  # room for the first and last day
 
     @property
     def width(self) -> float:
