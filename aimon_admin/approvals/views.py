@@ -311,10 +311,6 @@ def request_dismiss_view(request: HttpRequest, pk: Any) -> HttpResponse:
         else:
             messages.success(request, DISMISSED_MESSAGE)
         return redirect("approvals:inbox")
-    return render(request, "approvals/confirm.html", _dismiss_confirmation(approval))
-
-
-def _dismiss_confirmation(approval: ApprovalRequest) -> dict[str, Any]:
     open_skills = [i.skill for i in approval.items.all() if not i.answered]
     shape = services.request_shape(approval)
     if approval.kind == RequestKind.TOOL:
@@ -336,7 +332,7 @@ def _dismiss_confirmation(approval: ApprovalRequest) -> dict[str, Any]:
             "request is closed."
         )
     answered = [i.skill for i in approval.items.all() if i.answered]
-    return {
+    context = {
         "title": "Deny the rest of this request?",
         "effect": effect,
         "items": open_skills,
@@ -345,3 +341,4 @@ def _dismiss_confirmation(approval: ApprovalRequest) -> dict[str, Any]:
         "cancel_url": "approvals:inbox",
         "danger": True,
     }
+    return render(request, "approvals/confirm.html", context)

@@ -91,27 +91,20 @@ def table_rows(series: list[tuple[Any, Figures]]) -> list[dict[str, Any] | Quiet
     return rows
 
 
-def _runtime(value: str | None) -> AgentRuntime | None:
-    name = (value or "").strip()
-    if not name:
-        return None
-    runtime = AgentRuntime.objects.filter(name=name).first()
-    if runtime is None:
-        raise AnalyticsInputError("runtime", UNKNOWN_RUNTIME)
-    return runtime
-
-
 @auditor_page
 def analytics_view(request: HttpRequest) -> HttpResponse:
+    runtime_name = (request.GET.get("runtime") or "").strip()
     context: dict[str, Any] = {
         "runtime_names": list(AgentRuntime.objects.order_by("name").values_list("name", flat=True)),
         "period_choices": PERIOD_CHOICES,
         "period": (request.GET.get("period") or "").strip() or PERIOD_DEFAULT,
-        "runtime_name": (request.GET.get("runtime") or "").strip(),
+        "runtime_name": runtime_name,
     }
     try:
         days = parse_period(request.GET.get("period"))
-        runtime = _runtime(request.GET.get("runtime"))
+        runtime = AgentRuntime.objects.filter(name=runtime_name).first() if runtime_name else None
+        if runtime_name and runtime is None:
+            raise AnalyticsInputError("runtime", UNKNOWN_RUNTIME)
     except AnalyticsInputError as error:
         context["error"] = BAD_INPUT_MESSAGE.format(field=error.field, problem=error.problem)
         context["error_field"] = error.field
