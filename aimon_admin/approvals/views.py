@@ -150,10 +150,8 @@ def _allows_so_far(user: Any, approval: ApprovalRequest, items: list[dict[str, A
     if not several:
         return
     given: dict[int, list[ApprovalAllow]] = {}
-    records = ApprovalAllow.objects.filter(item__in=[entry["item"] for entry in several]).select_related(
-        "user"
-    )
-    for record in records.order_by("created_at", "id"):
+    records = ApprovalAllow.objects.filter(item__in=[entry["item"] for entry in several])
+    for record in records.select_related("user").order_by("created_at", "id"):
         given.setdefault(record.item_id, []).append(record)
     own_request = services.request_owner(approval) == user.username
     for entry in several:
@@ -282,8 +280,7 @@ def request_answer_view(request: HttpRequest, pk: Any) -> HttpResponse:
 
 
 def _outcome_notes(outcome: services.AnswerOutcome) -> list[tuple[str, str]]:
-    notes = []
-    notes.extend(("info", text) for text in outcome.notes)
+    notes = [("info", text) for text in outcome.notes]
     if outcome.written:
         notes.append(("success", ANSWERED_MESSAGE.format(skills=", ".join(i.skill for i in outcome.written))))
     for skill, given, needed in outcome.allows_recorded:

@@ -192,12 +192,8 @@ def event_neighbours(seq: int) -> tuple[AuditEvent | None, AuditEvent | None]:
 
 def grants_by_id(ids: Iterable[int]) -> dict[int, Grant]:
     wanted = {i for i in ids if isinstance(i, int) and not isinstance(i, bool)}
-    if not wanted:
-        return {}
-    grants = Grant.objects.filter(pk__in=wanted).select_related(
-        "runtime", "session", "granted_by", "revoked_by", "request"
-    )
-    return {grant.pk: grant for grant in grants}
+    grants = Grant.objects.select_related("runtime", "session", "granted_by", "revoked_by", "request")
+    return grants.in_bulk(wanted)  # no ids: no query
 
 
 # --- Escalated grants (S6) ----------------------------------------------------------------------
