@@ -146,11 +146,7 @@ def in_force_view(request: HttpRequest) -> HttpResponse:
     if context["result"] is not None:
         now = timezone.now()
         context["rows"] = [
-            {
-                "grant": grant,
-                "reach": reach(grant),
-                "state": grant_state(grant, now),
-            }
+            {"grant": grant, "reach": reach(grant), "state": grant_state(grant, now)}
             for grant in context["result"].grants
         ]
     context["runtime_names"] = selectors.runtime_names()
