@@ -99,17 +99,6 @@ def escalations_section(request: HttpRequest) -> Iterator[Section]:
         return
     limit = selectors.ESCALATED_IN_FORCE_LIMIT
     in_force = selectors.escalated_grants_in_force(limit=limit)
-    yield Section(
-        key="audit",
-        title=AUDIT_TITLE,
-        figures=(
-            Figure(
-                "escalated",
-                in_force,
-                ESCALATED_LABEL,
-                reverse("audit:escalations"),
-                limit=limit,
-                help=ESCALATED_HELP,
-            ),
-        ),
-    )
+    link = reverse("audit:escalations")
+    figure = Figure("escalated", in_force, ESCALATED_LABEL, link, limit=limit, help=ESCALATED_HELP)
+    yield Section(key="audit", title=AUDIT_TITLE, figures=(figure,))

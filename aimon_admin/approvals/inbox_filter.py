@@ -48,13 +48,11 @@ class InboxFilter:
     @classmethod
     def parse(cls, query: QueryDict) -> InboxFilter:
         """The filters in `query` (other parameters, such as the poll's `v`, are not ours)."""
-        whose = query.get("whose", "").strip()
+        whose, kind, sent = (query.get(name, "").strip() for name in ("whose", "kind", "sent"))
         if whose not in ("", MINE):
             raise InboxFilterError(BAD_WHOSE_MESSAGE.format(value=whose))
-        kind = query.get("kind", "").strip()
         if kind and kind not in RequestKind.values:
             raise InboxFilterError(BAD_KIND_MESSAGE.format(value=kind))
-        sent = query.get("sent", "").strip()
         if sent not in ("", SENT_TO_OPERATORS):
             raise InboxFilterError(BAD_SENT_MESSAGE.format(value=sent))
         return cls(mine=whose == MINE, kind=kind, escalated=sent == SENT_TO_OPERATORS)

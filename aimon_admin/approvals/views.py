@@ -32,6 +32,12 @@ ALLOW_RECORDED_MESSAGE = (
     "Your allow of {skill} is recorded: {given} of {needed} approvals. It waits for another person."
 )
 FAILED_MESSAGE = "{skill} could not be saved and is still waiting: {why}"
+# The allow button that gives an answer of each scope (a session's is the default).
+ALLOWED_AS = {
+    ItemScope.CALL: Answer.ALLOW_CALL,
+    GrantScope.TURN: Answer.ALLOW_ONCE,
+    GrantScope.AGENT: Answer.ALLOW_AGENT,
+}
 DISMISSED_MESSAGE = (
     "The rest denied: what was still unanswered is denied for the session; the request is closed."
 )
@@ -47,13 +53,7 @@ def answer_label(decision: str, scope: str) -> str:
     """How an item was answered, in the words of the buttons."""
     if decision == GrantDecision.DENY:
         return Answer.DENY_REQUEST.label if scope == ItemScope.REQUEST else Answer.DENY.label
-    if scope == ItemScope.CALL:
-        return Answer.ALLOW_CALL.label
-    if scope == GrantScope.TURN:
-        return Answer.ALLOW_ONCE.label
-    if scope == GrantScope.AGENT:
-        return Answer.ALLOW_AGENT.label
-    return Answer.ALLOW_SESSION.label
+    return ALLOWED_AS.get(scope, Answer.ALLOW_SESSION).label
 
 
 def _skill_reach(approval: ApprovalRequest, escalates: bool, offered: set[str]) -> list[dict[str, str]]:
