@@ -37,7 +37,6 @@ IN_FORCE_COUNT_LIMIT = approvals_selectors.ESCALATED_IN_FORCE_LIMIT
 # log's order. Time filters are turned into seq ranges (so the seq indexes serve them)
 # that are wider than the times by this margin; the times themselves still filter.
 CLOCK_SKEW_MARGIN = dt.timedelta(minutes=5)
-Row = TypeVar("Row")
 UNKNOWN_RUNTIME_MESSAGE = "No runtime is named {name!r}."
 UNKNOWN_SESSION_MESSAGE = "Runtime {runtime!r} has no session {session!r}."
 
@@ -58,6 +57,9 @@ _LIST_FIELDS = (
     "subject_type",
     "subject",
 )
+
+
+Row = TypeVar("Row")
 
 
 @dataclass(frozen=True)
