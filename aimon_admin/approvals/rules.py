@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -34,15 +34,8 @@ ALLOW_EVERYTHING_MESSAGE = (
     "This rule allows every skill{where} without asking anyone. Tick the confirmation to save it, "
     "or narrow the pattern (deploy-*), or choose Ask."
 )
-STORED_PATTERN_INVALID_MESSAGE = (
-    "This rule's stored pattern is not valid: {problems} Delete the rule and write it again."
-)
-STORED_TOOL_RULE_INVALID = (
-    "This rule's stored text is not valid: {problems} Delete the rule and write it again."
-)
 
 Rule = SkillRule | ToolRule
-RuleT = TypeVar("RuleT", SkillRule, ToolRule)
 
 
 # --- The kinds ----------------------------------------------------------------------------------
@@ -55,12 +48,10 @@ class RuleKind:
     model: type[SkillRule] | type[ToolRule]
     subject_type: str  # of its audit events
     created: AuditAction
-    changed: AuditAction
     deleted: AuditAction
     field: str  # where a problem with what it matches is named: its pattern, or its text
-    stored_invalid: str  # a stored rule the grammar refuses: only a deletion mends it
     text: Callable[[Any], str]  # what it matches, as its events and messages name it
-    problems: Callable[[Any], list[str]]  # what the grammar finds wrong with a stored rule
+    problems: Callable[[Any], list[str]]  # what the grammar finds wrong with a stored rule (rules page)
     snapshot: Callable[[Any], dict[str, object]]  # what its events record of it
     check: Callable[[Any], None]  # refuses (ValidationError) the rule as it would be saved
 
@@ -110,10 +101,8 @@ SKILL = RuleKind(
     model=SkillRule,
     subject_type="rule",
     created=AuditAction.RULE_CREATED,
-    changed=AuditAction.RULE_CHANGED,
     deleted=AuditAction.RULE_DELETED,
     field="pattern",
-    stored_invalid=STORED_PATTERN_INVALID_MESSAGE,
     text=lambda rule: rule.pattern,
     problems=lambda rule: skill_pattern_problems(rule.pattern),
     snapshot=_skill_snapshot,
@@ -123,10 +112,8 @@ TOOL = RuleKind(
     model=ToolRule,
     subject_type="tool_rule",
     created=AuditAction.TOOL_RULE_CREATED,
-    changed=AuditAction.TOOL_RULE_CHANGED,
     deleted=AuditAction.TOOL_RULE_DELETED,
     field="text",
-    stored_invalid=STORED_TOOL_RULE_INVALID,
     text=_tool_text,
     problems=_tool_problems,
     snapshot=_tool_snapshot,
@@ -166,37 +153,29 @@ def rule_index_reset() -> None:
 # --- The one write path (A1, U7) ----------------------------------------------------------------
 
 
-def _stored(kind: RuleKind, rule: RuleT) -> tuple[RuleT, dict[str, object]]:
-    """The rule as stored, locked to the end of the transaction, and what its events record
-    of it. Refused if the grammar refuses it (written around the services, or before the
-    grammar existed): nothing keeps it alive but a deletion."""
-    rule = kind.model.objects.select_for_update(of=("self",)).select_related("runtime").get(pk=rule.pk)
-    problems = kind.problems(rule)
-    if problems:
-        raise ValidationError({kind.field: [kind.stored_invalid.format(problems=" ".join(problems))]})
-    return rule, kind.snapshot(rule)
-
-
-def _save(kind: RuleKind, rule: Rule, *, actor: Actor, before: dict[str, object] | None = None) -> None:
-    """The one write of a rule (`before`: as it was, for a change): checked by its kind,
-    saved, the rule set's version restamped and the event written, in the caller's
-    transaction. A change that changes nothing writes nothing."""
-    kind.check(rule)
-    rule.action = RuleAction(rule.action)
-    after = kind.snapshot(rule)
-    if before == after:
-        return
-    rule.full_clean()
-    rule.save()
+def _written(
+    kind: RuleKind, action: AuditAction, rule: Rule, actor: Actor, details: dict[str, object]
+) -> None:
+    """What follows every write of a rule, in its transaction: the rule set's version
+    restamped and the event."""
     rule_set_version_bump()
     audit_record(
-        action=kind.created if before is None else kind.changed,
+        action=action,
         actor=actor,
         runtime=rule.runtime,
         subject_type=kind.subject_type,
         subject=kind.text(rule),
-        details=kind.snapshot(rule) if before is None else {"before": before, "after": after},
+        details=details,
     )
+
+
+def _save(kind: RuleKind, rule: Rule, *, actor: Actor) -> None:
+    """The one write of a new rule: checked by its kind, saved, and written (`_written`)."""
+    kind.check(rule)
+    rule.action = RuleAction(rule.action)
+    rule.full_clean()
+    rule.save()
+    _written(kind, kind.created, rule, actor, kind.snapshot(rule))
 
 
 @transaction.atomic
@@ -204,17 +183,9 @@ def rule_delete(*, rule: Rule, actor: Actor) -> None:
     """Deletes a rule of either kind."""
     kind = SKILL if isinstance(rule, SkillRule) else TOOL
     rule = kind.model.objects.select_related("runtime").get(pk=rule.pk)
-    before, runtime, text = kind.snapshot(rule), rule.runtime, kind.text(rule)
-    rule.delete()
-    rule_set_version_bump()
-    audit_record(
-        action=kind.deleted,
-        actor=actor,
-        runtime=runtime,
-        subject_type=kind.subject_type,
-        subject=text,
-        details={"before": before},
-    )
+    before = kind.snapshot(rule)
+    rule.delete()  # its fields stay on the instance, for its event
+    _written(kind, kind.deleted, rule, actor, {"before": before})
 
 
 # --- Skill rules (S2) ---------------------------------------------------------------------------
@@ -249,28 +220,6 @@ def rule_create(
         note=note,
     )
     _save(SKILL, rule, actor=actor)
-    return rule
-
-
-@transaction.atomic
-def rule_update(
-    *,
-    rule: SkillRule,
-    actor: Actor,
-    action: str,
-    widest_scope: str,
-    note: str = "",
-    approvers: int | None = None,
-) -> SkillRule:
-    """Changes a skill rule's action, widest answer, people who must allow (None: as it is)
-    and note. A request already open keeps the number it was opened with (P3)."""
-    rule, before = _stored(SKILL, rule)
-    rule.action = RuleAction(action)
-    rule.widest_scope = GrantScope(widest_scope)
-    if approvers is not None:
-        rule.approvers = approvers
-    rule.note = note
-    _save(SKILL, rule, actor=actor, before=before)
     return rule
 
 
@@ -309,26 +258,4 @@ def tool_rule_create(
         note=note,
     )
     _save(TOOL, rule, actor=actor)
-    return rule
-
-
-@transaction.atomic
-def tool_rule_update(
-    *,
-    rule: ToolRule,
-    actor: Actor,
-    action: str,
-    unattended: bool,
-    note: str = "",
-    approvers: int | None = None,
-) -> ToolRule:
-    """Changes a tool rule's action, pre-approval, people who must allow (None: as it is; an
-    open request keeps its number, P3) and note; its runtime and text stay (to change
-    those, delete the rule and write another). Checked as `tool_rule_create` checks."""
-    rule, before = _stored(TOOL, rule)
-    rule.action, rule.unattended = action, unattended
-    if approvers is not None:
-        rule.approvers = approvers
-    rule.note = note
-    _save(TOOL, rule, actor=actor, before=before)
     return rule

@@ -1416,15 +1416,6 @@ CASES: dict[str, list[Case]] = {
             actor=_op,
         )
     ],
-    "aimon_admin.approvals.rules.rule_update": [
-        Case(
-            run=lambda w: rules.rule_update(
-                rule=w.rule, action=RuleAction.DENY, widest_scope=GrantScope.SESSION, actor=w.op
-            ),
-            expect=(AuditAction.RULE_CHANGED,),
-            actor=_op,
-        )
-    ],
     "aimon_admin.approvals.rules.rule_delete": [
         Case(
             run=lambda w: rules.rule_delete(rule=w.rule, actor=w.op),
@@ -1518,16 +1509,6 @@ CASES: dict[str, list[Case]] = {
                 actor=w.op,
             ),
             expect=(AuditAction.TOOL_RULE_CREATED,),
-            actor=_op,
-        )
-    ],
-    "aimon_admin.approvals.rules.tool_rule_update": [
-        Case(
-            prepare=_tool_rule,
-            run=lambda w: rules.tool_rule_update(
-                rule=w.prepared, action=RuleAction.DENY, unattended=False, actor=w.op
-            ),
-            expect=(AuditAction.TOOL_RULE_CHANGED,),
             actor=_op,
         )
     ],
