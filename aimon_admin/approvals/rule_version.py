@@ -57,7 +57,9 @@ def cached_index(
         return index
 
 
-def cached_indexes_forget() -> None:
-    """Forget every index this process cached: the next read of each builds it afresh."""
+def rule_index_reset() -> None:
+    """Forget this process's cached rule indexes, of skills and of tools: the next read of
+    each builds it afresh. For tests (a rolled-back test's rules must not judge the next
+    one) and for anything else that changed rules without bumping the version."""
     with _lock:
         _indexes.clear()

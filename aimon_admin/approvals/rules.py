@@ -22,7 +22,8 @@ from aimon_admin.approvals.policy import (
     skill_pattern_problems,
     stored_rule_action,
 )
-from aimon_admin.approvals.rule_version import cached_index, cached_indexes_forget, rule_set_version_bump
+from aimon_admin.approvals.rule_version import cached_index, rule_set_version_bump
+from aimon_admin.approvals.rule_version import rule_index_reset as rule_index_reset  # beside rule_index
 from aimon_admin.approvals.tool_rule_grammar import RuleTextError, parse_rule_text, rule_text
 from aimon_admin.approvals.tool_rules import tool_rule_check
 from aimon_admin.audit.choices import AuditAction
@@ -141,13 +142,6 @@ def _skill_rule_index() -> RuleIndex:
 def rule_index(version: int | None = None) -> RuleIndex:
     """The index of every skill rule, rebuilt when the rule set changed anywhere."""
     return cached_index(SkillRule, _skill_rule_index, version)
-
-
-def rule_index_reset() -> None:
-    """Forget this process's cached rule indexes, of skills and of tools: the next read of
-    each builds it afresh. For tests (a rolled-back test's rules must not judge the next
-    one) and for anything else that changed rules without bumping the version."""
-    cached_indexes_forget()
 
 
 # --- The one write path (A1, U7) ----------------------------------------------------------------

@@ -91,10 +91,6 @@ class SubjectPattern:
         return cls(text, _compile(text, for_allow=True), _compile(text, for_allow=False), words)
 
     @property
-    def whole_tool(self) -> bool:
-        return not self.text
-
-    @property
     def wholesale(self) -> bool:
         """The whole tool, or only wildcards (`*`, `:*`, `*:*`): every text subject."""
         return pattern_is_wholesale(self.text)

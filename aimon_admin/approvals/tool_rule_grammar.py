@@ -260,9 +260,5 @@ class ToolRuleIndex:
         bucket = self._by_tool.get((server, tool))
         if bucket is None:
             return []
-        found = []
-        for position in bucket.floors:
-            rule = bucket.rules[position][0]
-            if rule.approvers > above and rule.runtime_id in (None, runtime_id):
-                found.append(rule)
-        return found
+        floors = (bucket.rules[position][0] for position in bucket.floors)
+        return [rule for rule in floors if rule.approvers > above and rule.runtime_id in (None, runtime_id)]

@@ -188,7 +188,6 @@ def tool_rule_warnings(rule: ToolRule) -> list[str]:
 # --- What a rule would match, before it is saved (U1) -------------------------------------------
 
 PREVIEW_RECENT_REQUESTS = 200  # the newest tool requests a preview looks through
-PREVIEW_SAMPLE = 10
 
 
 @dataclass(frozen=True)
@@ -241,7 +240,6 @@ def tool_rule_preview(*, text: str, action: str, runtime: AgentRuntime | None = 
         parsed = parse_rule_text(text)
     except RuleTextError as exc:
         return ToolRulePreview(text=text, problems=exc.problems)
-    label = tool_label(server=parsed.server, tool=parsed.tool)
     registrations = [
         Registration(
             where=f"MCP server {found.server.name}" if found.server else f"runtime {found.runtime.name}",
@@ -256,29 +254,22 @@ def tool_rule_preview(*, text: str, action: str, runtime: AgentRuntime | None = 
     compiled = SubjectPattern.compile(parsed.pattern)
     for_allow = action == RuleAction.ALLOW
     matched = [subject.value for subject in read if compiled.matches(subject, for_allow=for_allow)]
-    not_covered = []
-    if for_allow:
-        not_covered = [
-            subject.value
-            for subject in read
-            if not compiled.matches(subject, for_allow=True) and compiled.matches(subject, for_allow=False)
-        ]
-    refusal = ""
-    if action in RuleAction.values:
-        refusal = (
-            whole_tool_problem(
-                server=parsed.server, tool=parsed.tool, pattern=parsed.pattern, action=action, runtime=runtime
-            )
-            or ""
-        )
+    not_covered = [
+        subject.value
+        for subject in read
+        if for_allow and subject.value not in matched and compiled.matches(subject, for_allow=False)
+    ]
     return ToolRulePreview(
         text=text,
-        label=label,
+        label=tool_label(server=parsed.server, tool=parsed.tool),
         pattern=parsed.pattern,
         registrations=registrations,
         subject_argument=argument.argument,
         recent=len(subjects),
         matched=matched,
         not_covered=not_covered,
-        refusal=refusal,
+        refusal=whole_tool_problem(
+            server=parsed.server, tool=parsed.tool, pattern=parsed.pattern, action=action, runtime=runtime
+        )
+        or "",
     )

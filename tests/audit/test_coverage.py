@@ -1403,12 +1403,6 @@ CASES: dict[str, list[Case]] = {
     "aimon_admin.approvals.rules.rule_index": [
         Case(run=lambda w: rules.rule_index(), reads="the cached rule index")
     ],
-    "aimon_admin.approvals.rules.rule_index_reset": [
-        Case(
-            run=lambda w: rules.rule_index_reset(),
-            reads="forgets this process's cached rule indexes (skills, tools); no row is read or written",
-        )
-    ],
     "aimon_admin.approvals.rules.rule_create": [
         Case(
             run=lambda w: rules.rule_create(pattern="rm-*", action=RuleAction.DENY, actor=w.op),
