@@ -57,19 +57,10 @@ class RuleKind:
     check: Callable[[Any], None]  # refuses (ValidationError) the rule as it would be saved
 
 
-def _runtime_name(rule: Rule) -> str | None:
-    return rule.runtime.name if rule.runtime else None
-
-
-def _skill_snapshot(rule: SkillRule) -> dict[str, object]:
-    return {
-        "runtime": _runtime_name(rule),
-        "pattern": rule.pattern,
-        "action": rule.action,
-        "widest_scope": rule.widest_scope,
-        "approvers": rule.approvers,
-        "note": rule.note,
-    }
+def _snapshot(rule: Rule, *fields: str, **text: str) -> dict[str, object]:
+    """What a rule's events record of it: its runtime, a tool rule's text, then `fields`."""
+    runtime = rule.runtime.name if rule.runtime else None
+    return {"runtime": runtime, **text, **{name: getattr(rule, name) for name in fields}}
 
 
 def _tool_text(rule: ToolRule) -> str:
@@ -84,20 +75,6 @@ def _tool_problems(rule: ToolRule) -> list[str]:
     return []
 
 
-def _tool_snapshot(rule: ToolRule) -> dict[str, object]:
-    return {
-        "runtime": _runtime_name(rule),
-        "text": _tool_text(rule),
-        "server": rule.server,
-        "tool": rule.tool,
-        "pattern": rule.pattern,
-        "action": rule.action,
-        "unattended": rule.unattended,
-        "approvers": rule.approvers,
-        "note": rule.note,
-    }
-
-
 SKILL = RuleKind(
     model=SkillRule,
     subject_type="rule",
@@ -106,7 +83,7 @@ SKILL = RuleKind(
     field="pattern",
     text=lambda rule: rule.pattern,
     problems=lambda rule: skill_pattern_problems(rule.pattern),
-    snapshot=_skill_snapshot,
+    snapshot=lambda rule: _snapshot(rule, "pattern", "action", "widest_scope", "approvers", "note"),
     check=lambda rule: None,  # rule_create checks the pattern and an ALLOW for everything first
 )
 TOOL = RuleKind(
@@ -117,7 +94,9 @@ TOOL = RuleKind(
     field="text",
     text=_tool_text,
     problems=_tool_problems,
-    snapshot=_tool_snapshot,
+    snapshot=lambda rule: _snapshot(
+        rule, "server", "tool", "pattern", "action", "unattended", "approvers", "note", text=_tool_text(rule)
+    ),
     check=tool_rule_check,
 )
 
