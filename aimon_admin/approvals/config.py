@@ -25,7 +25,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import Any, ClassVar
 
 from django.core.exceptions import ValidationError
@@ -272,16 +271,6 @@ def _rules(parser: Any, node: Node, *, kind: type[ToolRuleEntry | SkillRuleEntry
 
 KINDS = (ToolRuleEntry, SkillRuleEntry)
 SECTIONS = {kind.section: partial(_rules, kind=kind) for kind in KINDS}
-
-
-def config_read(path: str | Path) -> Config:
-    """Read and check a whole configuration file: servers, tool subjects, tool and skill
-    rules. Raises ConfigError listing every problem, each at its FILE:LINE."""
-    return registry_config.config_read(path, sections=SECTIONS)
-
-
-def config_parse(data: bytes | str, *, filename: str) -> Config:
-    return registry_config.config_parse(data, filename=filename, sections=SECTIONS)
 
 
 # --- Applying -------------------------------------------------------------------------------------

@@ -1465,20 +1465,13 @@ CASES: dict[str, list[Case]] = {
             reads="the same for several runtimes at once, for the home's forecast",
         )
     ],
-    "aimon_admin.approvals.config.config_read": [
-        Case(
-            prepare=_config_file,
-            run=lambda w: approvals_config.config_read(w.prepared),
-            reads="reads and checks a file; config_apply writes",
-        )
-    ],
-    "aimon_admin.approvals.config.config_parse": [
-        Case(run=lambda w: approvals_config.config_parse(RULES_YAML, filename="c.yaml"), reads=PURE)
-    ],
     "aimon_admin.approvals.config.config_apply": [
         Case(
             run=lambda w: approvals_config.config_apply(
-                approvals_config.config_parse(RULES_YAML, filename="rules.yaml"), actor=w.op
+                registry_config.config_parse(
+                    RULES_YAML, filename="rules.yaml", sections=approvals_config.SECTIONS
+                ),
+                actor=w.op,
             ),
             expect=(
                 AuditAction.CONFIG_LOADED,
