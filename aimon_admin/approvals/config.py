@@ -284,23 +284,18 @@ def config_apply(
     records it all. Any refusal applies nothing."""
 
     def rules_then() -> dict[str, list[str]]:
-        report = _apply_rules(config, actor)
+        report: dict[str, list[str]] = {}
+        for kind in KINDS:
+            if kind.section in config.extra:
+                created, unchanged = [], []
+                for entry in config.extra[kind.section]:
+                    (created if _apply_rule(config, entry, actor) else unchanged).append(entry.text)
+                report.update({f"{kind.reported}_created": created, f"{kind.reported}_unchanged": unchanged})
         if then is not None:
             report.update(then())
         return report
 
     return registry_config.config_apply(config, actor=actor, then=rules_then)
-
-
-def _apply_rules(config: Config, actor: Actor) -> dict[str, list[str]]:
-    report: dict[str, list[str]] = {}
-    for kind in KINDS:
-        if kind.section in config.extra:
-            created, unchanged = [], []
-            for entry in config.extra[kind.section]:
-                (created if _apply_rule(config, entry, actor) else unchanged).append(entry.text)
-            report.update({f"{kind.reported}_created": created, f"{kind.reported}_unchanged": unchanged})
-    return report
 
 
 def _people(approvers: int) -> str:
