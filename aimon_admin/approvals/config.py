@@ -61,16 +61,21 @@ PRE_APPROVAL_ONLY_RUNTIME = (
 
 
 @dataclass(frozen=True)
-class ToolRuleEntry:
-    """A toolRules rule as read, and what its kind does on the path both kinds share."""
+class RuleEntry:
+    """A rule as read from its section; each kind's subclass says what it does on the
+    path both kinds share."""
 
     line: int
-    where: str  # toolRules[i]
-    text: str
+    where: str  # toolRules[i], skillRules[i]
+    text: str  # what it matches: a tool rule's text, a skill rule's pattern
     action: RuleAction
     runtime: str | None
-    unattended: bool
-    approvers: int = 1
+    approvers: int
+
+
+@dataclass(frozen=True)
+class ToolRuleEntry(RuleEntry):
+    unattended: bool = False
 
     section: ClassVar[str] = "toolRules"
     keys: ClassVar[tuple[str, ...]] = TOOL_RULE_KEYS
@@ -97,7 +102,7 @@ class ToolRuleEntry:
             parser.error(item, f"{where}: {PRE_APPROVAL_ONLY_RUNTIME}")
             return None
         text, approvers = str(given["pattern"]), given.get("approvers", 1)
-        return cls(parser.line_of(item), where, text, action, runtime, unattended, approvers)
+        return cls(parser.line_of(item), where, text, action, runtime, approvers, unattended)
 
     def existing(self, runtime: AgentRuntime | None) -> ToolRule | None:
         """The stored rule for what this one matches, where it holds, if any."""
@@ -127,25 +132,13 @@ class ToolRuleEntry:
 
 
 @dataclass(frozen=True)
-class SkillRuleEntry:
-    """A skillRules rule as read, and what its kind does on the path both kinds share."""
-
-    line: int
-    where: str  # skillRules[i]
-    pattern: str
-    action: RuleAction
-    runtime: str | None
-    widest_scope: GrantScope
-    approvers: int = 1
+class SkillRuleEntry(RuleEntry):
+    widest_scope: GrantScope = GrantScope.AGENT
 
     section: ClassVar[str] = "skillRules"
     keys: ClassVar[tuple[str, ...]] = SKILL_RULE_KEYS
     reported: ClassVar[str] = "skill_rules"
     unattended: ClassVar[bool] = False  # only a tool rule is a pre-approval (U5)
-
-    @property
-    def text(self) -> str:
-        return self.pattern
 
     @staticmethod
     def read_pattern(parser: Any, node: Node, where: str) -> str | None:
@@ -163,10 +156,10 @@ class SkillRuleEntry:
             parser.error(item, f"{where}: {ALLOW_EVERYTHING_REFUSED}")
             return None
         scope, approvers = given.get("widestScope", GrantScope.AGENT), given.get("approvers", 1)
-        return cls(parser.line_of(item), where, pattern, action, runtime, scope, approvers)
+        return cls(parser.line_of(item), where, pattern, action, runtime, approvers, scope)
 
     def existing(self, runtime: AgentRuntime | None) -> SkillRule | None:
-        return SkillRule.objects.filter(runtime=runtime, pattern=self.pattern).first()
+        return SkillRule.objects.filter(runtime=runtime, pattern=self.text).first()
 
     @staticmethod
     def answer(rule: SkillRule | SkillRuleEntry) -> str:
@@ -174,7 +167,7 @@ class SkillRuleEntry:
 
     def create(self, runtime: AgentRuntime | None, actor: Actor) -> None:
         rules.rule_create(
-            pattern=self.pattern,
+            pattern=self.text,
             action=self.action,
             runtime=runtime,
             widest_scope=self.widest_scope,

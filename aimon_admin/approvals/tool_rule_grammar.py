@@ -72,13 +72,9 @@ def parse_rule_text(text: str) -> RuleText:
     """`Bash(git push:*)`, `Bash`, `git/git_push(origin:*)` → its parts; RuleTextError
     naming every problem otherwise. The first `(` opens the pattern, the last `)` closes it."""
     text = text.strip()
-    head, pattern = text, ""
-    if "(" in text:
-        if not text.endswith(")"):
-            raise RuleTextError([RULE_TEXT_UNCLOSED])
-        head, pattern = text[: text.index("(")], text[text.index("(") + 1 : -1]
-    elif text.endswith(")"):
+    if ("(" in text) != text.endswith(")"):
         raise RuleTextError([RULE_TEXT_UNCLOSED])
+    head, _, pattern = text.removesuffix(")").partition("(")
     server, tool = head.split("/", 1) if "/" in head else ("", head)
     problems = tool_name_problems(tool)
     if "/" in head and not SERVER_NAME_RE.match(server):
