@@ -114,8 +114,7 @@ class RuleForm(RuleFields):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
-        pattern = data.get("pattern")
-        action = data.get("action")
+        pattern, action = data.get("pattern"), data.get("action")
         if (
             pattern
             and action

@@ -196,7 +196,6 @@ class Registration:
 
     where: str
     words: tuple[str, str, str]
-    destructive: bool
 
 
 @dataclass(frozen=True)
@@ -244,7 +243,6 @@ def tool_rule_preview(*, text: str, action: str, runtime: AgentRuntime | None = 
         Registration(
             where=f"MCP server {found.server.name}" if found.server else f"runtime {found.runtime.name}",
             words=axes_words(found.axes),
-            destructive=not whole_tool_allowed(found.axes),
         )
         for found in registry_selectors.tools_named(server=parsed.server, name=parsed.tool, runtime=runtime)
     ]
