@@ -165,6 +165,7 @@ def _sample(subjects: list[str]) -> dict[str, Any]:
 
 class ToolRuleSection(RuleSection):
     name, kind, form, create = "tool", rules.TOOL, ToolRuleForm, staticmethod(rules.tool_rule_create)
+    warnings = staticmethod(tool_rules.tool_rule_warnings)
     route, draft, anchor, listed = "approvals:tool-rule", "tool-rule-create", "new-tool-rule", "#tool-rules"
     carried = ("text", "runtime", "action", "unattended", "approvers", "note")
     preview_template = "approvals/rules.html#tool-preview"
@@ -213,9 +214,6 @@ class ToolRuleSection(RuleSection):
             "not_covered_sentence": counted(PREVIEW_NOT_COVERED, len(result.not_covered)),
             "not_covered": _sample(result.not_covered),
         }
-
-    def warnings(self, rule: ToolRule) -> list[str]:
-        return tool_rules.tool_rule_warnings(rule)
 
     def delete_effect(self, rule: ToolRule) -> str:
         text = self.kind.text(rule)

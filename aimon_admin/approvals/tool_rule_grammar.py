@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from aimon_admin.approvals.choices import RuleAction
 from aimon_admin.approvals.subject_patterns import (
     SubjectPattern,
-    control_position,
     literal_prefix,
     subject_pattern_problems,
+    text_problems,
     whole_tool_allowed,
 )
 from aimon_admin.approvals.subjects import Subject, as_subject, read_as
@@ -39,12 +39,7 @@ PATTERN_WHOLE_DESTRUCTIVE = (
 def tool_name_problems(name: str) -> list[str]:
     if not name:
         return [TOOL_NAME_EMPTY]
-    problems: list[str] = []
-    if len(name) > TOOL_NAME_MAX:
-        problems.append(TOOL_NAME_TOO_LONG.format(limit=TOOL_NAME_MAX, length=len(name)))
-    position = control_position(name)
-    if position is not None:
-        problems.append(TOOL_NAME_CONTROL.format(position=position))
+    problems = text_problems(name, TOOL_NAME_MAX, TOOL_NAME_TOO_LONG, TOOL_NAME_CONTROL)
     if "(" in name or ")" in name:
         problems.append(TOOL_NAME_PARENS)
     return problems
