@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -37,6 +37,7 @@ ALLOW_EVERYTHING_MESSAGE = (
 )
 
 Rule = SkillRule | ToolRule
+RuleT = TypeVar("RuleT", SkillRule, ToolRule)
 
 
 # --- The kinds ----------------------------------------------------------------------------------
@@ -142,13 +143,14 @@ def _written(
     )
 
 
-def _save(kind: RuleKind, rule: Rule, *, actor: Actor) -> None:
+def _save(kind: RuleKind, rule: RuleT, *, actor: Actor) -> RuleT:
     """The one write of a new rule: checked by its kind, saved, and written (`_written`)."""
     kind.check(rule)
     rule.action = RuleAction(rule.action)
     rule.full_clean()
     rule.save()
     _written(kind, kind.created, rule, actor, kind.snapshot(rule))
+    return rule
 
 
 @transaction.atomic
@@ -192,8 +194,7 @@ def rule_create(
         approvers=approvers,
         note=note,
     )
-    _save(SKILL, rule, actor=actor)
-    return rule
+    return _save(SKILL, rule, actor=actor)
 
 
 # --- Tool rules (U1, U5) ------------------------------------------------------------------------
@@ -230,5 +231,4 @@ def tool_rule_create(
         approvers=approvers,
         note=note,
     )
-    _save(TOOL, rule, actor=actor)
-    return rule
+    return _save(TOOL, rule, actor=actor)

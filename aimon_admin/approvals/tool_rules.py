@@ -142,12 +142,11 @@ def whole_tool_problem(
     runtime, every registration of the tool counts: one destructive registration refuses it."""
     if action != RuleAction.ALLOW or not pattern_is_wholesale(pattern):
         return None
-    label = tool_label(server=server, tool=tool)
     registered = [
         found.axes for found in registry_selectors.tools_named(server=server, name=tool, runtime=runtime)
     ]
     if not registered:
-        return WHOLE_TOOL_UNREGISTERED.format(tool=label)
+        return WHOLE_TOOL_UNREGISTERED.format(tool=tool_label(server=server, tool=tool))
     if not all(whole_tool_allowed(axes) for axes in registered):
         return PATTERN_WHOLE_DESTRUCTIVE
     return None
