@@ -178,8 +178,7 @@ def tool_rule_check(rule: ToolRule) -> None:
 def tool_rule_warnings(rule: ToolRule) -> list[str]:
     """What the person who saved `rule` should know although it was saved: its tool is not
     registered by anyone yet (a typo, or a tool still to come)."""
-    registered = registry_selectors.tools_named(server=rule.server, name=rule.tool, runtime=rule.runtime)
-    if registered.exists():
+    if registry_selectors.tools_named(server=rule.server, name=rule.tool, runtime=rule.runtime).exists():
         return []
     return [TOOL_NOT_REGISTERED_WARNING.format(tool=tool_label(server=rule.server, tool=rule.tool))]
 
@@ -220,17 +219,6 @@ class ToolRulePreview:
         return not self.pattern
 
 
-def _recent_subjects(*, server: str, tool: str, runtime: AgentRuntime | None) -> list[str]:
-    """The distinct subjects of the newest tool requests for this tool, newest first."""
-    requests = ApprovalRequest.objects.filter(
-        kind=RequestKind.TOOL, server=server, tool=tool, subject__isnull=False
-    )
-    if runtime is not None:
-        requests = requests.filter(runtime=runtime)
-    subjects = requests.order_by("-created_at").values_list("subject", flat=True)[:PREVIEW_RECENT_REQUESTS]
-    return list(dict.fromkeys(subjects))
-
-
 def tool_rule_preview(*, text: str, action: str, runtime: AgentRuntime | None = None) -> ToolRulePreview:
     """What `text` would name and match as a rule with this action (of this runtime, or of
     every runtime): the preview beside the form, read before anything is saved."""
@@ -245,7 +233,14 @@ def tool_rule_preview(*, text: str, action: str, runtime: AgentRuntime | None = 
         )
         for found in registry_selectors.tools_named(server=parsed.server, name=parsed.tool, runtime=runtime)
     ]
-    subjects = _recent_subjects(server=parsed.server, tool=parsed.tool, runtime=runtime)
+    requests = ApprovalRequest.objects.filter(
+        kind=RequestKind.TOOL, server=parsed.server, tool=parsed.tool, subject__isnull=False
+    )
+    if runtime is not None:
+        requests = requests.filter(runtime=runtime)
+    # The distinct subjects of the newest tool requests for this tool, newest first.
+    newest = requests.order_by("-created_at").values_list("subject", flat=True)[:PREVIEW_RECENT_REQUESTS]
+    subjects = list(dict.fromkeys(newest))
     argument = registry_selectors.subject_argument_for(parsed.server, parsed.tool)
     read = [Subject(subject, kind=argument.kind) for subject in subjects]
     compiled = SubjectPattern.compile(parsed.pattern)
