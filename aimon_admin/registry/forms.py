@@ -227,6 +227,9 @@ def _any(choices: list[tuple[str, str]], label: str = "Any") -> list[tuple[str, 
 class ToolFilterForm(forms.Form):
     """The tool list's filters; every one optional, all combined with AND."""
 
+    name = forms.CharField(
+        label="Name", required=False, max_length=200, help_text="Any part of the name, in any case."
+    )
     source = forms.ChoiceField(choices=_any(ToolSource.choices), required=False)
     server = forms.ModelChoiceField(
         queryset=McpServer.objects.order_by("name"), to_field_name="name", required=False, empty_label="Any"
@@ -246,7 +249,17 @@ class ToolFilterForm(forms.Form):
     after_name = forms.CharField(required=False, widget=forms.HiddenInput)
     after_id = forms.IntegerField(required=False, min_value=0, widget=forms.HiddenInput)
 
-    FILTERS = ("source", "server", "runtime", "level", "destructive", "idempotency", "awaiting", "absent")
+    FILTERS = (
+        "name",
+        "source",
+        "server",
+        "runtime",
+        "level",
+        "destructive",
+        "idempotency",
+        "awaiting",
+        "absent",
+    )
 
 
 ATTENDED = "attended"

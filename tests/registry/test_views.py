@@ -747,8 +747,17 @@ def _walk(client: Client, url: str) -> tuple[list[str], int]:
             {"runtime__name": "agent-one", "idempotency_behavior": "IDEMPOTENT"},
         ),
         ("absent=on&level=READ_ONLY", {"present": False, "side_effect_level": SideEffectLevel.READ_ONLY}),
+        ("name=L_002&source=MCP", {"name__icontains": "l_002", "source": ToolSource.MCP}),
     ],
-    ids=["all", "source", "three-axes", "server-awaiting", "runtime-idempotency", "absent-level"],
+    ids=[
+        "all",
+        "source",
+        "three-axes",
+        "server-awaiting",
+        "runtime-idempotency",
+        "absent-level",
+        "name-source",
+    ],
 )
 def test_filters_combine_and_pagination_walks_every_match_once_in_order(
     runtime: AgentRuntime, http_server: McpServer, operator: User, query: str, expected: dict[str, Any]

@@ -88,6 +88,8 @@ def _filtered_tools(data: dict[str, Any]) -> QuerySet[Tool]:
     for key, field in exact.items():
         if data.get(key):
             tools = tools.filter(**{field: data[key]})
+    if data.get("name"):
+        tools = tools.filter(name__icontains=data["name"])
     if data.get("awaiting"):
         tools = tools.filter(awaiting_review=True)
     if data.get("absent"):
