@@ -231,7 +231,7 @@ def sessions_find(
     the last minute under the same principal, or a fork) the read is the whole decision."""
     seen = read.sessions
     if invoking_session_id and invoking_session_id not in seen and invoking_session_id != session_id:
-        raise UnknownInvokingSessionError.naming(invoking_session_id)
+        raise UnknownInvokingSessionError(invoking_session_id)
     invoking = seen.get(invoking_session_id) if invoking_session_id else None
     invoking_pk = invoking.pk if invoking else None
     if not session_id:
