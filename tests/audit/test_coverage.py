@@ -67,7 +67,7 @@ from aimon_admin.approvals.services import request_views
 from aimon_admin.approvals.services import sessions as approvals_sessions
 from aimon_admin.approvals.services import two_person as approvals_two_person
 from aimon_admin.approvals.services.answers import user_may_answer
-from aimon_admin.approvals.services.tool_decisions import tool_call_evaluate
+from aimon_admin.approvals.services.tool_decisions import call_approval_use, tool_call_evaluate
 from aimon_admin.approvals.tasks import expire_due_requests
 from aimon_admin.audit import chain, verification
 from aimon_admin.audit import services as audit
@@ -1146,7 +1146,7 @@ CASES: dict[str, list[Case]] = {
     "aimon_admin.approvals.services.tool_decisions.call_approval_use": [
         Case(
             prepare=_call_approved,
-            run=lambda w: approvals.call_approval_use(
+            run=lambda w: call_approval_use(
                 runtime=w.runtime,
                 approval_id=w.prepared,
                 tool="Bash",
@@ -1171,7 +1171,10 @@ CASES: dict[str, list[Case]] = {
         )
     ],
     "aimon_admin.approvals.services.sessions.session_lookup": [
-        Case(run=lambda w: approvals.session_lookup(runtime=w.runtime, session_id="s-1"), reads="a lookup")
+        Case(
+            run=lambda w: approvals_sessions.session_lookup(runtime=w.runtime, session_id="s-1"),
+            reads="a lookup",
+        )
     ],
     "aimon_admin.approvals.services.decisions.skills_decide": [
         Case(

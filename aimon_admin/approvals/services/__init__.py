@@ -56,12 +56,10 @@ from aimon_admin.approvals.services.revocation import (
     session_revoke,
 )
 from aimon_admin.approvals.services.sessions import (
-    session_lookup,
     session_touch,
 )
 from aimon_admin.approvals.services.tool_decisions import (
     ToolCallDecision,
-    call_approval_use,
     tool_call_decide,
     tool_call_decide_for_token,
 )
@@ -84,7 +82,6 @@ __all__ = [
     "UnknownInvokingSessionError",
     "agent_grants_revoke",
     "answers_for",
-    "call_approval_use",
     "decide_skills",
     "decide_skills_for_token",
     "grant_revoke",
@@ -96,7 +93,6 @@ __all__ = [
     "request_shape",
     "requests_expire_due",
     "session_clear",
-    "session_lookup",
     "session_revoke",
     "session_touch",
     "skills_decide",
