@@ -30,15 +30,8 @@ from aimon_admin.approvals.choices import (
 from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, RuleSetVersion, Session
 from aimon_admin.approvals.services import (
     AGENT_WIDE_ENDS,
-    ANSWER_NOT_OFFERED_MESSAGE,
-    CAPPED_ANSWER_MESSAGE,
-    DENY_REPLACED_MESSAGE,
     ESCALATION_REACH,
-    NOT_YOURS_MESSAGE,
     REQUEST_DENY_REACH,
-    SETTLED_DENY_STANDS_MESSAGE,
-    SETTLED_SAME_MESSAGE,
-    STANDING_ANSWER_REFUSED_MESSAGE,
     ApprovalError,
     NotAllowedError,
     PrincipalConflictError,
@@ -59,6 +52,15 @@ from aimon_admin.approvals.services import (
     session_revoke,
     session_touch,
     skills_decide,
+)
+from aimon_admin.approvals.services.errors import (
+    ANSWER_NOT_OFFERED_MESSAGE,
+    CAPPED_ANSWER_MESSAGE,
+    DENY_REPLACED_MESSAGE,
+    NOT_YOURS_MESSAGE,
+    SETTLED_DENY_STANDS_MESSAGE,
+    SETTLED_SAME_MESSAGE,
+    STANDING_ANSWER_REFUSED_MESSAGE,
 )
 from aimon_admin.approvals.services.item_answers import item_answer
 from aimon_admin.audit.choices import AuditAction, AuditLevel

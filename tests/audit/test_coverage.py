@@ -66,6 +66,8 @@ from aimon_admin.approvals.services import item_answers as approvals_items
 from aimon_admin.approvals.services import request_views
 from aimon_admin.approvals.services import sessions as approvals_sessions
 from aimon_admin.approvals.services import two_person as approvals_two_person
+from aimon_admin.approvals.services.answers import user_may_answer
+from aimon_admin.approvals.services.tool_decisions import call_approval_use, tool_call_evaluate
 from aimon_admin.approvals.tasks import expire_due_requests
 from aimon_admin.audit import chain, verification
 from aimon_admin.audit import services as audit
@@ -213,7 +215,7 @@ def build_world() -> World:
     approvals.request_answer(request=idle_request, user=approver, answer=Answer.ALLOW_SESSION)
     idle_session = Session.objects.get(runtime=runtime, session_id="s-idle")
     Session.objects.filter(pk=idle_session.pk).update(
-        last_seen_at=timezone.now() - approvals.session_idle_ttl() - timedelta(minutes=5)
+        last_seen_at=timezone.now() - approvals_sessions.session_idle_ttl() - timedelta(minutes=5)
     )
     rule = rules.rule_create(pattern="deploy-*", action=RuleAction.ASK, actor=op)
 
@@ -487,7 +489,7 @@ def _item_allow(w: World) -> ApprovalItem | None:
     )
 
 
-def _grant_write(w: World) -> approvals.GrantWrite:
+def _grant_write(w: World) -> approvals_grants.GrantWrite:
     request = w.session_request
     return approvals_grants.grant_write(
         request=request,
@@ -1004,7 +1006,7 @@ CASES: dict[str, list[Case]] = {
     ],
     # approvals
     "aimon_admin.approvals.services.sessions.session_idle_ttl": [
-        Case(run=lambda w: approvals.session_idle_ttl(), reads=PURE)
+        Case(run=lambda w: approvals_sessions.session_idle_ttl(), reads=PURE)
     ],
     "aimon_admin.approvals.services.sessions.session_touch": [
         Case(
@@ -1133,7 +1135,7 @@ CASES: dict[str, list[Case]] = {
     ],
     "aimon_admin.approvals.services.tool_decisions.tool_call_evaluate": [
         Case(
-            run=lambda w: approvals.tool_call_evaluate(
+            run=lambda w: tool_call_evaluate(
                 runtime=w.runtime,
                 tool="Bash",
                 server=None,
@@ -1148,7 +1150,7 @@ CASES: dict[str, list[Case]] = {
     "aimon_admin.approvals.services.tool_decisions.call_approval_use": [
         Case(
             prepare=_call_approved,
-            run=lambda w: approvals.call_approval_use(
+            run=lambda w: call_approval_use(
                 w.runtime,
                 approvals.ToolCall(tool="Bash", approval_id=w.prepared),
                 ApprovalRequest.objects.get(pk=w.prepared).arguments_digest,
@@ -1171,7 +1173,10 @@ CASES: dict[str, list[Case]] = {
         )
     ],
     "aimon_admin.approvals.services.sessions.session_lookup": [
-        Case(run=lambda w: approvals.session_lookup(runtime=w.runtime, session_id="s-1"), reads="a lookup")
+        Case(
+            run=lambda w: approvals_sessions.session_lookup(runtime=w.runtime, session_id="s-1"),
+            reads="a lookup",
+        )
     ],
     "aimon_admin.approvals.services.decisions.skills_decide": [
         Case(
@@ -1225,9 +1230,7 @@ CASES: dict[str, list[Case]] = {
         )
     ],
     "aimon_admin.approvals.services.answers.user_may_answer": [
-        Case(
-            run=lambda w: approvals.user_may_answer(w.approver, w.session_request), reads="a permission check"
-        )
+        Case(run=lambda w: user_may_answer(w.approver, w.session_request), reads="a permission check")
     ],
     "aimon_admin.approvals.services.answers.user_may_grant_agent": [
         Case(run=lambda w: approvals.user_may_grant_agent(w.approver, w.runtime), reads="a permission check")
