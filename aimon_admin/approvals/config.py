@@ -25,10 +25,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import Any, ClassVar
 
 from django.core.exceptions import ValidationError
+from django.db.models import TextChoices
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from aimon_admin.approvals import rules
@@ -43,6 +43,7 @@ from aimon_admin.runtimes.models import RUNTIME_NAME_VALIDATOR, AgentRuntime
 
 TOOL_RULE_KEYS = ("action", "approvers", "pattern", "runtime", "unattended")
 SKILL_RULE_KEYS = ("action", "approvers", "pattern", "runtime", "widestScope")
+Reader = Callable[[Any, Node, str], Any]  # (parser, value, where): the value, or None once refused
 
 RULE_CONFLICT = (
     "a rule for {pattern} ({where}) already exists with {existing}; the file says {given}: change "
@@ -59,40 +60,40 @@ PRE_APPROVAL_ONLY_RUNTIME = (
 )
 
 
-# What a rule's entry is made of: the entry, with what no other rule of its section may repeat
-# (its runtime and what it matches); None once what its kind refuses is reported.
-Made = tuple[tuple[Any, ...], "ToolRuleEntry | SkillRuleEntry"] | None
+@dataclass(frozen=True)
+class RuleEntry:
+    """A rule as read from its section; each kind's subclass says what it does on the
+    path both kinds share."""
+
+    line: int
+    where: str  # toolRules[i], skillRules[i]
+    text: str  # what it matches: a tool rule's text, a skill rule's pattern
+    action: RuleAction
+    runtime: str | None
+    approvers: int
 
 
 @dataclass(frozen=True)
-class ToolRuleEntry:
-    """A toolRules rule as read, and what its kind does on the path both kinds share."""
-
-    line: int
-    where: str  # toolRules[i]
-    text: str
-    action: RuleAction
-    runtime: str | None
-    unattended: bool
-    approvers: int = 1
+class ToolRuleEntry(RuleEntry):
+    unattended: bool = False
 
     section: ClassVar[str] = "toolRules"
     keys: ClassVar[tuple[str, ...]] = TOOL_RULE_KEYS
     reported: ClassVar[str] = "tool_rules"  # tool_rules_created, tool_rules_unchanged
 
     @staticmethod
-    def read_pattern(parser: Any, node: Node, field: str) -> RuleText | None:
-        text = parser.text(node, field)
+    def read_pattern(parser: Any, node: Node, where: str) -> RuleText | None:
+        text = parser.text(node, f"{where}.pattern")
         if text is None:
             return None
         try:
             return parse_rule_text(text)
         except RuleTextError as exc:
-            parser.error(node, f"{field}: {' '.join(exc.problems)}")
+            parser.error(node, f"{where}.pattern: {' '.join(exc.problems)}")
             return None
 
     @classmethod
-    def made(cls, parser: Any, item: MappingNode, where: str, given: dict[str, Any]) -> Made:
+    def made(cls, parser: Any, item: MappingNode, where: str, given: dict[str, Any]) -> ToolRuleEntry | None:
         action, runtime, unattended = given["action"], given.get("runtime"), given.get("unattended", False)
         if unattended and action != RuleAction.ALLOW:
             parser.error(item, f"{where}: {PRE_APPROVAL_ONLY_ALLOW}")
@@ -100,9 +101,8 @@ class ToolRuleEntry:
         if unattended and runtime is None:
             parser.error(item, f"{where}: {PRE_APPROVAL_ONLY_RUNTIME}")
             return None
-        parsed, approvers = given["pattern"], given.get("approvers", 1)
-        entry = cls(parser.line_of(item), where, str(parsed), action, runtime, unattended, approvers)
-        return (runtime, parsed.server, parsed.tool, parsed.pattern, unattended), entry
+        text, approvers = str(given["pattern"]), given.get("approvers", 1)
+        return cls(parser.line_of(item), where, text, action, runtime, approvers, unattended)
 
     def existing(self, runtime: AgentRuntime | None) -> ToolRule | None:
         """The stored rule for what this one matches, where it holds, if any."""
@@ -132,47 +132,34 @@ class ToolRuleEntry:
 
 
 @dataclass(frozen=True)
-class SkillRuleEntry:
-    """A skillRules rule as read, and what its kind does on the path both kinds share."""
-
-    line: int
-    where: str  # skillRules[i]
-    pattern: str
-    action: RuleAction
-    runtime: str | None
-    widest_scope: GrantScope
-    approvers: int = 1
+class SkillRuleEntry(RuleEntry):
+    widest_scope: GrantScope = GrantScope.AGENT
 
     section: ClassVar[str] = "skillRules"
     keys: ClassVar[tuple[str, ...]] = SKILL_RULE_KEYS
     reported: ClassVar[str] = "skill_rules"
     unattended: ClassVar[bool] = False  # only a tool rule is a pre-approval (U5)
 
-    @property
-    def text(self) -> str:
-        return self.pattern
-
     @staticmethod
-    def read_pattern(parser: Any, node: Node, field: str) -> str | None:
-        pattern = parser.text(node, field)
+    def read_pattern(parser: Any, node: Node, where: str) -> str | None:
+        pattern = parser.text(node, f"{where}.pattern")
         problems = skill_pattern_problems(pattern) if pattern is not None else []
         if problems:
-            parser.error(node, f"{field}: {' '.join(problems)}")
+            parser.error(node, f"{where}.pattern: {' '.join(problems)}")
             return None
         return pattern
 
     @classmethod
-    def made(cls, parser: Any, item: MappingNode, where: str, given: dict[str, Any]) -> Made:
+    def made(cls, parser: Any, item: MappingNode, where: str, given: dict[str, Any]) -> SkillRuleEntry | None:
         pattern, action, runtime = given["pattern"], given["action"], given.get("runtime")
         if rule_allows_everything(action=action, pattern=pattern):
             parser.error(item, f"{where}: {ALLOW_EVERYTHING_REFUSED}")
             return None
-        scope, approvers = given.get("widest_scope", GrantScope.AGENT), given.get("approvers", 1)
-        entry = cls(parser.line_of(item), where, pattern, action, runtime, scope, approvers)
-        return (runtime, pattern), entry
+        scope, approvers = given.get("widestScope", GrantScope.AGENT), given.get("approvers", 1)
+        return cls(parser.line_of(item), where, pattern, action, runtime, approvers, scope)
 
     def existing(self, runtime: AgentRuntime | None) -> SkillRule | None:
-        return SkillRule.objects.filter(runtime=runtime, pattern=self.pattern).first()
+        return SkillRule.objects.filter(runtime=runtime, pattern=self.text).first()
 
     @staticmethod
     def answer(rule: SkillRule | SkillRuleEntry) -> str:
@@ -180,7 +167,7 @@ class SkillRuleEntry:
 
     def create(self, runtime: AgentRuntime | None, actor: Actor) -> None:
         rules.rule_create(
-            pattern=self.pattern,
+            pattern=self.text,
             action=self.action,
             runtime=runtime,
             widest_scope=self.widest_scope,
@@ -192,25 +179,14 @@ class SkillRuleEntry:
 # --- Reading ------------------------------------------------------------------------------------
 
 
-def _entries(parser: Any, node: Node, section: str) -> list[tuple[str, MappingNode]]:
-    if not isinstance(node, SequenceNode):
-        parser.error(node, f"{section} must be a list of rules, not {parser.kind_of(node)}")
-        return []
-    found = []
-    for index, item in enumerate(node.value):
-        where = f"{section}[{index}]"
-        if not isinstance(item, MappingNode):
-            parser.error(item, f"{where} must be a mapping (pattern, action, …), not {parser.kind_of(item)}")
-            continue
-        found.append((where, item))
-    return found
+def _choice(choices: type[TextChoices], key: str) -> Reader:
+    def read(parser: Any, node: Node, where: str) -> Any:
+        if parser.is_text(node) and node.value in choices.values:
+            return choices(node.value)
+        parser.error(node, f"{where}.{key} must be {', '.join(choices.values)}, not {parser.shown(node)}")
+        return None
 
-
-def _action(parser: Any, node: Node, where: str) -> RuleAction | None:
-    if parser.is_text(node) and node.value in RuleAction.values:
-        return RuleAction(node.value)
-    parser.error(node, f"{where}.action must be {', '.join(RuleAction.values)}, not {parser.shown(node)}")
-    return None
+    return read
 
 
 def _approvers(parser: Any, node: Node, where: str) -> int | None:
@@ -232,45 +208,50 @@ def _runtime(parser: Any, node: Node, where: str) -> str | None:
     return name
 
 
+def _unattended(parser: Any, node: Node, where: str) -> bool | None:  # toolRules only
+    if parser.is_bool(node):
+        return parser.scalar(node)
+    parser.error(node, f"{where}.unattended must be true or false, not {parser.kind_of(node)}")
+    return None
+
+
+# How each key but the pattern (read by its kind's grammar) is read: its value, or None once
+# what is wrong with it is reported.
+READERS: dict[str, Reader] = {
+    "action": _choice(RuleAction, "action"),
+    "approvers": _approvers,
+    "runtime": _runtime,
+    "unattended": _unattended,
+    "widestScope": _choice(GrantScope, "widestScope"),  # skillRules only
+}
+
+
 def _rules(parser: Any, node: Node, *, kind: type[ToolRuleEntry | SkillRuleEntry]) -> list[Any]:
     """One rule section of either kind (see the format above): each rule's keys read, its
     pattern by the kind's grammar, then made an entry by the kind, which refuses what it
     must; a rule that repeats another of the section (same runtime, same match) is refused."""
+    if not isinstance(node, SequenceNode):
+        parser.error(node, f"{kind.section} must be a list of rules, not {parser.kind_of(node)}")
+        return []
     entries = []
     first_line: dict[tuple[Any, ...], int] = {}
-    for where, item in _entries(parser, node, kind.section):
-        before = len(parser.errors)
-        given: dict[str, Any] = {}
-        seen: set[str] = set()
-        for key, _key_node, value in parser.mapping(item, where, kind.keys):
-            seen.add(key)
-            if key == "pattern":
-                given["pattern"] = kind.read_pattern(parser, value, f"{where}.pattern")
-            elif key == "action":
-                given["action"] = _action(parser, value, where)
-            elif key == "runtime":
-                given["runtime"] = _runtime(parser, value, where)
-            elif key == "approvers":
-                given["approvers"] = _approvers(parser, value, where)
-            elif key == "unattended":  # toolRules only
-                if parser.is_bool(value):
-                    given["unattended"] = parser.scalar(value)
-                else:
-                    parser.error(
-                        value, f"{where}.unattended must be true or false, not {parser.kind_of(value)}"
-                    )
-            elif parser.is_text(value) and value.value in GrantScope.values:  # widestScope: skillRules only
-                given["widest_scope"] = GrantScope(value.value)
-            else:
-                choices = ", ".join(GrantScope.values)
-                parser.error(value, f"{where}.widestScope must be {choices}, not {parser.shown(value)}")
-        for required in ("pattern", "action"):
-            if required not in seen:
-                parser.error(item, f"{where} needs {required}")
-        made = kind.made(parser, item, where, given) if len(parser.errors) == before else None
-        if made is None:
+    for index, item in enumerate(node.value):
+        where = f"{kind.section}[{index}]"
+        if not isinstance(item, MappingNode):
+            parser.error(item, f"{where} must be a mapping (pattern, action, …), not {parser.kind_of(item)}")
             continue
-        same, entry = made
+        before = len(parser.errors)
+        given = {
+            key: (kind.read_pattern if key == "pattern" else READERS[key])(parser, value, where)
+            for key, _key_node, value in parser.mapping(item, where, kind.keys)
+        }
+        for required in ("pattern", "action"):
+            if required not in given:
+                parser.error(item, f"{where} needs {required}")
+        entry = kind.made(parser, item, where, given) if len(parser.errors) == before else None
+        if entry is None:
+            continue
+        same = (entry.runtime, entry.text, entry.unattended)
         if same in first_line:
             parser.error(
                 item, f"{where} repeats the rule for {entry.text} (first at line {first_line[same]})"
@@ -285,16 +266,6 @@ KINDS = (ToolRuleEntry, SkillRuleEntry)
 SECTIONS = {kind.section: partial(_rules, kind=kind) for kind in KINDS}
 
 
-def config_read(path: str | Path) -> Config:
-    """Read and check a whole configuration file: servers, tool subjects, tool and skill
-    rules. Raises ConfigError listing every problem, each at its FILE:LINE."""
-    return registry_config.config_read(path, sections=SECTIONS)
-
-
-def config_parse(data: bytes | str, *, filename: str) -> Config:
-    return registry_config.config_parse(data, filename=filename, sections=SECTIONS)
-
-
 # --- Applying -------------------------------------------------------------------------------------
 
 
@@ -306,7 +277,13 @@ def config_apply(
     records it all. Any refusal applies nothing."""
 
     def rules_then() -> dict[str, list[str]]:
-        report = _apply_rules(config, actor)
+        report: dict[str, list[str]] = {}
+        for kind in KINDS:
+            if kind.section in config.extra:
+                created, unchanged = [], []
+                for entry in config.extra[kind.section]:
+                    (created if _apply_rule(config, entry, actor) else unchanged).append(entry.text)
+                report.update({f"{kind.reported}_created": created, f"{kind.reported}_unchanged": unchanged})
         if then is not None:
             report.update(then())
         return report
@@ -314,56 +291,32 @@ def config_apply(
     return registry_config.config_apply(config, actor=actor, then=rules_then)
 
 
-def _runtime_named(config: Config, line: int, where: str, name: str | None) -> AgentRuntime | None:
-    if name is None:
-        return None
-    runtime = AgentRuntime.objects.filter(name=name).first()
-    if runtime is None:
-        raise ConfigError([f"{config.filename}:{line}: {where}.runtime: {NO_RUNTIME.format(name=name)}"])
-    return runtime
-
-
-def _refused(config: Config, entry: ToolRuleEntry | SkillRuleEntry, message: str) -> ConfigError:
-    return ConfigError([f"{config.filename}:{entry.line}: {entry.where}: {message}"])
-
-
-def _apply_rules(config: Config, actor: Actor) -> dict[str, list[str]]:
-    report: dict[str, list[str]] = {}
-    for kind in KINDS:
-        if kind.section in config.extra:
-            created, unchanged = [], []
-            for entry in config.extra[kind.section]:
-                (created if _apply_rule(config, entry, actor) else unchanged).append(entry.text)
-            report.update({f"{kind.reported}_created": created, f"{kind.reported}_unchanged": unchanged})
-    return report
-
-
 def _people(approvers: int) -> str:
     return f", {approvers} people must allow" if approvers > 1 else ""
-
-
-def _where(runtime: AgentRuntime | None, unattended: bool) -> str:
-    who = f"runtime {runtime.name}" if runtime else "every runtime"
-    return f"{who}, a pre-approval" if unattended else who
 
 
 def _apply_rule(config: Config, entry: ToolRuleEntry | SkillRuleEntry, actor: Actor) -> bool:
     """Writes the rule; False when an identical one exists: one that answers as the file's
     would (the same action, widest answer and people)."""
-    runtime = _runtime_named(config, entry.line, entry.where, entry.runtime)
+
+    def refused(message: str, where: str = entry.where) -> ConfigError:
+        return ConfigError([f"{config.filename}:{entry.line}: {where}: {message}"])
+
+    runtime = None
+    if entry.runtime is not None:
+        runtime = AgentRuntime.objects.filter(name=entry.runtime).first()
+        if runtime is None:
+            raise refused(NO_RUNTIME.format(name=entry.runtime), f"{entry.where}.runtime")
     existing = entry.existing(runtime)
     if existing is not None:
-        if entry.answer(existing) == entry.answer(entry):
+        answer, given = entry.answer(existing), entry.answer(entry)
+        if answer == given:
             return False
-        message = RULE_CONFLICT.format(
-            pattern=entry.text,
-            where=_where(runtime, entry.unattended),
-            existing=entry.answer(existing),
-            given=entry.answer(entry),
-        )
-        raise _refused(config, entry, message)
+        who = f"runtime {runtime.name}" if runtime else "every runtime"
+        where = f"{who}, a pre-approval" if entry.unattended else who
+        raise refused(RULE_CONFLICT.format(pattern=entry.text, where=where, existing=answer, given=given))
     try:
         entry.create(runtime, actor)
     except ValidationError as exc:
-        raise _refused(config, entry, " ".join(exc.messages)) from exc
+        raise refused(" ".join(exc.messages)) from exc
     return True

@@ -41,27 +41,17 @@ APPROVERS_HELP = (
 )
 
 
-# The fields a rule of either kind has.
-def runtime_field() -> forms.ModelChoiceField:
-    return forms.ModelChoiceField(
+class RuleFields(forms.Form):
+    """The fields a rule of either kind has; each form sets their place among its own
+    (`field_order`)."""
+
+    runtime = forms.ModelChoiceField(
         queryset=AgentRuntime.objects.order_by("name"),
         required=False,
         to_field_name="name",
         empty_label="Every runtime",
     )
-
-
-def note_field() -> forms.CharField:
-    return forms.CharField(
-        required=False,
-        max_length=RULE_NOTE_MAX,
-        widget=forms.Textarea(attrs={"rows": 2}),
-        help_text=f"Why this rule exists; at most {RULE_NOTE_MAX} characters.",
-    )
-
-
-def approvers_field() -> forms.TypedChoiceField:
-    return forms.TypedChoiceField(
+    approvers = forms.TypedChoiceField(
         label=APPROVERS_LABEL,
         choices=APPROVERS_CHOICES,
         coerce=int,
@@ -69,6 +59,12 @@ def approvers_field() -> forms.TypedChoiceField:
         required=False,  # left out (an older page, a script): one person, as before
         empty_value=1,
         help_text=APPROVERS_HELP,
+    )
+    note = forms.CharField(
+        required=False,
+        max_length=RULE_NOTE_MAX,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text=f"Why this rule exists; at most {RULE_NOTE_MAX} characters.",
     )
 
 
@@ -84,9 +80,9 @@ def live_preview(form: forms.Form, route: str, target: str, what: str, *names: s
     form.fields[names[0]].widget.attrs["autocomplete"] = "off"
 
 
-class RuleForm(forms.Form):
+class RuleForm(RuleFields):
+    field_order = ("pattern", "runtime", "action", "widest_scope", "approvers", "note", "confirm_everything")
     pattern = forms.CharField(max_length=SKILL_PATTERN_MAX, help_text=PATTERN_HELP)
-    runtime = runtime_field()
     action = forms.ChoiceField(
         choices=RuleAction.choices,
         initial=RuleAction.ASK,
@@ -98,8 +94,6 @@ class RuleForm(forms.Form):
         initial=GrantScope.AGENT,
         help_text="Choose “This session” to take 'Always allow for this agent' away for these skills.",
     )
-    approvers = approvers_field()
-    note = note_field()
     confirm_everything = forms.BooleanField(
         label=CONFIRM_EVERYTHING_LABEL,
         required=False,
@@ -120,8 +114,7 @@ class RuleForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
-        pattern = data.get("pattern")
-        action = data.get("action")
+        pattern, action = data.get("pattern"), data.get("action")
         if (
             pattern
             and action
@@ -149,9 +142,9 @@ PRE_APPROVAL_HELP = (
 )
 
 
-class ToolRuleForm(forms.Form):
+class ToolRuleForm(RuleFields):
+    field_order = ("text", "runtime", "action", "unattended", "approvers", "note")
     text = forms.CharField(label="Rule", max_length=TOOL_RULE_TEXT_MAX, help_text=TOOL_RULE_HELP)
-    runtime = runtime_field()
     action = forms.ChoiceField(
         choices=RuleAction.choices,
         initial=RuleAction.ASK,
@@ -161,8 +154,6 @@ class ToolRuleForm(forms.Form):
         ),
     )
     unattended = forms.BooleanField(label=PRE_APPROVAL_LABEL, required=False, help_text=PRE_APPROVAL_HELP)
-    approvers = approvers_field()
-    note = note_field()
 
     prefix = "tool"  # the skill rule form shares the page
 

@@ -24,14 +24,6 @@ _lock = threading.Lock()
 _indexes: dict[type[models.Model], tuple[int, Any]] = {}
 
 
-def rule_set_version() -> int:
-    # Plain SQL: read on every decision, where the ORM's query building would dominate.
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT version FROM {RuleSetVersion._meta.db_table} WHERE id = 1")  # noqa: S608 - the model's table # nosec B608
-        row = cursor.fetchone()
-    return row[0] if row else 0
-
-
 def rule_set_version_bump() -> None:
     """Restamp the version, inside the transaction of the rule change it announces."""
     # A fresh random stamp, not a counter: a rolled-back change's number would come round
@@ -47,7 +39,11 @@ def cached_index(
     just read it (the chains read it with the grants, in one round trip); otherwise it is
     read here."""
     if version is None:
-        version = rule_set_version()
+        # Plain SQL: read on every decision, where the ORM's query building would dominate.
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT version FROM {RuleSetVersion._meta.db_table} WHERE id = 1")  # noqa: S608 - the model's table # nosec B608
+            row = cursor.fetchone()
+        version = row[0] if row else 0
     cached = _indexes.get(model)
     if cached is not None and cached[0] == version:
         return cached[1]
@@ -57,7 +53,9 @@ def cached_index(
         return index
 
 
-def cached_indexes_forget() -> None:
-    """Forget every index this process cached: the next read of each builds it afresh."""
+def rule_index_reset() -> None:
+    """Forget this process's cached rule indexes, of skills and of tools: the next read of
+    each builds it afresh. For tests (a rolled-back test's rules must not judge the next
+    one) and for anything else that changed rules without bumping the version."""
     with _lock:
         _indexes.clear()

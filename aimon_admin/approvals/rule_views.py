@@ -29,12 +29,6 @@ from aimon_admin.core.prg import form_from_draft, redirect_invalid
 from aimon_admin.registry import selectors as registry_selectors
 from aimon_admin.runtimes.models import RUNTIME_NAME_VALIDATOR, AgentRuntime
 
-RULE_SAVED_MESSAGE = "Rule for {text} saved."
-RULE_DELETED_MESSAGE = "Rule for {text} deleted."
-DELETE_RULE_TITLE = "Delete the rule for {text}?"
-TOOL_RULE_SAVED_MESSAGE = "Tool rule {text} saved."
-TOOL_RULE_DELETED_MESSAGE = "Tool rule {text} deleted."
-DELETE_TOOL_RULE_TITLE = "Delete the tool rule {text}?"
 STILL_IN_FORCE = "Approvals already granted stay in force."
 PREVIEW_EMPTY_MESSAGE = "Type a pattern to see how many known skills it matches."
 TOOL_PREVIEW_EMPTY_MESSAGE = (
@@ -124,7 +118,8 @@ class SkillRuleSection(RuleSection):
     carried = ("pattern", "runtime", "action", "widest_scope", "approvers", "note")
     preview_template = "approvals/rules.html#skill-preview"
     heading, check_label, save_label = "New skill rule", "Check pattern", "Save rule"
-    saved_message, delete_title, deleted_message = RULE_SAVED_MESSAGE, DELETE_RULE_TITLE, RULE_DELETED_MESSAGE
+    saved_message, deleted_message = "Rule for {text} saved.", "Rule for {text} deleted."
+    delete_title = "Delete the rule for {text}?"
 
     def rows(self) -> list[dict[str, Any]]:
         """A pattern stored before the grammar existed is flagged, and so is an ALLOW for
@@ -170,12 +165,13 @@ def _sample(subjects: list[str]) -> dict[str, Any]:
 
 class ToolRuleSection(RuleSection):
     name, kind, form, create = "tool", rules.TOOL, ToolRuleForm, staticmethod(rules.tool_rule_create)
+    warnings = staticmethod(tool_rules.tool_rule_warnings)
     route, draft, anchor, listed = "approvals:tool-rule", "tool-rule-create", "new-tool-rule", "#tool-rules"
     carried = ("text", "runtime", "action", "unattended", "approvers", "note")
     preview_template = "approvals/rules.html#tool-preview"
     heading, check_label, save_label = "New tool rule", "Check rule", "Save tool rule"
-    saved_message, delete_title = TOOL_RULE_SAVED_MESSAGE, DELETE_TOOL_RULE_TITLE
-    deleted_message = TOOL_RULE_DELETED_MESSAGE
+    saved_message, deleted_message = "Tool rule {text} saved.", "Tool rule {text} deleted."
+    delete_title = "Delete the tool rule {text}?"
 
     def rows(self) -> list[dict[str, Any]]:
         """Text stored off the grammar is flagged (an ALLOW of it reads as ASK), and so is a
@@ -218,9 +214,6 @@ class ToolRuleSection(RuleSection):
             "not_covered_sentence": counted(PREVIEW_NOT_COVERED, len(result.not_covered)),
             "not_covered": _sample(result.not_covered),
         }
-
-    def warnings(self, rule: ToolRule) -> list[str]:
-        return tool_rules.tool_rule_warnings(rule)
 
     def delete_effect(self, rule: ToolRule) -> str:
         text = self.kind.text(rule)

@@ -22,7 +22,8 @@ from aimon_admin.approvals.policy import (
     skill_pattern_problems,
     stored_rule_action,
 )
-from aimon_admin.approvals.rule_version import cached_index, cached_indexes_forget, rule_set_version_bump
+from aimon_admin.approvals.rule_version import cached_index, rule_set_version_bump
+from aimon_admin.approvals.rule_version import rule_index_reset as rule_index_reset  # beside rule_index
 from aimon_admin.approvals.tool_rule_grammar import RuleTextError, parse_rule_text, rule_text
 from aimon_admin.approvals.tool_rules import tool_rule_check
 from aimon_admin.audit.choices import AuditAction
@@ -33,12 +34,6 @@ from aimon_admin.runtimes.models import AgentRuntime
 ALLOW_EVERYTHING_MESSAGE = (
     "This rule allows every skill{where} without asking anyone. Tick the confirmation to save it, "
     "or narrow the pattern (deploy-*), or choose Ask."
-)
-STORED_PATTERN_INVALID_MESSAGE = (
-    "This rule's stored pattern is not valid: {problems} Delete the rule and write it again."
-)
-STORED_TOOL_RULE_INVALID = (
-    "This rule's stored text is not valid: {problems} Delete the rule and write it again."
 )
 
 Rule = SkillRule | ToolRule
@@ -55,29 +50,18 @@ class RuleKind:
     model: type[SkillRule] | type[ToolRule]
     subject_type: str  # of its audit events
     created: AuditAction
-    changed: AuditAction
     deleted: AuditAction
     field: str  # where a problem with what it matches is named: its pattern, or its text
-    stored_invalid: str  # a stored rule the grammar refuses: only a deletion mends it
     text: Callable[[Any], str]  # what it matches, as its events and messages name it
-    problems: Callable[[Any], list[str]]  # what the grammar finds wrong with a stored rule
+    problems: Callable[[Any], list[str]]  # what the grammar finds wrong with a stored rule (rules page)
     snapshot: Callable[[Any], dict[str, object]]  # what its events record of it
     check: Callable[[Any], None]  # refuses (ValidationError) the rule as it would be saved
 
 
-def _runtime_name(rule: Rule) -> str | None:
-    return rule.runtime.name if rule.runtime else None
-
-
-def _skill_snapshot(rule: SkillRule) -> dict[str, object]:
-    return {
-        "runtime": _runtime_name(rule),
-        "pattern": rule.pattern,
-        "action": rule.action,
-        "widest_scope": rule.widest_scope,
-        "approvers": rule.approvers,
-        "note": rule.note,
-    }
+def _snapshot(rule: Rule, *fields: str, **text: str) -> dict[str, object]:
+    """What a rule's events record of it: its runtime, a tool rule's text, then `fields`."""
+    runtime = rule.runtime.name if rule.runtime else None
+    return {"runtime": runtime, **text, **{name: getattr(rule, name) for name in fields}}
 
 
 def _tool_text(rule: ToolRule) -> str:
@@ -92,44 +76,28 @@ def _tool_problems(rule: ToolRule) -> list[str]:
     return []
 
 
-def _tool_snapshot(rule: ToolRule) -> dict[str, object]:
-    return {
-        "runtime": _runtime_name(rule),
-        "text": _tool_text(rule),
-        "server": rule.server,
-        "tool": rule.tool,
-        "pattern": rule.pattern,
-        "action": rule.action,
-        "unattended": rule.unattended,
-        "approvers": rule.approvers,
-        "note": rule.note,
-    }
-
-
 SKILL = RuleKind(
     model=SkillRule,
     subject_type="rule",
     created=AuditAction.RULE_CREATED,
-    changed=AuditAction.RULE_CHANGED,
     deleted=AuditAction.RULE_DELETED,
     field="pattern",
-    stored_invalid=STORED_PATTERN_INVALID_MESSAGE,
     text=lambda rule: rule.pattern,
     problems=lambda rule: skill_pattern_problems(rule.pattern),
-    snapshot=_skill_snapshot,
+    snapshot=lambda rule: _snapshot(rule, "pattern", "action", "widest_scope", "approvers", "note"),
     check=lambda rule: None,  # rule_create checks the pattern and an ALLOW for everything first
 )
 TOOL = RuleKind(
     model=ToolRule,
     subject_type="tool_rule",
     created=AuditAction.TOOL_RULE_CREATED,
-    changed=AuditAction.TOOL_RULE_CHANGED,
     deleted=AuditAction.TOOL_RULE_DELETED,
     field="text",
-    stored_invalid=STORED_TOOL_RULE_INVALID,
     text=_tool_text,
     problems=_tool_problems,
-    snapshot=_tool_snapshot,
+    snapshot=lambda rule: _snapshot(
+        rule, "server", "tool", "pattern", "action", "unattended", "approvers", "note", text=_tool_text(rule)
+    ),
     check=tool_rule_check,
 )
 
@@ -156,47 +124,33 @@ def rule_index(version: int | None = None) -> RuleIndex:
     return cached_index(SkillRule, _skill_rule_index, version)
 
 
-def rule_index_reset() -> None:
-    """Forget this process's cached rule indexes, of skills and of tools: the next read of
-    each builds it afresh. For tests (a rolled-back test's rules must not judge the next
-    one) and for anything else that changed rules without bumping the version."""
-    cached_indexes_forget()
-
-
 # --- The one write path (A1, U7) ----------------------------------------------------------------
 
 
-def _stored(kind: RuleKind, rule: RuleT) -> tuple[RuleT, dict[str, object]]:
-    """The rule as stored, locked to the end of the transaction, and what its events record
-    of it. Refused if the grammar refuses it (written around the services, or before the
-    grammar existed): nothing keeps it alive but a deletion."""
-    rule = kind.model.objects.select_for_update(of=("self",)).select_related("runtime").get(pk=rule.pk)
-    problems = kind.problems(rule)
-    if problems:
-        raise ValidationError({kind.field: [kind.stored_invalid.format(problems=" ".join(problems))]})
-    return rule, kind.snapshot(rule)
-
-
-def _save(kind: RuleKind, rule: Rule, *, actor: Actor, before: dict[str, object] | None = None) -> None:
-    """The one write of a rule (`before`: as it was, for a change): checked by its kind,
-    saved, the rule set's version restamped and the event written, in the caller's
-    transaction. A change that changes nothing writes nothing."""
-    kind.check(rule)
-    rule.action = RuleAction(rule.action)
-    after = kind.snapshot(rule)
-    if before == after:
-        return
-    rule.full_clean()
-    rule.save()
+def _written(
+    kind: RuleKind, action: AuditAction, rule: Rule, actor: Actor, details: dict[str, object]
+) -> None:
+    """What follows every write of a rule, in its transaction: the rule set's version
+    restamped and the event."""
     rule_set_version_bump()
     audit_record(
-        action=kind.created if before is None else kind.changed,
+        action=action,
         actor=actor,
         runtime=rule.runtime,
         subject_type=kind.subject_type,
         subject=kind.text(rule),
-        details=kind.snapshot(rule) if before is None else {"before": before, "after": after},
+        details=details,
     )
+
+
+def _save(kind: RuleKind, rule: RuleT, *, actor: Actor) -> RuleT:
+    """The one write of a new rule: checked by its kind, saved, and written (`_written`)."""
+    kind.check(rule)
+    rule.action = RuleAction(rule.action)
+    rule.full_clean()
+    rule.save()
+    _written(kind, kind.created, rule, actor, kind.snapshot(rule))
+    return rule
 
 
 @transaction.atomic
@@ -204,17 +158,9 @@ def rule_delete(*, rule: Rule, actor: Actor) -> None:
     """Deletes a rule of either kind."""
     kind = SKILL if isinstance(rule, SkillRule) else TOOL
     rule = kind.model.objects.select_related("runtime").get(pk=rule.pk)
-    before, runtime, text = kind.snapshot(rule), rule.runtime, kind.text(rule)
-    rule.delete()
-    rule_set_version_bump()
-    audit_record(
-        action=kind.deleted,
-        actor=actor,
-        runtime=runtime,
-        subject_type=kind.subject_type,
-        subject=text,
-        details={"before": before},
-    )
+    before = kind.snapshot(rule)
+    rule.delete()  # its fields stay on the instance, for its event
+    _written(kind, kind.deleted, rule, actor, {"before": before})
 
 
 # --- Skill rules (S2) ---------------------------------------------------------------------------
@@ -248,30 +194,7 @@ def rule_create(
         approvers=approvers,
         note=note,
     )
-    _save(SKILL, rule, actor=actor)
-    return rule
-
-
-@transaction.atomic
-def rule_update(
-    *,
-    rule: SkillRule,
-    actor: Actor,
-    action: str,
-    widest_scope: str,
-    note: str = "",
-    approvers: int | None = None,
-) -> SkillRule:
-    """Changes a skill rule's action, widest answer, people who must allow (None: as it is)
-    and note. A request already open keeps the number it was opened with (P3)."""
-    rule, before = _stored(SKILL, rule)
-    rule.action = RuleAction(action)
-    rule.widest_scope = GrantScope(widest_scope)
-    if approvers is not None:
-        rule.approvers = approvers
-    rule.note = note
-    _save(SKILL, rule, actor=actor, before=before)
-    return rule
+    return _save(SKILL, rule, actor=actor)
 
 
 # --- Tool rules (U1, U5) ------------------------------------------------------------------------
@@ -308,27 +231,4 @@ def tool_rule_create(
         approvers=approvers,
         note=note,
     )
-    _save(TOOL, rule, actor=actor)
-    return rule
-
-
-@transaction.atomic
-def tool_rule_update(
-    *,
-    rule: ToolRule,
-    actor: Actor,
-    action: str,
-    unattended: bool,
-    note: str = "",
-    approvers: int | None = None,
-) -> ToolRule:
-    """Changes a tool rule's action, pre-approval, people who must allow (None: as it is; an
-    open request keeps its number, P3) and note; its runtime and text stay (to change
-    those, delete the rule and write another). Checked as `tool_rule_create` checks."""
-    rule, before = _stored(TOOL, rule)
-    rule.action, rule.unattended = action, unattended
-    if approvers is not None:
-        rule.approvers = approvers
-    rule.note = note
-    _save(TOOL, rule, actor=actor, before=before)
-    return rule
+    return _save(TOOL, rule, actor=actor)

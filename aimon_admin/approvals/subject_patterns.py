@@ -35,23 +35,21 @@ SUBJECT_PATTERN_CONTROL = "No control characters in a subject pattern (one at po
 SUBJECT_PATTERN_STARS = "No runs of **: one * already matches any run of characters (at position {position})."
 
 
-def control_position(text: str) -> int | None:
-    """Where (from 1) the first control or format character of `text` is; None if none."""
+def text_problems(text: str, limit: int, too_long: str, control: str) -> list[str]:
+    """A name's or a pattern's length over `limit` (`too_long`, given the limit and the
+    length) and its first control or format character (`control`, given its position from 1)."""
+    problems = [too_long.format(limit=limit, length=len(text))] if len(text) > limit else []
     for position, char in enumerate(text, start=1):
         if unicodedata.category(char) in ("Cc", "Cf", "Cs", "Zl", "Zp"):
-            return position
-    return None
+            problems.append(control.format(position=position))
+            break
+    return problems
 
 
 def subject_pattern_problems(pattern: str) -> list[str]:
     """What is wrong with a subject pattern, each problem named once; empty if none. The
     empty pattern (the whole tool) is valid here; whether it may allow is decided apart."""
-    problems: list[str] = []
-    if len(pattern) > SUBJECT_PATTERN_MAX:
-        problems.append(SUBJECT_PATTERN_TOO_LONG.format(limit=SUBJECT_PATTERN_MAX, length=len(pattern)))
-    position = control_position(pattern)
-    if position is not None:
-        problems.append(SUBJECT_PATTERN_CONTROL.format(position=position))
+    problems = text_problems(pattern, SUBJECT_PATTERN_MAX, SUBJECT_PATTERN_TOO_LONG, SUBJECT_PATTERN_CONTROL)
     stars = pattern.find("**")
     if stars != -1:
         problems.append(SUBJECT_PATTERN_STARS.format(position=stars + 1))
@@ -89,10 +87,6 @@ class SubjectPattern:
         body = text.removesuffix(":*")
         words = tuple(body.split()) if body != text and "*" not in body else None
         return cls(text, _compile(text, for_allow=True), _compile(text, for_allow=False), words)
-
-    @property
-    def whole_tool(self) -> bool:
-        return not self.text
 
     @property
     def wholesale(self) -> bool:

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from aimon_admin.approvals.choices import RuleAction
 from aimon_admin.approvals.subject_patterns import (
     SubjectPattern,
-    control_position,
     literal_prefix,
     subject_pattern_problems,
+    text_problems,
     whole_tool_allowed,
 )
 from aimon_admin.approvals.subjects import Subject, as_subject, read_as
@@ -39,12 +39,7 @@ PATTERN_WHOLE_DESTRUCTIVE = (
 def tool_name_problems(name: str) -> list[str]:
     if not name:
         return [TOOL_NAME_EMPTY]
-    problems: list[str] = []
-    if len(name) > TOOL_NAME_MAX:
-        problems.append(TOOL_NAME_TOO_LONG.format(limit=TOOL_NAME_MAX, length=len(name)))
-    position = control_position(name)
-    if position is not None:
-        problems.append(TOOL_NAME_CONTROL.format(position=position))
+    problems = text_problems(name, TOOL_NAME_MAX, TOOL_NAME_TOO_LONG, TOOL_NAME_CONTROL)
     if "(" in name or ")" in name:
         problems.append(TOOL_NAME_PARENS)
     return problems
@@ -72,13 +67,9 @@ def parse_rule_text(text: str) -> RuleText:
     """`Bash(git push:*)`, `Bash`, `git/git_push(origin:*)` → its parts; RuleTextError
     naming every problem otherwise. The first `(` opens the pattern, the last `)` closes it."""
     text = text.strip()
-    head, pattern = text, ""
-    if "(" in text:
-        if not text.endswith(")"):
-            raise RuleTextError([RULE_TEXT_UNCLOSED])
-        head, pattern = text[: text.index("(")], text[text.index("(") + 1 : -1]
-    elif text.endswith(")"):
+    if ("(" in text) != text.endswith(")"):
         raise RuleTextError([RULE_TEXT_UNCLOSED])
+    head, _, pattern = text.removesuffix(")").partition("(")
     server, tool = head.split("/", 1) if "/" in head else ("", head)
     problems = tool_name_problems(tool)
     if "/" in head and not SERVER_NAME_RE.match(server):
@@ -260,9 +251,5 @@ class ToolRuleIndex:
         bucket = self._by_tool.get((server, tool))
         if bucket is None:
             return []
-        found = []
-        for position in bucket.floors:
-            rule = bucket.rules[position][0]
-            if rule.approvers > above and rule.runtime_id in (None, runtime_id):
-                found.append(rule)
-        return found
+        floors = (bucket.rules[position][0] for position in bucket.floors)
+        return [rule for rule in floors if rule.approvers > above and rule.runtime_id in (None, runtime_id)]

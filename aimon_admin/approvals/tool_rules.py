@@ -142,12 +142,11 @@ def whole_tool_problem(
     runtime, every registration of the tool counts: one destructive registration refuses it."""
     if action != RuleAction.ALLOW or not pattern_is_wholesale(pattern):
         return None
-    label = tool_label(server=server, tool=tool)
     registered = [
         found.axes for found in registry_selectors.tools_named(server=server, name=tool, runtime=runtime)
     ]
     if not registered:
-        return WHOLE_TOOL_UNREGISTERED.format(tool=label)
+        return WHOLE_TOOL_UNREGISTERED.format(tool=tool_label(server=server, tool=tool))
     if not all(whole_tool_allowed(axes) for axes in registered):
         return PATTERN_WHOLE_DESTRUCTIVE
     return None
@@ -179,8 +178,7 @@ def tool_rule_check(rule: ToolRule) -> None:
 def tool_rule_warnings(rule: ToolRule) -> list[str]:
     """What the person who saved `rule` should know although it was saved: its tool is not
     registered by anyone yet (a typo, or a tool still to come)."""
-    registered = registry_selectors.tools_named(server=rule.server, name=rule.tool, runtime=rule.runtime)
-    if registered.exists():
+    if registry_selectors.tools_named(server=rule.server, name=rule.tool, runtime=rule.runtime).exists():
         return []
     return [TOOL_NOT_REGISTERED_WARNING.format(tool=tool_label(server=rule.server, tool=rule.tool))]
 
@@ -188,7 +186,6 @@ def tool_rule_warnings(rule: ToolRule) -> list[str]:
 # --- What a rule would match, before it is saved (U1) -------------------------------------------
 
 PREVIEW_RECENT_REQUESTS = 200  # the newest tool requests a preview looks through
-PREVIEW_SAMPLE = 10
 
 
 @dataclass(frozen=True)
@@ -197,7 +194,6 @@ class Registration:
 
     where: str
     words: tuple[str, str, str]
-    destructive: bool
 
 
 @dataclass(frozen=True)
@@ -223,17 +219,6 @@ class ToolRulePreview:
         return not self.pattern
 
 
-def _recent_subjects(*, server: str, tool: str, runtime: AgentRuntime | None) -> list[str]:
-    """The distinct subjects of the newest tool requests for this tool, newest first."""
-    requests = ApprovalRequest.objects.filter(
-        kind=RequestKind.TOOL, server=server, tool=tool, subject__isnull=False
-    )
-    if runtime is not None:
-        requests = requests.filter(runtime=runtime)
-    subjects = requests.order_by("-created_at").values_list("subject", flat=True)[:PREVIEW_RECENT_REQUESTS]
-    return list(dict.fromkeys(subjects))
-
-
 def tool_rule_preview(*, text: str, action: str, runtime: AgentRuntime | None = None) -> ToolRulePreview:
     """What `text` would name and match as a rule with this action (of this runtime, or of
     every runtime): the preview beside the form, read before anything is saved."""
@@ -241,44 +226,42 @@ def tool_rule_preview(*, text: str, action: str, runtime: AgentRuntime | None = 
         parsed = parse_rule_text(text)
     except RuleTextError as exc:
         return ToolRulePreview(text=text, problems=exc.problems)
-    label = tool_label(server=parsed.server, tool=parsed.tool)
     registrations = [
         Registration(
             where=f"MCP server {found.server.name}" if found.server else f"runtime {found.runtime.name}",
             words=axes_words(found.axes),
-            destructive=not whole_tool_allowed(found.axes),
         )
         for found in registry_selectors.tools_named(server=parsed.server, name=parsed.tool, runtime=runtime)
     ]
-    subjects = _recent_subjects(server=parsed.server, tool=parsed.tool, runtime=runtime)
+    requests = ApprovalRequest.objects.filter(
+        kind=RequestKind.TOOL, server=parsed.server, tool=parsed.tool, subject__isnull=False
+    )
+    if runtime is not None:
+        requests = requests.filter(runtime=runtime)
+    # The distinct subjects of the newest tool requests for this tool, newest first.
+    newest = requests.order_by("-created_at").values_list("subject", flat=True)[:PREVIEW_RECENT_REQUESTS]
+    subjects = list(dict.fromkeys(newest))
     argument = registry_selectors.subject_argument_for(parsed.server, parsed.tool)
     read = [Subject(subject, kind=argument.kind) for subject in subjects]
     compiled = SubjectPattern.compile(parsed.pattern)
     for_allow = action == RuleAction.ALLOW
     matched = [subject.value for subject in read if compiled.matches(subject, for_allow=for_allow)]
-    not_covered = []
-    if for_allow:
-        not_covered = [
-            subject.value
-            for subject in read
-            if not compiled.matches(subject, for_allow=True) and compiled.matches(subject, for_allow=False)
-        ]
-    refusal = ""
-    if action in RuleAction.values:
-        refusal = (
-            whole_tool_problem(
-                server=parsed.server, tool=parsed.tool, pattern=parsed.pattern, action=action, runtime=runtime
-            )
-            or ""
-        )
+    not_covered = [
+        subject.value
+        for subject in read
+        if for_allow and subject.value not in matched and compiled.matches(subject, for_allow=False)
+    ]
     return ToolRulePreview(
         text=text,
-        label=label,
+        label=tool_label(server=parsed.server, tool=parsed.tool),
         pattern=parsed.pattern,
         registrations=registrations,
         subject_argument=argument.argument,
         recent=len(subjects),
         matched=matched,
         not_covered=not_covered,
-        refusal=refusal,
+        refusal=whole_tool_problem(
+            server=parsed.server, tool=parsed.tool, pattern=parsed.pattern, action=action, runtime=runtime
+        )
+        or "",
     )

@@ -435,13 +435,12 @@ def play(world: World, op: tuple) -> None:  # one branch per operation, side by 
             if existing is not None:
                 rules.rule_delete(rule=existing, actor=TEST_ACTOR)
             model.rules.pop(skill, None)
-        elif existing is None:
+        else:  # a rule changed is the old one deleted and the new one written
+            if existing is not None:
+                rules.rule_delete(rule=existing, actor=TEST_ACTOR)
             rules.rule_create(
                 pattern=skill, action=action, widest_scope=widest, actor=TEST_ACTOR, runtime=runtime
             )
-            model.rules[skill] = (str(action), str(widest))
-        else:
-            rules.rule_update(rule=existing, action=action, widest_scope=widest, actor=TEST_ACTOR)
             model.rules[skill] = (str(action), str(widest))
 
     if kind in ("cancel", "expire"):

@@ -8,7 +8,7 @@ from django.core.exceptions import ValidationError
 
 from aimon_admin.accounts.models import User
 from aimon_admin.approvals import rules
-from aimon_admin.approvals.choices import GrantScope, RuleAction
+from aimon_admin.approvals.choices import RuleAction
 from aimon_admin.approvals.forms import CONFIRM_EVERYTHING_LABEL, RuleForm
 from aimon_admin.approvals.models import SkillRule
 from aimon_admin.approvals.policy import (
@@ -24,7 +24,7 @@ from aimon_admin.approvals.policy import (
     stored_rule_action,
 )
 from aimon_admin.approvals.rule_views import PREVIEW_EMPTY_MESSAGE
-from aimon_admin.approvals.rules import ALLOW_EVERYTHING_MESSAGE, STORED_PATTERN_INVALID_MESSAGE
+from aimon_admin.approvals.rules import ALLOW_EVERYTHING_MESSAGE
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.runtimes.models import AgentRuntime
@@ -116,20 +116,6 @@ def test_rule_create_allows_every_skill_only_when_confirmed() -> None:
     # A DENY or ASK for every skill is fail-closed: no confirmation needed.
     rules.rule_delete(rule=rule, actor=TEST_ACTOR)
     rules.rule_create(pattern="*", action=RuleAction.ASK, actor=TEST_ACTOR)
-
-
-@pytest.mark.django_db
-def test_rule_update_refuses_a_rule_whose_stored_pattern_is_bad() -> None:
-    legacy = SkillRule.objects.create(pattern="***", action=RuleAction.ASK)  # written before the grammar
-    with pytest.raises(ValidationError) as refused:
-        rules.rule_update(
-            rule=legacy, actor=TEST_ACTOR, action=RuleAction.ALLOW, widest_scope=GrantScope.AGENT
-        )
-    assert refused.value.message_dict["pattern"] == [
-        STORED_PATTERN_INVALID_MESSAGE.format(problems=PATTERN_STARS_MESSAGE.format(position=1))
-    ]
-    legacy.refresh_from_db()
-    assert legacy.action == RuleAction.ASK
 
 
 # --- The form and the page -------------------------------------------------------------------------

@@ -108,7 +108,14 @@ def test_the_index_follows_every_change_at_once(runtime: AgentRuntime) -> None:
     rule = create("deploy", RuleAction.DENY, runtime)
     assert winner(runtime, "deploy") == ("deploy", RuleAction.DENY)
 
-    rules.rule_update(rule=rule, actor=TEST_ACTOR, action=RuleAction.ASK, widest_scope=GrantScope.TURN)
+    rules.rule_delete(rule=rule, actor=TEST_ACTOR)
+    rule = rules.rule_create(
+        pattern="deploy",
+        action=RuleAction.ASK,
+        widest_scope=GrantScope.TURN,
+        runtime=runtime,
+        actor=TEST_ACTOR,
+    )
     found = rules.rule_index().lookup(runtime.pk, "deploy")
     assert found is not None
     assert (found.action, found.widest_scope) == (RuleAction.ASK, GrantScope.TURN)

@@ -145,11 +145,9 @@ def test_two_people_answering_under_the_rule_allow_for_the_session(
     assert (grant.decision, grant.pattern, grant.approvers) == (GrantDecision.ALLOW, "git push:*", 2)
     assert decide(runtime, PUSH) == ("ALLOW", "SESSION")
     assert decide(runtime, FORCE) == ("ALLOW", "SESSION")
-    # Raised to three, the two-person grant no longer reaches.
-    rule = ToolRule.objects.get()
-    rules.tool_rule_update(
-        rule=rule, actor=TEST_ACTOR, action=RuleAction.ALLOW, unattended=False, approvers=3
-    )
+    # Raised to three (the rule written again), the two-person grant no longer reaches.
+    rules.rule_delete(rule=ToolRule.objects.get(), actor=TEST_ACTOR)
+    push_floor(3)
     assert decide(runtime, PUSH) == ("ASK", "RULE")
 
 

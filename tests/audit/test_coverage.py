@@ -1408,25 +1408,10 @@ CASES: dict[str, list[Case]] = {
     "aimon_admin.approvals.rules.rule_index": [
         Case(run=lambda w: rules.rule_index(), reads="the cached rule index")
     ],
-    "aimon_admin.approvals.rules.rule_index_reset": [
-        Case(
-            run=lambda w: rules.rule_index_reset(),
-            reads="forgets this process's cached rule indexes (skills, tools); no row is read or written",
-        )
-    ],
     "aimon_admin.approvals.rules.rule_create": [
         Case(
             run=lambda w: rules.rule_create(pattern="rm-*", action=RuleAction.DENY, actor=w.op),
             expect=(AuditAction.RULE_CREATED,),
-            actor=_op,
-        )
-    ],
-    "aimon_admin.approvals.rules.rule_update": [
-        Case(
-            run=lambda w: rules.rule_update(
-                rule=w.rule, action=RuleAction.DENY, widest_scope=GrantScope.SESSION, actor=w.op
-            ),
-            expect=(AuditAction.RULE_CHANGED,),
             actor=_op,
         )
     ],
@@ -1485,20 +1470,13 @@ CASES: dict[str, list[Case]] = {
             reads="the same for several runtimes at once, for the home's forecast",
         )
     ],
-    "aimon_admin.approvals.config.config_read": [
-        Case(
-            prepare=_config_file,
-            run=lambda w: approvals_config.config_read(w.prepared),
-            reads="reads and checks a file; config_apply writes",
-        )
-    ],
-    "aimon_admin.approvals.config.config_parse": [
-        Case(run=lambda w: approvals_config.config_parse(RULES_YAML, filename="c.yaml"), reads=PURE)
-    ],
     "aimon_admin.approvals.config.config_apply": [
         Case(
             run=lambda w: approvals_config.config_apply(
-                approvals_config.config_parse(RULES_YAML, filename="rules.yaml"), actor=w.op
+                registry_config.config_parse(
+                    RULES_YAML, filename="rules.yaml", sections=approvals_config.SECTIONS
+                ),
+                actor=w.op,
             ),
             expect=(
                 AuditAction.CONFIG_LOADED,
@@ -1523,16 +1501,6 @@ CASES: dict[str, list[Case]] = {
                 actor=w.op,
             ),
             expect=(AuditAction.TOOL_RULE_CREATED,),
-            actor=_op,
-        )
-    ],
-    "aimon_admin.approvals.rules.tool_rule_update": [
-        Case(
-            prepare=_tool_rule,
-            run=lambda w: rules.tool_rule_update(
-                rule=w.prepared, action=RuleAction.DENY, unattended=False, actor=w.op
-            ),
-            expect=(AuditAction.TOOL_RULE_CHANGED,),
             actor=_op,
         )
     ],

@@ -11,9 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aimon_admin.approvals.choices import RuleAction
-from aimon_admin.approvals.config import SKILL_RULE_KEYS, TOOL_RULE_KEYS, config_parse
+from aimon_admin.approvals.config import SECTIONS, SKILL_RULE_KEYS, TOOL_RULE_KEYS
 from aimon_admin.approvals.tool_rule_grammar import parse_rule_text
-from aimon_admin.registry.config import Config, ConfigError
+from aimon_admin.registry.config import Config, ConfigError, config_parse
 from tests.fuzzing import budget
 
 FILENAME = "fuzz.yaml"
@@ -48,7 +48,7 @@ documents = st.fixed_dictionaries(
 
 def assert_config_or_error(text: str) -> None:
     try:
-        result: Config | ConfigError = config_parse(text, filename=FILENAME)
+        result: Config | ConfigError = config_parse(text, filename=FILENAME, sections=SECTIONS)
     except ConfigError as exc:
         result = exc
     if isinstance(result, ConfigError):
