@@ -10,7 +10,6 @@ force through the partial unique index of active agent-wide grants, counted up t
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from django.db.models import Count, Q
 from django.http import HttpRequest
@@ -19,7 +18,7 @@ from django.urls import reverse
 from aimon_admin.accounts.models import User
 from aimon_admin.approvals import selectors
 from aimon_admin.approvals.choices import RequestKind
-from aimon_admin.approvals.inbox_filter import inbox_url
+from aimon_admin.approvals.inbox_filter import InboxFilter
 from aimon_admin.core.home import Figure, Section, Step
 
 ANSWER_PERMISSION = "approvals.answer_approvalrequest"
@@ -49,43 +48,23 @@ ESCALATED_HELP = (
 )
 
 
-@dataclass(frozen=True)
-class PendingCounts:
-    """Open requests this person may answer (what their inbox shows), by kind, and how many
-    of them are from their own sessions."""
-
-    skill: int
-    tool: int
-    mine_skill: int
-    mine_tool: int
-    escalated: int = 0  # of them, sent to the operators: nobody answered in time (P2)
-
-    @property
-    def all(self) -> int:
-        return self.skill + self.tool
-
-    @property
-    def mine(self) -> int:
-        return self.mine_skill + self.mine_tool
-
-
-def pending_counts(*, user: User) -> PendingCounts:
-    """One query over what the inbox lists (`selectors.pending_requests_for`): same scope
-    (S13), same deadline, so a count always matches the list its link opens."""
-    mine = Q(principal=user.get_username())
-    skill, tool = Q(kind=RequestKind.SKILL), Q(kind=RequestKind.TOOL)
+def pending_counts(*, user: User) -> dict[str, int]:
+    """Open requests this person may answer (what their inbox shows): in all, from their own
+    sessions, by kind, and sent to the operators because nobody answered in time (P2). One
+    query over what the inbox lists (`selectors.pending_requests_for`): same scope (S13),
+    same deadline, so a count always matches the list its link opens."""
     counts = (
         selectors.pending_requests_for(user=user)
         .order_by()
         .aggregate(
-            skill=Count("pk", filter=skill),
-            tool=Count("pk", filter=tool),
-            mine_skill=Count("pk", filter=skill & mine),
-            mine_tool=Count("pk", filter=tool & mine),
+            all=Count("pk"),
+            mine=Count("pk", filter=Q(principal=user.get_username())),
+            skill=Count("pk", filter=Q(kind=RequestKind.SKILL)),
+            tool=Count("pk", filter=Q(kind=RequestKind.TOOL)),
             escalated=Count("pk", filter=Q(escalated_at__isnull=False)),
         )
     )
-    return PendingCounts(**{key: value or 0 for key, value in counts.items()})
+    return {key: value or 0 for key, value in counts.items()}
 
 
 def requests_section(request: HttpRequest) -> Iterator[Section]:
@@ -93,37 +72,26 @@ def requests_section(request: HttpRequest) -> Iterator[Section]:
     if not user.has_perm(ANSWER_PERMISSION):
         return
     counts = pending_counts(user=user)  # type: ignore[arg-type]
-    if not counts.all:
+    if not counts["all"]:
         # Four zeros say less than one sentence: what happens, and where.
         yield Section(
-            key="requests", title=REQUESTS_TITLE, first_step=Step(NOTHING_PENDING, OPEN_INBOX, inbox_url())
+            key="requests",
+            title=REQUESTS_TITLE,
+            first_step=Step(NOTHING_PENDING, OPEN_INBOX, InboxFilter().url),
         )
         return
-    yield Section(
-        key="requests",
-        title=REQUESTS_TITLE,
-        figures=(
-            Figure("requests-all", counts.all, ALL_LABEL, inbox_url()),
-            Figure("requests-mine", counts.mine, MINE_LABEL, inbox_url(mine=True)),
-            Figure("requests-skill", counts.skill, SKILL_LABEL, inbox_url(kind=RequestKind.SKILL)),
-            Figure("requests-tool", counts.tool, TOOL_LABEL, inbox_url(kind=RequestKind.TOOL)),
-            # Shown once there are some: most runtimes never send a request on (P2).
-            *(
-                [
-                    Figure(
-                        "requests-sent",
-                        counts.escalated,
-                        SENT_LABEL,
-                        inbox_url(escalated=True),
-                        help=SENT_HELP,
-                    )
-                ]
-                if counts.escalated
-                else []
-            ),
-        ),
-        help=REQUESTS_HELP,
-    )
+    figures = [
+        Figure("requests-all", counts["all"], ALL_LABEL, InboxFilter().url),
+        Figure("requests-mine", counts["mine"], MINE_LABEL, InboxFilter(mine=True).url),
+        Figure("requests-skill", counts["skill"], SKILL_LABEL, InboxFilter(kind=RequestKind.SKILL).url),
+        Figure("requests-tool", counts["tool"], TOOL_LABEL, InboxFilter(kind=RequestKind.TOOL).url),
+    ]
+    if counts["escalated"]:  # shown once there are some: most runtimes never send a request on (P2)
+        sent = Figure(
+            "requests-sent", counts["escalated"], SENT_LABEL, InboxFilter(escalated=True).url, help=SENT_HELP
+        )
+        figures.append(sent)
+    yield Section(key="requests", title=REQUESTS_TITLE, figures=tuple(figures), help=REQUESTS_HELP)
 
 
 def escalations_section(request: HttpRequest) -> Iterator[Section]:
@@ -131,17 +99,6 @@ def escalations_section(request: HttpRequest) -> Iterator[Section]:
         return
     limit = selectors.ESCALATED_IN_FORCE_LIMIT
     in_force = selectors.escalated_grants_in_force(limit=limit)
-    yield Section(
-        key="audit",
-        title=AUDIT_TITLE,
-        figures=(
-            Figure(
-                "escalated",
-                in_force,
-                ESCALATED_LABEL,
-                reverse("audit:escalations"),
-                limit=limit,
-                help=ESCALATED_HELP,
-            ),
-        ),
-    )
+    link = reverse("audit:escalations")
+    figure = Figure("escalated", in_force, ESCALATED_LABEL, link, limit=limit, help=ESCALATED_HELP)
+    yield Section(key="audit", title=AUDIT_TITLE, figures=(figure,))

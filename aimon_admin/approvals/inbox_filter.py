@@ -48,13 +48,11 @@ class InboxFilter:
     @classmethod
     def parse(cls, query: QueryDict) -> InboxFilter:
         """The filters in `query` (other parameters, such as the poll's `v`, are not ours)."""
-        whose = query.get("whose", "").strip()
+        whose, kind, sent = (query.get(name, "").strip() for name in ("whose", "kind", "sent"))
         if whose not in ("", MINE):
             raise InboxFilterError(BAD_WHOSE_MESSAGE.format(value=whose))
-        kind = query.get("kind", "").strip()
         if kind and kind not in RequestKind.values:
             raise InboxFilterError(BAD_KIND_MESSAGE.format(value=kind))
-        sent = query.get("sent", "").strip()
         if sent not in ("", SENT_TO_OPERATORS):
             raise InboxFilterError(BAD_SENT_MESSAGE.format(value=sent))
         return cls(mine=whose == MINE, kind=kind, escalated=sent == SENT_TO_OPERATORS)
@@ -74,20 +72,16 @@ class InboxFilter:
 
     @property
     def querystring(self) -> str:
-        return urlencode(
-            [
-                (k, v)
-                for k, v in (
-                    ("whose", MINE if self.mine else ""),
-                    ("kind", self.kind),
-                    ("sent", SENT_TO_OPERATORS if self.escalated else ""),
-                )
-                if v
-            ]
-        )
+        given = {
+            "whose": MINE if self.mine else "",
+            "kind": self.kind,
+            "sent": SENT_TO_OPERATORS if self.escalated else "",
+        }
+        return urlencode({name: value for name, value in given.items() if value})
 
     @property
     def url(self) -> str:
+        """The inbox filtered so (the home's links)."""
         base = reverse("approvals:inbox")
         return f"{base}?{self.querystring}" if self.active else base
 
@@ -100,17 +94,13 @@ class InboxFilter:
         return f"{what} from your own sessions" if self.mine else what
 
 
-def inbox_url(*, mine: bool = False, kind: str = "", escalated: bool = False) -> str:
-    """The inbox filtered so (the home's links)."""
-    return InboxFilter(mine=mine, kind=kind, escalated=escalated).url
-
-
-def bad_filter(request: HttpRequest, error: InboxFilterError) -> HttpResponse:
-    """The 400 page saying which filter could not be read."""
+def bad_filter(request: HttpRequest, message: str) -> HttpResponse:
+    """The 400 page saying which filter could not be read (the inbox's, and the auditor's
+    pages without a form)."""
     context = {
         "status": 400,
         "title": BAD_FILTER_TITLE,
-        "message": str(error),
+        "message": message,
         "request_id": getattr(request, "request_id", ""),
     }
     return render(request, "core/error.html", context, status=400)

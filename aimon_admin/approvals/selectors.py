@@ -3,7 +3,6 @@ for the inbox, the request pages and the API alike."""
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 from dataclasses import dataclass
 from typing import Any
@@ -127,18 +126,15 @@ def agent_grants(*, runtime: AgentRuntime) -> QuerySet[Grant]:
 ESCALATED_IN_FORCE_LIMIT = 50
 
 
-def escalated_grants_in_force(
-    *, now: dt.datetime | None = None, limit: int = ESCALATED_IN_FORCE_LIMIT
-) -> int:
+def escalated_grants_in_force(*, limit: int = ESCALATED_IN_FORCE_LIMIT) -> int:
     """How many escalated grants are in force, counted up to `limit` + 1 (show "50+").
 
     Active AGENT grants are at most one per runtime and skill (a partial unique index
     the database can read), so this stays small however long the history is.
     """
-    now = now or timezone.now()
     return (
         Grant.objects.filter(scope=GrantScope.AGENT, revoked_at__isnull=True, origin=GrantOrigin.ESCALATION)
-        .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+        .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))
         .values("pk")[: limit + 1]
         .count()
     )

@@ -150,10 +150,9 @@ def _grant_for(request: HttpRequest, pk: int) -> Grant:
     (S13: someone else's object is not shown to exist)."""
     grant = get_object_or_404(Grant.objects.active().select_related("runtime", "session"), pk=pk)
     if grant.scope == GrantScope.AGENT:
-        if not selectors.may_manage_agent_grants(user=request.user, runtime=grant.runtime):
-            raise Http404
-        return grant
-    visible = selectors.sessions_visible_to(user=request.user).filter(pk=grant.session_id).exists()
+        visible = selectors.may_manage_agent_grants(user=request.user, runtime=grant.runtime)
+    else:
+        visible = selectors.sessions_visible_to(user=request.user).filter(pk=grant.session_id).exists()
     if not visible:
         raise Http404
     return grant

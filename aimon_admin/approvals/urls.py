@@ -11,7 +11,7 @@ TOOL_RULES = {"section": rule_views.TOOL}
 
 urlpatterns = [
     path("", views.inbox_view, name="inbox"),
-    path("poll/", views.inbox_poll_view, name="inbox-poll"),
+    path("poll/", views.inbox_view, {"poll": True}, name="inbox-poll"),
     path("requests/<uuid:pk>/", views.request_detail_view, name="request"),
     path("requests/<uuid:pk>/answer/", views.request_answer_view, name="answer"),
     path("requests/<uuid:pk>/dismiss/", views.request_dismiss_view, name="dismiss"),

@@ -32,6 +32,12 @@ ALLOW_RECORDED_MESSAGE = (
     "Your allow of {skill} is recorded: {given} of {needed} approvals. It waits for another person."
 )
 FAILED_MESSAGE = "{skill} could not be saved and is still waiting: {why}"
+# The allow button that gives an answer of each scope (a session's is the default).
+ALLOWED_AS = {
+    ItemScope.CALL: Answer.ALLOW_CALL,
+    GrantScope.TURN: Answer.ALLOW_ONCE,
+    GrantScope.AGENT: Answer.ALLOW_AGENT,
+}
 DISMISSED_MESSAGE = (
     "The rest denied: what was still unanswered is denied for the session; the request is closed."
 )
@@ -47,18 +53,13 @@ def answer_label(decision: str, scope: str) -> str:
     """How an item was answered, in the words of the buttons."""
     if decision == GrantDecision.DENY:
         return Answer.DENY_REQUEST.label if scope == ItemScope.REQUEST else Answer.DENY.label
-    if scope == ItemScope.CALL:
-        return Answer.ALLOW_CALL.label
-    if scope == GrantScope.TURN:
-        return Answer.ALLOW_ONCE.label
-    if scope == GrantScope.AGENT:
-        return Answer.ALLOW_AGENT.label
-    return Answer.ALLOW_SESSION.label
+    return ALLOWED_AS.get(scope, Answer.ALLOW_SESSION).label
 
 
-def _skill_reach(approval: ApprovalRequest, escalates: bool) -> dict[str, str]:
-    """What each button of a skill request reaches, written beside it (S5): where a session
-    answer lands (the session, a fork's invoking session, or, with neither, every session)."""
+def _skill_reach(approval: ApprovalRequest, escalates: bool, offered: set[str]) -> list[dict[str, str]]:
+    """What each button of a skill request the card offers reaches, written beside it in the
+    buttons' order, Always allow aside (S5): where a session answer lands (the session, a
+    fork's invoking session, or, with neither, every session)."""
     runtime = approval.runtime.name
     if escalates:
         where = f"every session of {runtime} (this request has no session: {services.ESCALATION_REACH})"
@@ -69,7 +70,7 @@ def _skill_reach(approval: ApprovalRequest, escalates: bool) -> dict[str, str]:
             f"session {approval.invoking_session.session_id}, which launched this sub-agent, "
             "and every sub-agent it launches"
         )
-    return {
+    reach = {
         Answer.ALLOW_ONCE: f"This turn only ({approval.turn_id}), in {where}.",
         Answer.ALLOW_SESSION: f"Allows it in {where}, until the session is cleared, revoked or idle too long."
         if not escalates
@@ -77,14 +78,6 @@ def _skill_reach(approval: ApprovalRequest, escalates: bool) -> dict[str, str]:
         Answer.DENY: f"Refuses it in {where}; a Deny made now beats older approvals.",
         Answer.DENY_REQUEST: f"{services.REQUEST_DENY_REACH[:1].upper()}{services.REQUEST_DENY_REACH[1:]}.",
     }
-
-
-def _reach_lines(
-    approval: ApprovalRequest, escalates: bool, items: list[dict[str, Any]]
-) -> list[dict[str, str]]:
-    """The reach of each answer the card offers, in the buttons' order, Always allow aside."""
-    offered = {option["value"] for entry in items for option in entry["offered"]}
-    reach = _skill_reach(approval, escalates)
     return [
         {"value": answer.value, "label": answer.label, "text": reach[answer]}
         for answer in Answer
@@ -117,17 +110,15 @@ def _card(request: HttpRequest, approval: ApprovalRequest) -> dict[str, Any]:
             }
         )
     _allows_so_far(user, approval, items)
+    # Every answer the card offers (an answered item offers none).
+    offered = {option["value"] for entry in items for option in entry["offered"]}
+    offers_agent = Answer.ALLOW_AGENT in offered
+    deny_request_only = shape.escalates and Answer.DENY_REQUEST in offered
     common = None
     open_items = [entry for entry in items if not entry["item"].answered]
-    deny_request_only = shape.escalates and any(
-        option["value"] == Answer.DENY_REQUEST for entry in open_items for option in entry["offered"]
-    )
     if len(open_items) > 1:
         sets = [tuple(a["value"] for a in entry["offered"]) for entry in open_items]
         common = [a for a in open_items[0]["offered"] if all(a["value"] in s for s in sets)]
-    offers_agent = any(
-        option["value"] == Answer.ALLOW_AGENT for entry in items for option in entry["offered"]
-    )
     # S5: the reach is shown beside the agent-wide button and the escalation note only.
     sessions_reached = (
         selectors.runtime_session_count(runtime=approval.runtime) if offers_agent or shape.escalates else 0
@@ -146,7 +137,7 @@ def _card(request: HttpRequest, approval: ApprovalRequest) -> dict[str, Any]:
         "tool": tool_call_card(approval, patterns) if patterns is not None else None,
         # Every button's reach beside it (S5): a tool card has its own (tool_card.py), and
         # Always allow keeps its longer note (reach-<id>).
-        "reach": _reach_lines(approval, shape.escalates, items) if patterns is None else [],
+        "reach": _skill_reach(approval, shape.escalates, offered) if patterns is None else [],
         "on_page": False,  # the request's own page: its title links nowhere
     }
 
@@ -159,10 +150,8 @@ def _allows_so_far(user: Any, approval: ApprovalRequest, items: list[dict[str, A
     if not several:
         return
     given: dict[int, list[ApprovalAllow]] = {}
-    records = ApprovalAllow.objects.filter(item__in=[entry["item"] for entry in several]).select_related(
-        "user"
-    )
-    for record in records.order_by("created_at", "id"):
+    records = ApprovalAllow.objects.filter(item__in=[entry["item"] for entry in several])
+    for record in records.select_related("user").order_by("created_at", "id"):
         given.setdefault(record.item_id, []).append(record)
     own_request = services.request_owner(approval) == user.username
     for entry in several:
@@ -208,27 +197,16 @@ def _inbox_context(request: HttpRequest) -> dict[str, Any]:
 
 @require_GET
 @approver_or_operator
-def inbox_view(request: HttpRequest) -> HttpResponse:
+def inbox_view(request: HttpRequest, poll: bool = False) -> HttpResponse:
+    """The inbox; `poll` is what htmx polls: 204 (nothing swapped) while it is unchanged."""
     try:
         context = _inbox_context(request)
     except InboxFilterError as error:
-        return bad_filter(request, error)
-    if request.htmx:
-        return render(request, "approvals/inbox.html#inbox", context)
-    return render(request, "approvals/inbox.html", context)
-
-
-@require_GET
-@approver_or_operator
-def inbox_poll_view(request: HttpRequest) -> HttpResponse:
-    """htmx polls this; 204 (nothing swapped) while the inbox is unchanged."""
-    try:
-        context = _inbox_context(request)
-    except InboxFilterError as error:
-        return bad_filter(request, error)
-    if request.GET.get("v") == context["version"]:
+        return bad_filter(request, str(error))
+    if poll and request.GET.get("v") == context["version"]:
         return HttpResponse(status=204)
-    return render(request, "approvals/inbox.html#inbox", context)
+    partial = "#inbox" if poll or request.htmx else ""
+    return render(request, f"approvals/inbox.html{partial}", context)
 
 
 def _visible_request(request: HttpRequest, pk: Any) -> ApprovalRequest:
@@ -302,22 +280,15 @@ def request_answer_view(request: HttpRequest, pk: Any) -> HttpResponse:
 
 
 def _outcome_notes(outcome: services.AnswerOutcome) -> list[tuple[str, str]]:
-    notes = []
-    notes.extend(("info", text) for text in outcome.notes)
+    notes = [("info", text) for text in outcome.notes]
     if outcome.written:
         notes.append(("success", ANSWERED_MESSAGE.format(skills=", ".join(i.skill for i in outcome.written))))
     for skill, given, needed in outcome.allows_recorded:
         notes.append(("success", ALLOW_RECORDED_MESSAGE.format(skill=skill, given=given, needed=needed)))
     for item in outcome.already_answered:
         who = item.answered_by.username if item.answered_by else f"the {item.source.lower() or 'chain'}"
-        notes.append(
-            (
-                "info",
-                ALREADY_ANSWERED_MESSAGE.format(
-                    skill=item.skill, who=who, how=answer_label(item.decision, item.scope)
-                ),
-            )
-        )
+        how = answer_label(item.decision, item.scope)
+        notes.append(("info", ALREADY_ANSWERED_MESSAGE.format(skill=item.skill, who=who, how=how)))
     for skill, why in outcome.failed:
         notes.append(("error", FAILED_MESSAGE.format(skill=skill, why=why)))
     return notes
@@ -337,10 +308,6 @@ def request_dismiss_view(request: HttpRequest, pk: Any) -> HttpResponse:
         else:
             messages.success(request, DISMISSED_MESSAGE)
         return redirect("approvals:inbox")
-    return render(request, "approvals/confirm.html", _dismiss_confirmation(approval))
-
-
-def _dismiss_confirmation(approval: ApprovalRequest) -> dict[str, Any]:
     open_skills = [i.skill for i in approval.items.all() if not i.answered]
     shape = services.request_shape(approval)
     if approval.kind == RequestKind.TOOL:
@@ -362,7 +329,7 @@ def _dismiss_confirmation(approval: ApprovalRequest) -> dict[str, Any]:
             "request is closed."
         )
     answered = [i.skill for i in approval.items.all() if i.answered]
-    return {
+    context = {
         "title": "Deny the rest of this request?",
         "effect": effect,
         "items": open_skills,
@@ -371,3 +338,4 @@ def _dismiss_confirmation(approval: ApprovalRequest) -> dict[str, Any]:
         "cancel_url": "approvals:inbox",
         "danger": True,
     }
+    return render(request, "approvals/confirm.html", context)

@@ -12,19 +12,26 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.contrib.auth.decorators import login_required, permission_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import URLPattern, path
 from django.utils import timezone
-from django.views.decorators.http import require_GET
 
-from aimon_admin.audit_pages import analytics
-from aimon_admin.audit_pages.analytics import AnalyticsInputError, Figures, Report
+from aimon_admin.audit_pages.analytics import charts
+from aimon_admin.audit_pages.analytics.figures import (
+    PERIOD_CHOICES,
+    PERIOD_DEFAULT,
+    RUNTIME_ROWS_SHOWN,
+    AnalyticsInputError,
+    Figures,
+    Report,
+    decision_report,
+    parse_period,
+)
+from aimon_admin.audit_pages.page import auditor_page
 from aimon_admin.core.plurals import counted
 from aimon_admin.runtimes.models import AgentRuntime
 
-PERMISSION = "audit.view_auditevent"
 TEMPLATE = "audit/analytics.html"
 # Messages users see (tests import these).
 UNKNOWN_RUNTIME = "names no runtime"
@@ -37,7 +44,7 @@ QUIET_MANY = ("No decisions on this {count} day.", "No decisions on these {count
 class Series:
     key: str  # CSS class suffix and legend key
     label: str
-    boxes: list[tuple[analytics.Box, str]] = field(default_factory=list)
+    boxes: list[tuple[charts.Box, str]] = field(default_factory=list)
     path: str = ""
     points: list[tuple[float, float, str]] = field(default_factory=list)
 
@@ -47,13 +54,13 @@ class Chart:
     slug: str
     title: str
     desc: str
-    ticks: list[analytics.Tick]
+    ticks: list[charts.Tick]
     series: list[Series]
     first_day: str
     last_day: str
-    plot: analytics.Plot = field(default_factory=analytics.Plot)
-    width: int = analytics.CHART_WIDTH
-    height: int = analytics.CHART_HEIGHT
+    plot: charts.Plot = field(default_factory=charts.Plot)
+    width: int = charts.CHART_WIDTH
+    height: int = charts.CHART_HEIGHT
 
 
 @dataclass(frozen=True)
@@ -84,35 +91,26 @@ def table_rows(series: list[tuple[Any, Figures]]) -> list[dict[str, Any] | Quiet
     return rows
 
 
-def _runtime(value: str | None) -> AgentRuntime | None:
-    name = (value or "").strip()
-    if not name:
-        return None
-    runtime = AgentRuntime.objects.filter(name=name).first()
-    if runtime is None:
-        raise AnalyticsInputError("runtime", UNKNOWN_RUNTIME)
-    return runtime
-
-
-@require_GET
-@login_required
-@permission_required(PERMISSION, raise_exception=True)
+@auditor_page
 def analytics_view(request: HttpRequest) -> HttpResponse:
+    runtime_name = (request.GET.get("runtime") or "").strip()
     context: dict[str, Any] = {
         "runtime_names": list(AgentRuntime.objects.order_by("name").values_list("name", flat=True)),
-        "period_choices": analytics.PERIOD_CHOICES,
-        "period": (request.GET.get("period") or "").strip() or analytics.PERIOD_DEFAULT,
-        "runtime_name": (request.GET.get("runtime") or "").strip(),
+        "period_choices": PERIOD_CHOICES,
+        "period": (request.GET.get("period") or "").strip() or PERIOD_DEFAULT,
+        "runtime_name": runtime_name,
     }
     try:
-        days = analytics.parse_period(request.GET.get("period"))
-        runtime = _runtime(request.GET.get("runtime"))
+        days = parse_period(request.GET.get("period"))
+        runtime = AgentRuntime.objects.filter(name=runtime_name).first() if runtime_name else None
+        if runtime_name and runtime is None:
+            raise AnalyticsInputError("runtime", UNKNOWN_RUNTIME)
     except AnalyticsInputError as error:
         context["error"] = BAD_INPUT_MESSAGE.format(field=error.field, problem=error.problem)
         context["error_field"] = error.field
         return render(request, TEMPLATE, context, status=400)
 
-    report = analytics.decision_report(
+    report = decision_report(
         today=timezone.now().date(),
         days=days,
         runtime_id=runtime.pk if runtime else None,
@@ -134,9 +132,9 @@ def _row(day: Any, figures: Figures) -> dict[str, Any]:
     return {
         "day": day,
         "figures": figures,
-        "approval_rate": analytics.percent_label(figures.approval_rate),
-        "median": analytics.duration_label(figures.median_seconds),
-        "p90": analytics.duration_label(figures.p90_seconds),
+        "approval_rate": charts.percent_label(figures.approval_rate),
+        "median": charts.duration_label(figures.median_seconds),
+        "p90": charts.duration_label(figures.p90_seconds),
     }
 
 
@@ -145,7 +143,7 @@ def _runtime_rows(report: Report) -> list[dict[str, Any]]:
     ranked = sorted(report.by_runtime.items(), key=lambda item: (-item[1].requests, names.get(item[0], "")))
     return [
         {"name": names.get(pk, f"#{pk}"), **_row(None, figures)}
-        for pk, figures in ranked[: analytics.RUNTIME_ROWS_SHOWN]
+        for pk, figures in ranked[:RUNTIME_ROWS_SHOWN]
     ]
 
 
@@ -156,17 +154,42 @@ def _charts(report: Report, runtime: AgentRuntime | None) -> list[Chart]:
     who = f"runtime {runtime.name}" if runtime else "all runtimes"
     span = f"{labels[0]} to {labels[-1]}"
     totals = report.totals
-    plot = analytics.Plot()
+    plot = charts.Plot()
+
+    def chart(slug: str, title: str, desc: str, top: float, lines: list[Series], label: Any = None) -> Chart:
+        ticks = charts.ticks(top, plot, label)
+        return Chart(slug, f"{title} per day, {who}", desc, ticks, lines, labels[0], labels[-1])
 
     def bar_series(
-        key: str, label: str, values: list[float], boxes: list[analytics.Box | None], noun: str = ""
+        key: str, label: str, values: list[float], boxes: list[charts.Box | None], noun: str = ""
     ) -> Series:
         # `noun` (singular) for counts of things; without it the label is an adjective ("3 expired").
         def text(value: float) -> str:
-            return analytics.count_label(value, noun) if noun else f"{value:g} {label.lower()}"
+            return charts.count_label(value, noun) if noun else f"{value:g} {label.lower()}"
 
         return Series(
             key, label, boxes=[(box, f"{labels[i]}: {text(values[i])}") for i, box in enumerate(boxes) if box]
+        )
+
+    def line(key: str, label: str, values: list[float | None], top: float, fmt: Any) -> Series:
+        points = charts.line_points(values, top, plot)
+        shown = [(labels[i], value) for i, value in enumerate(values) if value is not None]
+        return Series(
+            key,
+            label,
+            path=charts.line_path(values, top, plot),
+            points=[
+                (x, y, f"{day}: {fmt(value)}") for (x, y), (day, value) in zip(points, shown, strict=True)
+            ],
+        )
+
+    def count_chart(slug: str, title: str, noun: str, note: str) -> Chart:
+        """Bars of one count (a Figures field named `slug`)."""
+        values = [float(getattr(f, slug)) for f in figures]
+        top = charts.count_ceiling(charts.max_of(values))
+        desc = f"{charts.count_label(getattr(totals, slug), noun)} from {span}. {note}"
+        return chart(
+            slug, title, desc, top, [bar_series(slug, title, values, charts.bars(values, top, plot), noun)]
         )
 
     # 1. Requests, stacked by how they ended.
@@ -175,14 +198,14 @@ def _charts(report: Report, runtime: AgentRuntime | None) -> list[Chart]:
         ("expired", "Expired", [float(f.expired) for f in figures]),
         ("other", "Cancelled or pending", [float(f.cancelled + f.pending) for f in figures]),
     ]
-    top = analytics.count_ceiling(analytics.max_of(float(f.requests) for f in figures))
-    stacked = analytics.stacked_bars([values for _, _, values in layers], top, plot)
+    top = charts.count_ceiling(charts.max_of(float(f.requests) for f in figures))
+    stacked = charts.stacked_bars([values for _, _, values in layers], top, plot)
     busiest = max(series, key=lambda item: item[1].requests)
-    requests_chart = Chart(
+    requests_chart = chart(
         "requests",
-        f"Requests per day, {who}",
+        "Requests",
         (
-            f"{analytics.count_label(totals.requests, 'request')} from {span}: {totals.answered} answered, "
+            f"{charts.count_label(totals.requests, 'request')} from {span}: {totals.answered} answered, "
             f"{totals.expired} "
             f"expired, {totals.cancelled} cancelled, {totals.pending} still pending. "
             + (
@@ -191,97 +214,57 @@ def _charts(report: Report, runtime: AgentRuntime | None) -> list[Chart]:
                 else "No requests."
             )
         ),
-        analytics.ticks(top, plot),
+        top,
         [bar_series(key, label, values, stacked[i]) for i, (key, label, values) in enumerate(layers)],
-        labels[0],
-        labels[-1],
     )
 
     # 2. Approval rate.
     rates = [None if f.approval_rate is None else f.approval_rate * 100 for f in figures]
-    rate_chart = Chart(
+    rate_chart = chart(
         "approval",
-        f"Approval rate per day, {who}",
+        "Approval rate",
         (
-            f"Of the skills people answered from {span}, {analytics.percent_label(totals.approval_rate)} "
+            f"Of the skills people answered from {span}, {charts.percent_label(totals.approval_rate)} "
             f"were allowed ({totals.allowed} allowed, {totals.denied} denied). Days without answers "
             "leave a gap."
         ),
-        analytics.ticks(100.0, plot, lambda v: f"{v:.0f}%"),
-        [_line("rate", "Allowed share", rates, 100.0, plot, labels, lambda v: f"{v:.0f}%")],
-        labels[0],
-        labels[-1],
+        100.0,
+        [line("rate", "Allowed share", rates, 100.0, lambda v: f"{v:.0f}%")],
+        lambda v: f"{v:.0f}%",
     )
 
     # 3. Time to answer: median and p90.
     medians = [f.median_seconds for f in figures]
     p90s = [f.p90_seconds for f in figures]
-    top = analytics.nice_ceiling(analytics.max_of([*medians, *p90s]))
-    wait_chart = Chart(
+    top = charts.nice_ceiling(charts.max_of([*medians, *p90s]))
+    wait_chart = chart(
         "wait",
-        f"Time to answer per day, {who}",
+        "Time to answer",
         (
-            f"For the {analytics.count_label(totals.timed, 'request')} a person answered from {span}: median "
-            f"{analytics.duration_label(totals.median_seconds)}, 90th percentile "
-            f"{analytics.duration_label(totals.p90_seconds)}."
+            f"For the {charts.count_label(totals.timed, 'request')} a person answered from {span}: median "
+            f"{charts.duration_label(totals.median_seconds)}, 90th percentile "
+            f"{charts.duration_label(totals.p90_seconds)}."
         ),
-        analytics.ticks(top, plot, analytics.duration_label),
+        top,
         [
-            _line("median", "Median", medians, top, plot, labels, analytics.duration_label),
-            _line("p90", "90th percentile", p90s, top, plot, labels, analytics.duration_label),
+            line("median", "Median", medians, top, charts.duration_label),
+            line("p90", "90th percentile", p90s, top, charts.duration_label),
         ],
-        labels[0],
-        labels[-1],
+        charts.duration_label,
     )
-
-    def count_chart(slug: str, title: str, noun: str, values: list[float], total: int, note: str) -> Chart:
-        top = analytics.count_ceiling(analytics.max_of(values))
-        return Chart(
-            slug,
-            f"{title} per day, {who}",
-            f"{analytics.count_label(total, noun)} from {span}. {note}",
-            analytics.ticks(top, plot),
-            [bar_series(slug, title, values, analytics.bars(values, top, plot), noun)],
-            labels[0],
-            labels[-1],
-        )
-
     escalations = count_chart(
         "escalations",
         "Escalations",
         "escalation",
-        [float(f.escalations) for f in figures],
-        totals.escalations,
         "Each is a session answer written agent-wide: every session, no expiry, survives clear.",
     )
     revocations = count_chart(
         "revocations",
         "Revocations",
         "revocation",
-        [float(f.revocations) for f in figures],
-        totals.revocations,
         "Grants cleared or revoked, counted on the day they were removed.",
     )
     return [requests_chart, rate_chart, wait_chart, escalations, revocations]
-
-
-def _line(
-    key: str,
-    label: str,
-    values: list[float | None],
-    top: float,
-    plot: analytics.Plot,
-    days: list[str],
-    fmt: Any,
-) -> Series:
-    points = analytics.line_points(values, top, plot)
-    shown = [(days[i], value) for i, value in enumerate(values) if value is not None]
-    return Series(
-        key,
-        label,
-        path=analytics.line_path(values, top, plot),
-        points=[(x, y, f"{day}: {fmt(value)}") for (x, y), (day, value) in zip(points, shown, strict=True)],
-    )
 
 
 urlpatterns: list[URLPattern] = [path("analytics/", analytics_view, name="analytics")]

@@ -7,13 +7,11 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode
 
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import URLPattern, path, reverse
 
-from aimon_admin.approvals.choices import GrantScope
 from aimon_admin.audit import chain
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.audit_pages import selectors
@@ -104,7 +102,7 @@ def _detail_rows(details: Mapping[str, Any], used: set[str]) -> list[tuple[str, 
             rows.append((key, json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True), True))
         else:
             rows.append(
-                (key, _shown(value) if not isinstance(value, bool) else ("yes" if value else "no"), False)
+                (key, ("yes" if value else "no") if isinstance(value, bool) else _shown(value), False)
             )
     return rows
 
@@ -132,30 +130,22 @@ def event_view(request: HttpRequest, seq: int) -> HttpResponse:
     compared, used = comparisons(details)
     grant_id = details.get("grant_id")
     grant = selectors.grants_by_id([grant_id]).get(grant_id) if isinstance(grant_id, int) else None
-    links: dict[str, str] = {"action": url_with("audit:log", f"action={event.action}")}
+    links: dict[str, str] = {"action": url_with("audit:log", {"action": event.action})}
     if event.actor_label:
-        links["actor"] = url_with("audit:log", urlencode({"actor": event.actor_label}))
+        links["actor"] = url_with("audit:log", {"actor": event.actor_label})
     if event.subject:
-        links["subject"] = url_with("audit:log", urlencode({"subject": event.subject}))
+        links["subject"] = url_with("audit:log", {"subject": event.subject})
     if event.runtime is not None:
-        links["runtime"] = reverse("runtimes:detail", args=[event.runtime.name])
-        links["runtime_log"] = url_with("audit:log", urlencode({"runtime": event.runtime.name}))
-        links["runtime_in_force"] = url_with(
-            "audit:in-force", urlencode({"runtime": event.runtime.name, "at": utc_text(event.created_at)})
-        )
+        name, at = event.runtime.name, utc_text(event.created_at)
+        links["runtime"] = reverse("runtimes:detail", args=[name])
+        links["runtime_log"] = url_with("audit:log", {"runtime": name})
+        links["runtime_in_force"] = url_with("audit:in-force", {"runtime": name, "at": at})
         if event.session_key:
             links["session_in_force"] = url_with(
-                "audit:in-force",
-                urlencode(
-                    {
-                        "runtime": event.runtime.name,
-                        "session": event.session_key,
-                        "at": utc_text(event.created_at),
-                    }
-                ),
+                "audit:in-force", {"runtime": name, "session": event.session_key, "at": at}
             )
     if event.session_key:
-        links["session_log"] = url_with("audit:log", urlencode({"session": event.session_key}))
+        links["session_log"] = url_with("audit:log", {"session": event.session_key})
     context = {
         "event": event,
         "older": older,
@@ -166,7 +156,7 @@ def event_view(request: HttpRequest, seq: int) -> HttpResponse:
         "integrity": _integrity(event, older),
         "grant": grant,
         "grant_state": grant_state(grant) if grant else None,
-        "reach": reach(grant) if grant and grant.scope == GrantScope.AGENT else "",
+        "reach": reach(grant) if grant else "",
         "links": links,
     }
     return render(request, "audit/event.html", context)

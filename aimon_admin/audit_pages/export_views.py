@@ -10,12 +10,13 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.urls import URLPattern, path
 from django.utils import timezone
 
+from aimon_admin.approvals.inbox_filter import bad_filter
 from aimon_admin.audit import export
 from aimon_admin.audit.filters import FilterError, parse_filters
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.audit_pages import selectors
-from aimon_admin.audit_pages.filter_form import bad_filter_page
-from aimon_admin.audit_pages.page import auditor_page, query_params
+from aimon_admin.audit_pages.filter_form import filter_message
+from aimon_admin.audit_pages.page import auditor_page
 
 
 async def _stream(
@@ -43,12 +44,13 @@ async def _stream(
             yield body
 
 
-def _export(request: HttpRequest, kind: str) -> HttpResponse:
+@auditor_page
+def export_view(request: HttpRequest, kind: str) -> HttpResponse:
     try:
-        filters = parse_filters(query_params(request), allowed_extra=())
+        filters = parse_filters(dict(request.GET.lists()), allowed_extra=())
         cursor = selectors.ExportCursor(filters)
     except FilterError as error:
-        return bad_filter_page(request, error)
+        return bad_filter(request, filter_message(error))
     stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
     if kind == "csv":
         content = _stream(cursor, lambda e: export.csv_row(e.content(), e.hash), export.csv_header())
@@ -62,17 +64,7 @@ def _export(request: HttpRequest, kind: str) -> HttpResponse:
     return response
 
 
-@auditor_page
-def export_csv_view(request: HttpRequest) -> HttpResponse:
-    return _export(request, "csv")
-
-
-@auditor_page
-def export_jsonl_view(request: HttpRequest) -> HttpResponse:
-    return _export(request, "jsonl")
-
-
 urlpatterns: list[URLPattern] = [
-    path("events/export.csv", export_csv_view, name="export-csv"),
-    path("events/export.jsonl", export_jsonl_view, name="export-jsonl"),
+    path("events/export.csv", export_view, {"kind": "csv"}, name="export-csv"),
+    path("events/export.jsonl", export_view, {"kind": "jsonl"}, name="export-jsonl"),
 ]

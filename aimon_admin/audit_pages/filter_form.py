@@ -3,7 +3,7 @@ filter that cannot be read said in a sentence.
 
 That sentence stands beside its field, the form kept as typed, on the same page with status
 400 (for htmx, the results area says so with status 200, as htmx 2 does not swap a 4xx);
-pages without a form (escalations, exports) answer the 400 error page.
+pages without a form (escalations, exports) answer the 400 error page (inbox_filter.bad_filter).
 """
 
 from __future__ import annotations
@@ -11,13 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
-
 from aimon_admin.audit.filters import FIELD_LABELS, FilterError, time_input_value
 
 # Messages users see (tests import these).
-BAD_FILTER_TITLE = "This filter cannot be read"
 BAD_FILTER_MESSAGE = "{label}: {problem}"
 # The fields of the pages' forms, by the names they have in the query string.
 LABELS = {**FIELD_LABELS, "at": "At"}
@@ -32,15 +28,9 @@ def filter_message(error: FilterError) -> str:
     return BAD_FILTER_MESSAGE.format(label=label, problem=error.problem) if label else error.problem
 
 
-def bad_filter_page(request: HttpRequest, error: FilterError) -> HttpResponse:
-    """The 400 error page, for pages with no form to keep."""
-    context = {
-        "status": 400,
-        "title": BAD_FILTER_TITLE,
-        "message": filter_message(error),
-        "request_id": getattr(request, "request_id", ""),
-    }
-    return render(request, "core/error.html", context, status=400)
+def problem_for(error: FilterError | None, name: str) -> str:
+    """What is wrong with field `name`, said beside it ("" if `error` is about another)."""
+    return error.problem if error and error.field == name else ""
 
 
 @dataclass(frozen=True)
@@ -80,7 +70,7 @@ def time_field(
     """A date-time picker (UTC), showing what was typed as the same bound; a value it
     cannot show (text that is no time) stays a text box holding it, to be corrected."""
     shown = time_input_value(typed, end=end) if typed else ""
-    wrong = error.problem if error and error.field == name else ""
+    wrong = problem_for(error, name)
     if shown is None:
         return FilterField(name, LABELS[name], typed, kind="text", hint=hint, error=wrong)
     return FilterField(name, LABELS[name], shown, kind="datetime-local", hint=hint, error=wrong)

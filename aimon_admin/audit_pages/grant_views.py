@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 from typing import Any
-from urllib.parse import urlencode
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -15,18 +14,19 @@ from django.urls import URLPattern, path
 from django.utils import timezone
 
 from aimon_admin.approvals.choices import GrantScope
+from aimon_admin.approvals.inbox_filter import bad_filter
 from aimon_admin.approvals.models import Grant
 from aimon_admin.audit.filters import ONE_VALUE_MESSAGE, FilterError, parse_cursor, parse_time
 from aimon_admin.audit_pages import selectors
 from aimon_admin.audit_pages.filter_form import (
     AT_HINT,
     FilterField,
-    bad_filter_page,
     filter_message,
     first_value,
+    problem_for,
     time_field,
 )
-from aimon_admin.audit_pages.page import auditor_page, query_params, url_with, utc_text
+from aimon_admin.audit_pages.page import auditor_page, url_with, utc_text
 
 # Messages users see (tests import these).
 NOT_A_FILTER_MESSAGE = "This page has no filter named {name!r}."
@@ -42,12 +42,11 @@ REACH_WORDS = (
 
 
 def reach(grant: Grant) -> str:
-    """How far an agent-wide grant reaches, in words (S6)."""
-    words = list(REACH_WORDS)
-    words[0] = words[0].format(runtime=grant.runtime.name)
-    if grant.expires_at is not None:
-        words[1] = f"expires {utc_text(grant.expires_at)}"
-    return ", ".join(words)
+    """How far an agent-wide grant reaches, in words (S6); "" for a grant of one session."""
+    if grant.scope != GrantScope.AGENT:
+        return ""
+    expiry = f"expires {utc_text(grant.expires_at)}" if grant.expires_at is not None else REACH_WORDS[1]
+    return ", ".join([REACH_WORDS[0].format(runtime=grant.runtime.name), expiry, *REACH_WORDS[2:]])
 
 
 def grant_state(grant: Grant, now: dt.datetime | None = None) -> dict[str, Any]:
@@ -67,7 +66,7 @@ def grant_state(grant: Grant, now: dt.datetime | None = None) -> dict[str, Any]:
 
 @auditor_page
 def escalations_view(request: HttpRequest) -> HttpResponse:
-    params = query_params(request)
+    params = dict(request.GET.lists())
     try:
         for name in params:
             if name not in ("runtime", "before"):
@@ -76,7 +75,7 @@ def escalations_view(request: HttpRequest) -> HttpResponse:
         runtime = selectors.runtime_named(runtime_name) if runtime_name else None
         before = parse_cursor(params)
     except FilterError as error:
-        return bad_filter_page(request, error)
+        return bad_filter(request, filter_message(error))
     page = selectors.escalation_page(before=before, runtime=runtime, size=selectors.ESCALATION_PAGE_SIZE)
     now = timezone.now()
     rows = [
@@ -88,18 +87,14 @@ def escalations_view(request: HttpRequest) -> HttpResponse:
         }
         for row in page.rows
     ]
-    base_query = urlencode({"runtime": runtime.name}) if runtime else ""
+    query = {"runtime": runtime.name} if runtime else {}
     context = {
         "rows": rows,
         "runtime": runtime,
         "paged": before is not None,
-        "newest_url": url_with("audit:escalations", base_query),
+        "newest_url": url_with("audit:escalations", query),
         "older_url": (
-            url_with(
-                "audit:escalations", "&".join(q for q in (base_query, f"before={page.older_cursor}") if q)
-            )
-            if page.older_cursor
-            else ""
+            url_with("audit:escalations", {**query, "before": page.older_cursor}) if page.older_cursor else ""
         ),
     }
     return render(request, "audit/escalations.html", context)
@@ -110,7 +105,7 @@ def escalations_view(request: HttpRequest) -> HttpResponse:
 
 @auditor_page
 def in_force_view(request: HttpRequest) -> HttpResponse:
-    params = query_params(request)
+    params = dict(request.GET.lists())
     values = {name: first_value(params, name) for name in ("runtime", "session", "at")}
     context: dict[str, Any] = {"result": None}
     failed: FilterError | None = None
@@ -136,29 +131,22 @@ def in_force_view(request: HttpRequest) -> HttpResponse:
         context["filter_error"] = filter_message(error)
         context["filter_field"] = error.field
 
-    def wrong(name: str) -> str:
-        return failed.problem if failed and failed.field == name else ""
-
     context["fields"] = [
         FilterField(
             "runtime",
             "Runtime",
             values["runtime"],
-            error=wrong("runtime"),
+            error=problem_for(failed, "runtime"),
             datalist="runtime-names",
             required=True,
         ),
-        FilterField("session", "Session (optional)", values["session"], error=wrong("session")),
+        FilterField("session", "Session (optional)", values["session"], error=problem_for(failed, "session")),
         time_field("at", values["at"], end=False, error=failed, hint=AT_HINT),
     ]
     if context["result"] is not None:
         now = timezone.now()
         context["rows"] = [
-            {
-                "grant": grant,
-                "reach": reach(grant) if grant.scope == GrantScope.AGENT else "",
-                "state": grant_state(grant, now),
-            }
+            {"grant": grant, "reach": reach(grant), "state": grant_state(grant, now)}
             for grant in context["result"].grants
         ]
     context["runtime_names"] = selectors.runtime_names()

@@ -16,14 +16,11 @@ from aimon_admin.audit_pages.page import auditor_page, url_with
 
 @auditor_page
 def home_view(request: HttpRequest) -> HttpResponse:
-    in_force = approvals_selectors.escalated_grants_in_force(limit=selectors.IN_FORCE_COUNT_LIMIT)
+    limit = selectors.IN_FORCE_COUNT_LIMIT
+    in_force = approvals_selectors.escalated_grants_in_force(limit=limit)
     context = {
         "escalations_in_force": in_force,
-        "escalations_in_force_label": (
-            f"{selectors.IN_FORCE_COUNT_LIMIT}+"
-            if in_force > selectors.IN_FORCE_COUNT_LIMIT
-            else str(in_force)
-        ),
+        "escalations_in_force_label": f"{limit}+" if in_force > limit else str(in_force),
         "latest_escalations": selectors.latest_events(action=AuditAction.SKILL_GRANT_ESCALATED),
         "latest_warnings": selectors.latest_events(level=AuditLevel.WARNING),
         "verification": last_verification(),

@@ -17,24 +17,15 @@ from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.filters import LOG_FIELDS, FilterError, LogFilters, parse_cursor, parse_filters
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.audit_pages import selectors
-from aimon_admin.audit_pages.filter_form import LABELS, FilterField, filter_message, first_value, time_field
-from aimon_admin.audit_pages.page import auditor_page, query_params, url_with
-
-
-def _render(
-    request: HttpRequest,
-    template: str,
-    context: dict[str, Any],
-    partial: str | None = None,
-    status: int = 200,
-) -> HttpResponse:
-    """The page, or its named partial for an htmx request (not for htmx restoring history)."""
-    htmx = getattr(request, "htmx", None)
-    name = f"{template}#{partial}" if partial and htmx and not htmx.history_restore_request else template
-    response = render(request, name, context, status=status)
-    patch_vary_headers(response, ("HX-Request",))
-    return response
-
+from aimon_admin.audit_pages.filter_form import (
+    LABELS,
+    FilterField,
+    filter_message,
+    first_value,
+    problem_for,
+    time_field,
+)
+from aimon_admin.audit_pages.page import auditor_page, url_with
 
 # The log's action labels, read once: get_action_display() walks every choice on each call,
 # twice per row, and a page of the log is in the hot path of an auditor's day.
@@ -75,11 +66,11 @@ class LogRow:
         )
 
 
-def _log_context(filters: LogFilters, page: selectors.EventPage, before: int | None) -> dict[str, Any]:
+def _log_context(filters: LogFilters, page: selectors.Page[AuditEvent], before: int | None) -> dict[str, Any]:
     query = filters.querystring()
     return {
         "filters": filters,
-        "events": [LogRow.of(event) for event in page.events],
+        "events": [LogRow.of(event) for event in page.rows],
         "paged": before is not None,
         "before": before,
         "newest_url": url_with("audit:log", query),
@@ -100,22 +91,23 @@ def _form_context(params: Mapping[str, list[str]], error: FilterError | None = N
     """The filter form as typed (also when a value cannot be read), with the error beside
     the field it is about."""
 
-    def wrong(name: str) -> str:
-        return error.problem if error and error.field == name else ""
-
     actions = {value.strip() for value in params.get("action", ())}
     return {
         "action_choices": [
             {"value": value, "label": label, "selected": value in actions}
             for value, label in AuditAction.choices
         ],
-        "action_error": wrong("action"),
+        "action_error": problem_for(error, "action"),
         "level_choices": AuditLevel.choices,
         "level": first_value(params, "level"),
-        "level_error": wrong("level"),
+        "level_error": problem_for(error, "level"),
         "text_fields": [
             FilterField(
-                name, LABELS[name], first_value(params, name), placeholder=placeholder, error=wrong(name)
+                name,
+                LABELS[name],
+                first_value(params, name),
+                placeholder=placeholder,
+                error=problem_for(error, name),
             )
             for name, placeholder in TEXT_FILTERS
         ],
@@ -128,7 +120,8 @@ def _form_context(params: Mapping[str, list[str]], error: FilterError | None = N
 
 @auditor_page
 def log_view(request: HttpRequest) -> HttpResponse:
-    params = query_params(request)
+    params = dict(request.GET.lists())
+    status, pushed = 200, ""
     try:
         filters = parse_filters(params)
         before = parse_cursor(params)
@@ -142,15 +135,17 @@ def log_view(request: HttpRequest) -> HttpResponse:
             "filter_field": error.field,
             "filter_anchor": f"f-{error.field}" if error.field in LOG_FIELDS else "",
         }
-        htmx = getattr(request, "htmx", None)
-        return _render(request, "audit/log.html", context, "results", status=200 if htmx else 400)
-    context = {**_log_context(filters, page, before), **_form_context(params)}
-    response = _render(request, "audit/log.html", context, "results")
-    if getattr(request, "htmx", None):
+        status = 200 if request.htmx else 400
+    else:
+        context = {**_log_context(filters, page, before), **_form_context(params)}
         # The address bar gets the canonical query (no blank filters), not the raw form.
-        push_url(
-            response, url_with("audit:log", filters.querystring(**({"before": before} if before else {})))
-        )
+        pushed = url_with("audit:log", filters.querystring(**({"before": before} if before else {})))
+    # For htmx, only the results (the whole page when htmx restores history).
+    partial = "#results" if request.htmx and not request.htmx.history_restore_request else ""
+    response = render(request, f"audit/log.html{partial}", context, status=status)
+    patch_vary_headers(response, ("HX-Request",))
+    if request.htmx and pushed:
+        push_url(response, pushed)
     return response
 
 

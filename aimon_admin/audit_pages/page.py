@@ -8,11 +8,12 @@ read is shown is in filter_form.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required, permission_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
@@ -24,12 +25,10 @@ def auditor_page(view: Callable[..., HttpResponse]) -> Callable[..., HttpRespons
     return require_GET(login_required(permission_required(PERMISSION, raise_exception=True)(view)))
 
 
-def query_params(request: HttpRequest) -> dict[str, list[str]]:
-    return {key: request.GET.getlist(key) for key in request.GET}
-
-
-def url_with(name: str, query: str = "", *args: Any) -> str:
-    base = reverse(name, args=args)
+def url_with(name: str, query: str | Mapping[str, Any] = "") -> str:
+    """The page `name` with a query string, given as text or as the values to encode."""
+    query = query if isinstance(query, str) else urlencode(query)
+    base = reverse(name)
     return f"{base}?{query}" if query else base
 
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 import datetime as dt
 import heapq
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from django.db.models import ExpressionWrapper, Q, QuerySet, TextField
 from django.db.models.fields.json import KT
@@ -58,17 +59,15 @@ _LIST_FIELDS = (
 )
 
 
+Row = TypeVar("Row")
+
+
 @dataclass(frozen=True)
-class EventPage:
-    events: list[AuditEvent]
+class Page(Generic[Row]):
+    """One keyset page, newest first."""
+
+    rows: list[Row]
     older_cursor: int | None  # `before` for the next (older) page, None on the last page
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """A filter turned into querysets: one per OR branch, ANDed with the rest."""
-
-    branches: list[QuerySet[AuditEvent]]
 
 
 def runtime_named(name: str, *, field: str = "runtime") -> AgentRuntime:
@@ -78,27 +77,23 @@ def runtime_named(name: str, *, field: str = "runtime") -> AgentRuntime:
     return runtime
 
 
-def _seq_floor(since: dt.datetime) -> int | None:
-    """A seq every event at or after `since` is above (the last one well before it)."""
-    return (
-        AuditEvent.objects.filter(created_at__lt=since - CLOCK_SKEW_MARGIN)
-        .order_by("-created_at")
-        .values_list("seq", flat=True)
-        .first()
-    )
+def _seq_bound(moment: dt.datetime, *, since: bool) -> int | None:
+    """For `since`, a seq every event at or after `moment` is above (the last one well
+    before it); else a seq every event before `moment` is below (the first one well after)."""
+    if since:
+        events = AuditEvent.objects.filter(created_at__lt=moment - CLOCK_SKEW_MARGIN).order_by("-created_at")
+    else:
+        events = AuditEvent.objects.filter(created_at__gte=moment + CLOCK_SKEW_MARGIN).order_by("created_at")
+    return events.values_list("seq", flat=True).first()
 
 
-def _seq_cap(until: dt.datetime) -> int | None:
-    """A seq every event before `until` is below (the first one well after it)."""
-    return (
-        AuditEvent.objects.filter(created_at__gte=until + CLOCK_SKEW_MARGIN)
-        .order_by("created_at")
-        .values_list("seq", flat=True)
-        .first()
-    )
+def _keyset(rows: list[Row], size: int, seq: Callable[[Row], int]) -> Page[Row]:
+    """The page of `rows` read one past it: the extra row says an older page exists."""
+    return Page(rows[:size], seq(rows[size - 1]) if len(rows) > size else None)
 
 
-def _plan(filters: LogFilters, *, list_columns: bool) -> _Plan:
+def _branches(filters: LogFilters, *, list_columns: bool) -> list[QuerySet[AuditEvent]]:
+    """A filter turned into querysets: one per OR branch, ANDed with the rest."""
     events = AuditEvent.objects.all()
     if list_columns:
         events = events.select_related("runtime").only(*_LIST_FIELDS)
@@ -114,12 +109,12 @@ def _plan(filters: LogFilters, *, list_columns: bool) -> _Plan:
         events = events.filter(session_key=filters.session)
     if filters.since is not None:
         events = events.filter(created_at__gte=filters.since)
-        floor = _seq_floor(filters.since)
+        floor = _seq_bound(filters.since, since=True)
         if floor is not None:
             events = events.filter(seq__gt=floor)
     if filters.until is not None:
         events = events.filter(created_at__lt=filters.until)
-        cap = _seq_cap(filters.until)
+        cap = _seq_bound(filters.until, since=False)
         if cap is not None:
             events = events.filter(seq__lt=cap)
     action_branches: list[Q | None] = [Q(action=action) for action in filters.actions] or [None]
@@ -129,11 +124,10 @@ def _plan(filters: LogFilters, *, list_columns: bool) -> _Plan:
             events.filter(subject=filters.subject),
             events.alias(detail_skill=DETAIL_SKILL).filter(detail_skill=filters.subject),
         ]
-    branches = [
+    return [
         base if action is None else base.filter(action)
         for base, action in itertools.product(subject_branches, action_branches)
     ]
-    return _Plan(branches=branches)
 
 
 def _merged(branches: Sequence[QuerySet[AuditEvent]], *, limit: int, descending: bool) -> list[AuditEvent]:
@@ -155,19 +149,15 @@ def _merged(branches: Sequence[QuerySet[AuditEvent]], *, limit: int, descending:
     return out
 
 
-def event_page(*, filters: LogFilters, before: int | None, size: int = PAGE_SIZE) -> EventPage:
+def event_page(*, filters: LogFilters, before: int | None, size: int = PAGE_SIZE) -> Page[AuditEvent]:
     """One page of the log, newest first: events with seq < `before` (keyset, no OFFSET).
 
     Reads one row past the page to know whether an older page exists; counts nothing.
     """
-    plan = _plan(filters, list_columns=True)
-    branches = plan.branches
+    branches = _branches(filters, list_columns=True)
     if before is not None:
         branches = [branch.filter(seq__lt=before) for branch in branches]
-    rows = _merged(branches, limit=size + 1, descending=True)
-    page = rows[:size]
-    older = page[-1].seq if len(rows) > size else None
-    return EventPage(events=page, older_cursor=older)
+    return _keyset(_merged(branches, limit=size + 1, descending=True), size, lambda event: event.seq)
 
 
 class ExportCursor:
@@ -181,7 +171,7 @@ class ExportCursor:
     def __init__(self, filters: LogFilters) -> None:
         # Events appended while the export runs are left out: it is the log as of its start.
         self.head = AuditEvent.objects.order_by("-seq").values_list("seq", flat=True).first() or 0
-        self._branches = [b.filter(seq__lte=self.head) for b in _plan(filters, list_columns=False).branches]
+        self._branches = [b.filter(seq__lte=self.head) for b in _branches(filters, list_columns=False)]
 
     def chunk(self, after: int, size: int) -> list[AuditEvent]:
         return _merged([b.filter(seq__gt=after) for b in self._branches], limit=size, descending=False)
@@ -204,12 +194,8 @@ def event_neighbours(seq: int) -> tuple[AuditEvent | None, AuditEvent | None]:
 
 def grants_by_id(ids: Iterable[int]) -> dict[int, Grant]:
     wanted = {i for i in ids if isinstance(i, int) and not isinstance(i, bool)}
-    if not wanted:
-        return {}
-    grants = Grant.objects.filter(pk__in=wanted).select_related(
-        "runtime", "session", "granted_by", "revoked_by", "request"
-    )
-    return {grant.pk: grant for grant in grants}
+    grants = Grant.objects.select_related("runtime", "session", "granted_by", "revoked_by", "request")
+    return grants.in_bulk(wanted)  # no ids: no query
 
 
 # --- Escalated grants (S6) ----------------------------------------------------------------------
@@ -223,15 +209,9 @@ class Escalation:
     grant: Grant | None  # None only if the event names no grant this database holds
 
 
-@dataclass(frozen=True)
-class EscalationPage:
-    rows: list[Escalation]
-    older_cursor: int | None
-
-
 def escalation_page(
     *, before: int | None, runtime: AgentRuntime | None = None, size: int = ESCALATION_PAGE_SIZE
-) -> EscalationPage:
+) -> Page[Escalation]:
     """Escalated grants, newest first, keyed by their audit event's seq.
 
     Read from the SKILL_GRANT_ESCALATED events (one per escalated grant, written in the
@@ -246,12 +226,9 @@ def escalation_page(
     if before is not None:
         events = events.filter(seq__lt=before)
     rows = list(events.order_by("-seq")[: size + 1])
-    page = rows[:size]
-    grants = grants_by_id(event.details.get("grant_id") for event in page)
-    return EscalationPage(
-        rows=[Escalation(event, grants.get(event.details.get("grant_id"))) for event in page],
-        older_cursor=page[-1].seq if len(rows) > size else None,
-    )
+    grants = grants_by_id(event.details.get("grant_id") for event in rows[:size])
+    escalations = [Escalation(event, grants.get(event.details.get("grant_id"))) for event in rows]
+    return _keyset(escalations, size, lambda row: row.event.seq)
 
 
 def latest_events(*, action: str | None = None, level: str | None = None, size: int = 5) -> list[AuditEvent]:

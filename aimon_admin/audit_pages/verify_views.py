@@ -13,10 +13,11 @@ from django.contrib.auth.decorators import login_required, permission_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import URLPattern, path
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST
 
 from aimon_admin.audit import verify_now
 from aimon_admin.audit.verification import last_verification
+from aimon_admin.audit_pages.page import auditor_page
 
 CARD = "audit/_verification.html"
 
@@ -37,9 +38,7 @@ def verify_view(request: HttpRequest) -> HttpResponse:
     return redirect("audit:home")
 
 
-@require_GET
-@login_required
-@permission_required(verify_now.PERMISSION, raise_exception=True)
+@auditor_page
 def verification_view(request: HttpRequest) -> HttpResponse:
     """The card alone: what htmx polls while a verification runs."""
     return render(request, CARD, verify_now.verification_card(user=request.user, last=last_verification()))

@@ -13,7 +13,7 @@ from django.utils.html import escape
 
 from aimon_admin.accounts.models import User
 from aimon_admin.approvals.choices import RequestKind
-from aimon_admin.approvals.inbox_filter import BAD_KIND_MESSAGE, BAD_WHOSE_MESSAGE, InboxFilter, inbox_url
+from aimon_admin.approvals.inbox_filter import BAD_KIND_MESSAGE, BAD_WHOSE_MESSAGE, InboxFilter
 from aimon_admin.approvals.models import ApprovalRequest
 from aimon_admin.registry.services import local_tools_replace
 from aimon_admin.runtimes.models import AgentRuntime
@@ -52,13 +52,13 @@ def test_each_filter_narrows_what_the_person_may_see(
     asked: dict[str, ApprovalRequest], approver: User, operator: User, name: str
 ) -> None:
     # S13: Alice sees her own; the operator every request. The filters only narrow that.
-    assert listed(approver, inbox_url(), name) == keys(asked, "alice-skill", "alice-tool")
-    assert listed(approver, inbox_url(kind=RequestKind.TOOL), name) == keys(asked, "alice-tool")
-    assert listed(approver, inbox_url(kind=RequestKind.SKILL), name) == keys(asked, "alice-skill")
-    assert listed(operator, inbox_url(), name) == keys(asked, *asked)
-    assert listed(operator, inbox_url(mine=True), name) == keys(asked, "olivia-tool")
-    assert listed(operator, inbox_url(mine=True, kind=RequestKind.SKILL), name) == set()
-    assert listed(operator, inbox_url(kind=RequestKind.SKILL), name) == keys(
+    assert listed(approver, InboxFilter().url, name) == keys(asked, "alice-skill", "alice-tool")
+    assert listed(approver, InboxFilter(kind=RequestKind.TOOL).url, name) == keys(asked, "alice-tool")
+    assert listed(approver, InboxFilter(kind=RequestKind.SKILL).url, name) == keys(asked, "alice-skill")
+    assert listed(operator, InboxFilter().url, name) == keys(asked, *asked)
+    assert listed(operator, InboxFilter(mine=True).url, name) == keys(asked, "olivia-tool")
+    assert listed(operator, InboxFilter(mine=True, kind=RequestKind.SKILL).url, name) == set()
+    assert listed(operator, InboxFilter(kind=RequestKind.SKILL).url, name) == keys(
         asked, "alice-skill", "bob-skill"
     )
 
@@ -68,10 +68,10 @@ def test_the_filtered_inbox_says_what_it_shows_and_polls_for_the_same_list(
 ) -> None:
     client = Client()
     client.force_login(approver)
-    page = client.get(inbox_url(mine=True, kind=RequestKind.TOOL)).content.decode()
+    page = client.get(InboxFilter(mine=True, kind=RequestKind.TOOL).url).content.decode()
     assert "Showing tool requests from your own sessions only." in page
     assert f"{reverse('approvals:inbox-poll')}?whose=mine&amp;kind=TOOL&amp;v=" in page
-    unfiltered = client.get(inbox_url()).content.decode()
+    unfiltered = client.get(InboxFilter().url).content.decode()
     assert 'data-testid="inbox-filter"' not in unfiltered
     assert f"{reverse('approvals:inbox-poll')}?v=" in unfiltered
 
@@ -81,7 +81,7 @@ def test_a_filter_with_nothing_in_it_says_so_and_links_every_request(
 ) -> None:
     client = Client()
     client.force_login(operator)
-    page = client.get(inbox_url(kind=RequestKind.TOOL)).content.decode()
+    page = client.get(InboxFilter(kind=RequestKind.TOOL).url).content.decode()
     assert "No tool requests are waiting." in page
     assert f'<a href="{reverse("approvals:inbox")}">Show every request</a>' in page
 
@@ -106,7 +106,7 @@ def test_a_filter_that_cannot_be_read_is_a_400_naming_it(
 
 
 def test_the_filter_builds_the_addresses_the_home_links_to() -> None:
-    assert inbox_url() == reverse("approvals:inbox")
+    assert InboxFilter().url == reverse("approvals:inbox")
     assert (
         InboxFilter(mine=True, kind=RequestKind.SKILL).url
         == f"{reverse('approvals:inbox')}?whose=mine&kind=SKILL"

@@ -30,8 +30,28 @@ from aimon_admin.approvals.services import (
     request_expire_if_due,
     session_clear,
 )
-from aimon_admin.audit_pages import analytics
-from aimon_admin.audit_pages.analytics import Box, Plot
+from aimon_admin.audit_pages.analytics.charts import (
+    Box,
+    Plot,
+    bars,
+    count_ceiling,
+    count_label,
+    duration_label,
+    line_path,
+    line_points,
+    nice_ceiling,
+    stacked_bars,
+    ticks,
+)
+from aimon_admin.audit_pages.analytics.figures import (
+    PERIOD_MAX_DAYS,
+    PERIOD_PROBLEM,
+    AnalyticsInputError,
+    Figures,
+    decision_report,
+    parse_period,
+)
+from aimon_admin.audit_pages.analytics.queries import percentile_from_ranks
 from aimon_admin.audit_pages.analytics_views import BAD_INPUT_MESSAGE, UNKNOWN_RUNTIME, QuietDays
 from aimon_admin.core.actors import Actor
 from aimon_admin.runtimes.models import AgentRuntime
@@ -130,7 +150,7 @@ def known(runtime: AgentRuntime, other_runtime: AgentRuntime, approver: User, op
     return Known(today=today, d0=d0, d1=d1, runtime=runtime, other_runtime=other_runtime)
 
 
-def figures(f: analytics.Figures) -> tuple:
+def figures(f: Figures) -> tuple:
     return (
         f.requests,
         f.answered,
@@ -155,7 +175,7 @@ EMPTY = (0, 0, 0, 0, 0, 0, 0, 0, None, None, 0, 0)
 
 @pytest.mark.django_db
 def test_daily_figures_for_all_runtimes_are_exact(known: Known) -> None:
-    report = analytics.decision_report(today=known.today, days=7, runtime_id=None)
+    report = decision_report(today=known.today, days=7, runtime_id=None)
 
     assert report.days[0] == known.today - dt.timedelta(days=6)
     assert report.days[-1] == known.today
@@ -180,9 +200,7 @@ def test_daily_figures_for_all_runtimes_are_exact(known: Known) -> None:
 
 @pytest.mark.django_db
 def test_one_runtimes_figures_leave_the_others_out(known: Known) -> None:
-    report = analytics.decision_report(
-        today=known.today, days=7, runtime_id=known.runtime.pk, per_runtime=False
-    )
+    report = decision_report(today=known.today, days=7, runtime_id=known.runtime.pk, per_runtime=False)
 
     # d0 without agent-two's 7 s: waits 10, 20, 40, 100 → median 30, p90 40 + 0.7 * 60 = 82.
     assert figures(report.by_day[known.d0]) == (5, 4, 1, 0, 0, 3, 2, 4, 30.0, 82.0, 0, 0)
@@ -194,7 +212,7 @@ def test_one_runtimes_figures_leave_the_others_out(known: Known) -> None:
 
 @pytest.mark.django_db
 def test_per_runtime_figures_over_the_period(known: Known) -> None:
-    report = analytics.decision_report(today=known.today, days=7, runtime_id=None)
+    report = decision_report(today=known.today, days=7, runtime_id=None)
 
     assert figures(report.by_runtime[known.runtime.pk]) == (9, 6, 1, 1, 1, 4, 2, 5, 40.0, 220.0, 1, 9)
     assert figures(report.by_runtime[known.other_runtime.pk]) == (1, 1, 0, 0, 0, 1, 0, 1, 7.0, 7.0, 0, 0)
@@ -202,7 +220,7 @@ def test_per_runtime_figures_over_the_period(known: Known) -> None:
 
 @pytest.mark.django_db
 def test_a_longer_period_takes_in_older_requests(known: Known) -> None:
-    report = analytics.decision_report(today=known.today, days=30, runtime_id=known.runtime.pk)
+    report = decision_report(today=known.today, days=30, runtime_id=known.runtime.pk)
 
     assert len(report.days) == 30
     # Waits 10, 20, 40, 100, 300, 1000: median 70, p90 300 + 0.5 * 700 = 650.
@@ -225,7 +243,7 @@ def test_percentiles_match_percentile_cont_on_random_waits(runtime: AgentRuntime
         place(request, at(day, 1 + number % 20, number), wait)
         waits.setdefault(day, []).append(wait)
 
-    report = analytics.decision_report(today=today, days=3, runtime_id=None)
+    report = decision_report(today=today, days=3, runtime_id=None)
 
     for day, values in waits.items():
         expected = statistics.quantiles(values, n=10, method="inclusive")
@@ -238,7 +256,7 @@ def test_percentiles_match_percentile_cont_on_random_waits(runtime: AgentRuntime
 
 @pytest.mark.django_db
 def test_nothing_to_count_gives_empty_figures(runtime: AgentRuntime) -> None:
-    report = analytics.decision_report(today=dt.date(2020, 2, 28), days=2, runtime_id=None)
+    report = decision_report(today=dt.date(2020, 2, 28), days=2, runtime_id=None)
 
     assert report.days == [dt.date(2020, 2, 27), dt.date(2020, 2, 28)]
     assert [figures(f) for _, f in report.series()] == [EMPTY, EMPTY]
@@ -255,13 +273,13 @@ def test_nothing_to_count_gives_empty_figures(runtime: AgentRuntime) -> None:
     [(None, 30), ("", 30), ("7d", 7), ("30d", 30), ("90d", 90), (" 14d ", 14), ("366d", 366)],
 )
 def test_period_reads_days(value: str | None, days: int) -> None:
-    assert analytics.parse_period(value) == days
+    assert parse_period(value) == days
 
 
 @pytest.mark.parametrize("value", ["0d", "30", "d", "7w", "-7d", "367d", "1000d", "7.5d", "\uff17d"])
 def test_period_refuses_anything_else_naming_the_field(value: str) -> None:
-    with pytest.raises(analytics.AnalyticsInputError) as caught:
-        analytics.parse_period(value)
+    with pytest.raises(AnalyticsInputError) as caught:
+        parse_period(value)
     assert caught.value.field == "period"
 
 
@@ -286,7 +304,7 @@ def test_period_refuses_anything_else_naming_the_field(value: str) -> None:
     ],
 )
 def test_nice_ceiling(value: float, ceiling: float) -> None:
-    assert analytics.nice_ceiling(value) == pytest.approx(ceiling)
+    assert nice_ceiling(value) == pytest.approx(ceiling)
 
 
 @pytest.mark.parametrize(
@@ -294,13 +312,13 @@ def test_nice_ceiling(value: float, ceiling: float) -> None:
     [(0, 4), (1, 4), (4, 4), (5, 8), (6, 8), (9, 20), (10, 20), (40, 40), (41, 80), (399, 400)],
 )
 def test_count_ceiling_keeps_every_tick_a_whole_number(value: float, top: float) -> None:
-    assert analytics.count_ceiling(value) == top
+    assert count_ceiling(value) == top
     assert all((top * i / 4).is_integer() for i in range(5))
 
 
 def test_bars_fill_their_slots_and_stand_on_the_baseline() -> None:
     plot = Plot(left=0, top=0, right=100, bottom=50)
-    boxes = analytics.bars([10, 0, 5, 2.5], 10, plot)
+    boxes = bars([10, 0, 5, 2.5], 10, plot)
 
     assert boxes[1] is None
     assert boxes[0] == Box(1.0, 0.0, 23.0, 50.0)
@@ -310,7 +328,7 @@ def test_bars_fill_their_slots_and_stand_on_the_baseline() -> None:
 
 def test_stacked_bars_sit_on_each_other() -> None:
     plot = Plot(left=0, top=0, right=20, bottom=100)
-    lower, upper = analytics.stacked_bars([[20, 0], [30, 50]], 100, plot)
+    lower, upper = stacked_bars([[20, 0], [30, 50]], 100, plot)
 
     assert lower[0] == Box(1.0, 80.0, 8.0, 20.0)
     assert upper[0] == Box(1.0, 50.0, 8.0, 30.0)
@@ -320,15 +338,15 @@ def test_stacked_bars_sit_on_each_other() -> None:
 
 def test_a_line_breaks_where_a_day_has_no_value() -> None:
     plot = Plot(left=0, top=0, right=40, bottom=100)
-    path = analytics.line_path([50, None, 100, 0], 100, plot)
+    path = line_path([50, None, 100, 0], 100, plot)
 
     assert path == "M5.0 50.0 M25.0 0.0 L35.0 100.0"
-    assert analytics.line_points([None, 25], 100, plot) == [(30.0, 75.0)]
+    assert line_points([None, 25], 100, plot) == [(30.0, 75.0)]
 
 
 def test_ticks_run_from_zero_to_the_top() -> None:
     plot = Plot(left=0, top=0, right=10, bottom=80)
-    assert [(t.y, t.label) for t in analytics.ticks(20, plot)] == [
+    assert [(t.y, t.label) for t in ticks(20, plot)] == [
         (80.0, "0"),
         (60.0, "5"),
         (40.0, "10"),
@@ -341,7 +359,7 @@ def test_ticks_run_from_zero_to_the_top() -> None:
     ("seconds", "text"), [(None, "—"), (7, "7 s"), (30.5, "30.5 s"), (150, "2.5 min"), (5400, "1.5 h")]
 )
 def test_durations_read_as_people_read_them(seconds: float | None, text: str) -> None:
-    assert analytics.duration_label(seconds) == text
+    assert duration_label(seconds) == text
 
 
 @pytest.mark.parametrize(
@@ -359,13 +377,13 @@ def test_durations_read_as_people_read_them(seconds: float | None, text: str) ->
 def test_counts_take_the_singular_only_for_exactly_one(
     count: float, singular: str, plural: str, text: str
 ) -> None:
-    assert analytics.count_label(count, singular, plural) == text
+    assert count_label(count, singular, plural) == text
 
 
 def test_percentile_from_ranks_interpolates_like_percentile_cont() -> None:
-    assert analytics.percentile_from_ranks({1: 20.0, 2: 40.0}, 4, 0.5) == 30.0
-    assert analytics.percentile_from_ranks({0: 9.0}, 1, 0.9) == 9.0
-    assert analytics.percentile_from_ranks({}, 0, 0.5) is None
+    assert percentile_from_ranks({1: 20.0, 2: 40.0}, 4, 0.5) == 30.0
+    assert percentile_from_ranks({0: 9.0}, 1, 0.9) == 9.0
+    assert percentile_from_ranks({}, 0, 0.5) is None
 
 
 # --- The page -------------------------------------------------------------------------------------
@@ -463,11 +481,7 @@ def test_a_value_that_cannot_be_read_is_a_400_naming_it(
     response = signed_in(auditor).get(URL, query)
 
     assert response.status_code == 400
-    problem = (
-        UNKNOWN_RUNTIME
-        if field == "runtime"
-        else analytics.PERIOD_PROBLEM.format(max=analytics.PERIOD_MAX_DAYS)
-    )
+    problem = UNKNOWN_RUNTIME if field == "runtime" else PERIOD_PROBLEM.format(max=PERIOD_MAX_DAYS)
     assert BAD_INPUT_MESSAGE.format(field=field, problem=problem) in response.content.decode().replace(
         "&#x27;", "'"
     )
@@ -486,7 +500,7 @@ def test_a_weeks_queries_can_each_be_answered_from_a_period_index(runtime: Agent
     from django.test.utils import CaptureQueriesContext
 
     with CaptureQueriesContext(connection) as captured:
-        analytics.decision_report(today=timezone.now().date(), days=7, runtime_id=None)
+        decision_report(today=timezone.now().date(), days=7, runtime_id=None)
     plans = []
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")

@@ -10,7 +10,7 @@ import pytest
 from django.test import Client
 
 from aimon_admin.accounts.models import User
-from aimon_admin.audit_pages.analytics import Figures
+from aimon_admin.audit_pages.analytics.figures import Figures
 from aimon_admin.audit_pages.analytics_views import QUIET_ONE, QuietDays, table_rows
 
 DAY = dt.date(2026, 11, 1)

@@ -18,11 +18,11 @@ from django.test import AsyncClient
 from django.test.utils import CaptureQueriesContext
 
 from aimon_admin.accounts.models import User
+from aimon_admin.approvals.inbox_filter import BAD_FILTER_TITLE
 from aimon_admin.audit import chain, export
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.audit.services import audit_record
-from aimon_admin.audit_pages import filter_form as views
 from aimon_admin.runtimes.models import AgentRuntime
 from tests.audit.helpers import record_events
 from tests.audit_pages.pages_support import logged_in
@@ -164,7 +164,7 @@ def test_the_csv_export_streams_a_header_and_one_row_per_event(
 def test_an_export_with_a_filter_it_cannot_read_is_a_400(auditor: User, url: str, query: str) -> None:
     response = logged_in(auditor).get(f"{url}?{query}")
     assert response.status_code == 400
-    assert views.BAD_FILTER_TITLE in response.content.decode()
+    assert BAD_FILTER_TITLE in response.content.decode()
 
 
 def test_events_written_during_an_export_are_left_out(

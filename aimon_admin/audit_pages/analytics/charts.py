@@ -12,10 +12,6 @@ from typing import Any
 
 CHART_WIDTH = 400
 CHART_HEIGHT = 170
-PLOT_LEFT = 44  # room for the y labels
-PLOT_RIGHT = 8
-PLOT_TOP = 10
-PLOT_BOTTOM = 22  # room for the first and last day
 
 
 @dataclass(frozen=True)
@@ -36,10 +32,10 @@ class Tick:
 class Plot:
     """Where the plot area sits in the chart's viewBox."""
 
-    left: float = PLOT_LEFT
-    top: float = PLOT_TOP
-    right: float = CHART_WIDTH - PLOT_RIGHT
-    bottom: float = CHART_HEIGHT - PLOT_BOTTOM
+    left: float = 44  # room for the y labels
+    top: float = 10
+    right: float = CHART_WIDTH - 8
+    bottom: float = CHART_HEIGHT - 22  # room for the first and last day
 
     @property
     def width(self) -> float:
@@ -95,15 +91,7 @@ def slot(index: int, count: int, plot: Plot) -> tuple[float, float]:
 
 def bars(values: Sequence[float], top_value: float, plot: Plot = Plot()) -> list[Box | None]:
     """One bar per value (None for zero, so nothing is drawn)."""
-    out: list[Box | None] = []
-    for index, value in enumerate(values):
-        if not value:
-            out.append(None)
-            continue
-        x, width = slot(index, len(values), plot)
-        y = y_of(value, top_value, plot)
-        out.append(Box(x, y, width, round(plot.bottom - y, 2)))
-    return out
+    return stacked_bars([values], top_value, plot)[0]
 
 
 def stacked_bars(
@@ -128,18 +116,25 @@ def stacked_bars(
     return out
 
 
+def _centres(
+    values: Sequence[float | None], top_value: float, plot: Plot
+) -> list[tuple[float, float] | None]:
+    """Each value's point at its slot's centre; None where a day has no value."""
+    centres: list[tuple[float, float] | None] = []
+    for index, value in enumerate(values):
+        x, width = slot(index, len(values), plot)
+        centres.append(None if value is None else (round(x + width / 2, 2), y_of(value, top_value, plot)))
+    return centres
+
+
 def line_path(values: Sequence[float | None], top_value: float, plot: Plot = Plot()) -> str:
     """An SVG path through each slot's centre; a None breaks the line (no data that day)."""
     parts: list[str] = []
     pen_down = False
-    for index, value in enumerate(values):
-        if value is None:
-            pen_down = False
-            continue
-        x, width = slot(index, len(values), plot)
-        point = f"{round(x + width / 2, 2)} {y_of(value, top_value, plot)}"
-        parts.append(f"{'L' if pen_down else 'M'}{point}")
-        pen_down = True
+    for point in _centres(values, top_value, plot):
+        if point is not None:
+            parts.append(f"{'L' if pen_down else 'M'}{point[0]} {point[1]}")
+        pen_down = point is not None
     return " ".join(parts)
 
 
@@ -147,12 +142,7 @@ def line_points(
     values: Sequence[float | None], top_value: float, plot: Plot = Plot()
 ) -> list[tuple[float, float]]:
     """The dots of a line, so a lone day between gaps still shows."""
-    out = []
-    for index, value in enumerate(values):
-        if value is not None:
-            x, width = slot(index, len(values), plot)
-            out.append((round(x + width / 2, 2), y_of(value, top_value, plot)))
-    return out
+    return [point for point in _centres(values, top_value, plot) if point is not None]
 
 
 def _number(value: float) -> str:

@@ -130,20 +130,17 @@ def decision_report(*, today: dt.date, days: int, runtime_id: int | None, per_ru
             found.append(report.by_runtime.setdefault(runtime, Figures()))
         return found
 
-    for day, runtime, requests, answered, expired, cancelled in request_rows(start, end, runtime_id):
-        for figures in targets(day, runtime):
-            figures.requests += int(requests)
-            figures.answered += int(answered or 0)
-            figures.expired += int(expired or 0)
-            figures.cancelled += int(cancelled or 0)
-    for day, runtime, allowed, denied, escalations in answer_rows(start, end, runtime_id):
-        for figures in targets(day, runtime):
-            figures.allowed += int(allowed or 0)
-            figures.denied += int(denied or 0)
-            figures.escalations += int(escalations or 0)
-    for day, runtime, revocations in revocation_rows(start, end, runtime_id):
-        for figures in targets(day, runtime):
-            figures.revocations += int(revocations)
+    # Each query's counts (after day and runtime), by the Figures field each adds to.
+    counted = (
+        (request_rows, ("requests", "answered", "expired", "cancelled")),
+        (answer_rows, ("allowed", "denied", "escalations")),
+        (revocation_rows, ("revocations",)),
+    )
+    for rows, fields in counted:
+        for day, runtime, *counts in rows(start, end, runtime_id):
+            for figures in targets(day, runtime):
+                for name, count in zip(fields, counts, strict=True):
+                    setattr(figures, name, getattr(figures, name) + int(count or 0))
     for kind, key, count, median, p90 in wait_percentile_rows(start, end, runtime_id, per_runtime):
         if kind == "day":
             figures = report.by_day.get(_as_date(key))

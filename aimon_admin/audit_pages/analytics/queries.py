@@ -145,7 +145,7 @@ def wait_percentile_rows(
         f"GROUP BY GROUPING SETS ({sets})",
         params,
     )
-    return [(kind, key, int(n), _seconds(median), _seconds(p90)) for kind, key, n, median, p90 in rows if n]
+    return [(kind, key, int(n), _round(median), _round(p90)) for kind, key, n, median, p90 in rows if n]
 
 
 def _wait_percentiles_windowed(
@@ -187,10 +187,6 @@ def percentile_from_ranks(values: dict[int, float], n: int, p: float) -> float |
     return below + (above - below) * (position - low)
 
 
-def _seconds(value: Any) -> float | None:
-    return None if value is None else _round(float(value))
-
-
-def _round(value: float | None) -> float | None:
+def _round(value: Any) -> float | None:
     # Millisecond precision: SQLite's julianday arithmetic is good to about 0.1 ms.
-    return None if value is None else round(value, 3)
+    return None if value is None else round(float(value), 3)
