@@ -52,10 +52,9 @@ from aimon_admin.approvals.services import (
     requests_expire_due,
     session_clear,
     session_revoke,
-    session_touch,
     skills_decide,
 )
-from aimon_admin.approvals.services.sessions import session_lookup
+from aimon_admin.approvals.services.sessions import session_lookup, session_touch
 from aimon_admin.core.actors import Actor
 from aimon_admin.runtimes.models import AgentRuntime
 from aimon_admin.runtimes.services import runtime_create, token_issue

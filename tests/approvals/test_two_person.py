@@ -23,7 +23,6 @@ from aimon_admin.approvals.services import (
     NotAllowedError,
     ToolCall,
     request_answer,
-    session_touch,
     skills_decide,
     tool_call_decide,
 )
@@ -32,6 +31,7 @@ from aimon_admin.approvals.services.errors import (
     ALREADY_ALLOWED_MESSAGE,
     OWN_REQUEST_ALLOW_MESSAGE,
 )
+from aimon_admin.approvals.services.sessions import session_touch
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.registry.services import local_tools_replace, tool_subject_set
