@@ -15,6 +15,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from aimon_admin.approvals import rules, selectors, services
 from aimon_admin.approvals.choices import GrantScope
 from aimon_admin.approvals.models import Grant, Session
+from aimon_admin.approvals.services.errors import AGENT_WIDE_ENDS
 from aimon_admin.approvals.views import answer_label, approver_or_operator
 from aimon_admin.core.actors import Actor
 from aimon_admin.core.plurals import counted
@@ -106,7 +107,7 @@ def session_clear_view(request: HttpRequest, pk: int) -> HttpResponse:
         ),
         kept=(
             f"Stays: the agent-wide approvals of {session.runtime.name} (each holds "
-            f"{services.AGENT_WIDE_ENDS}), the rules, and the audit log's record of every answer."
+            f"{AGENT_WIDE_ENDS}), the rules, and the audit log's record of every answer."
         ),
         confirm_label="Clear session",
         grants=grants,

@@ -20,8 +20,12 @@ from aimon_admin.approvals.forms import AnswerForm
 from aimon_admin.approvals.inbox_filter import InboxFilter, InboxFilterError, bad_filter
 from aimon_admin.approvals.models import ApprovalAllow, ApprovalRequest
 from aimon_admin.approvals.request_timeline import request_timeline
+from aimon_admin.approvals.services.answers import answers_for, user_may_grant_agent
+from aimon_admin.approvals.services.errors import AGENT_WIDE_ENDS, ESCALATION_REACH, REQUEST_DENY_REACH
 from aimon_admin.approvals.services.escalation import request_escalate_if_due
 from aimon_admin.approvals.services.request_views import request_view_record
+from aimon_admin.approvals.services.requests import request_shape
+from aimon_admin.approvals.services.two_person import ALLOW_ANSWERS, request_owner
 from aimon_admin.approvals.tool_card import tool_call_card
 from aimon_admin.core.actors import Actor
 
@@ -62,7 +66,7 @@ def _skill_reach(approval: ApprovalRequest, escalates: bool, offered: set[str]) 
     fork's invoking session, or, with neither, every session)."""
     runtime = approval.runtime.name
     if escalates:
-        where = f"every session of {runtime} (this request has no session: {services.ESCALATION_REACH})"
+        where = f"every session of {runtime} (this request has no session: {ESCALATION_REACH})"
     elif approval.session is not None:
         where = f"session {approval.session.session_id}"
     else:
@@ -76,7 +80,7 @@ def _skill_reach(approval: ApprovalRequest, escalates: bool, offered: set[str]) 
         if not escalates
         else f"Allows it in {where}.",
         Answer.DENY: f"Refuses it in {where}; a Deny made now beats older approvals.",
-        Answer.DENY_REQUEST: f"{services.REQUEST_DENY_REACH[:1].upper()}{services.REQUEST_DENY_REACH[1:]}.",
+        Answer.DENY_REQUEST: f"{REQUEST_DENY_REACH[:1].upper()}{REQUEST_DENY_REACH[1:]}.",
     }
     return [
         {"value": answer.value, "label": answer.label, "text": reach[answer]}
@@ -96,12 +100,12 @@ def approver_or_operator(view: Any) -> Any:
 def _card(request: HttpRequest, approval: ApprovalRequest) -> dict[str, Any]:
     """Everything a request card shows, the reach of each button included (S5)."""
     user = request.user
-    shape = services.request_shape(approval)
+    shape = request_shape(approval)
     # A tool request's patterns and axes are read once, for its buttons and its card (U3).
     patterns = selectors.tool_call_patterns(request=approval) if approval.kind == RequestKind.TOOL else None
     items = []
     for item in approval.items.all():
-        offered = services.answers_for(user, approval, item, patterns=patterns) if not item.answered else []
+        offered = answers_for(user, approval, item, patterns=patterns) if not item.answered else []
         items.append(
             {
                 "item": item,
@@ -130,9 +134,9 @@ def _card(request: HttpRequest, approval: ApprovalRequest) -> dict[str, Any]:
         "answer_all": common,
         "sessions_reached": sessions_reached,
         "escalates": shape.escalates,
-        "deny_request_only": deny_request_only and not services.user_may_grant_agent(user, approval.runtime),
+        "deny_request_only": deny_request_only and not user_may_grant_agent(user, approval.runtime),
         "deny_request_help": DENY_REQUEST_ONLY_HELP.format(runtime=approval.runtime.name),
-        "agent_wide_ends": services.AGENT_WIDE_ENDS,  # S5/S6: what ends an agent-wide grant
+        "agent_wide_ends": AGENT_WIDE_ENDS,  # S5/S6: what ends an agent-wide grant
         "is_fork": approval.is_fork,
         "tool": tool_call_card(approval, patterns) if patterns is not None else None,
         # Every button's reach beside it (S5): a tool card has its own (tool_card.py), and
@@ -153,18 +157,16 @@ def _allows_so_far(user: Any, approval: ApprovalRequest, items: list[dict[str, A
     records = ApprovalAllow.objects.filter(item__in=[entry["item"] for entry in several])
     for record in records.select_related("user").order_by("created_at", "id"):
         given.setdefault(record.item_id, []).append(record)
-    own_request = services.request_owner(approval) == user.username
+    own_request = request_owner(approval) == user.username
     for entry in several:
         item, records = entry["item"], given.get(entry["item"].pk, [])
         mine = any(record.user_id == user.pk for record in records)
         first = records[0] if records else None
         if mine or own_request:
-            entry["offered"] = [o for o in entry["offered"] if o["value"] not in services.ALLOW_ANSWERS]
+            entry["offered"] = [o for o in entry["offered"] if o["value"] not in ALLOW_ANSWERS]
         elif first is not None:
             entry["offered"] = [
-                o
-                for o in entry["offered"]
-                if o["value"] not in services.ALLOW_ANSWERS or o["value"] == first.answer
+                o for o in entry["offered"] if o["value"] not in ALLOW_ANSWERS or o["value"] == first.answer
             ]
         entry["allows"] = {
             "given": len(records),
@@ -309,7 +311,7 @@ def request_dismiss_view(request: HttpRequest, pk: Any) -> HttpResponse:
             messages.success(request, DISMISSED_MESSAGE)
         return redirect("approvals:inbox")
     open_skills = [i.skill for i in approval.items.all() if not i.answered]
-    shape = services.request_shape(approval)
+    shape = request_shape(approval)
     if approval.kind == RequestKind.TOOL:
         denied = tool_rule_grammar.rule_text(
             server=approval.server, tool=approval.tool, pattern=tool_answers.abort_pattern(approval.subject)

@@ -168,11 +168,7 @@ class RedisHub:
     async def add(self, subscription: RedisSubscription) -> None:
         """Count `subscription` in; return once Redis has confirmed its channel, or as soon as
         it is clear that it will not in time (the waiter polls until it does). Whatever woke
-        it meanwhile is dropped: the waiter's first read comes next, and sees it."""
-        await self._join(subscription)
-        subscription.event.clear()
-
-    async def _join(self, subscription: RedisSubscription) -> None:
+        it meanwhile is dropped (`subscribe`): the waiter's first read comes next, and sees it."""
         loop = asyncio.get_running_loop()
         key = subscription.key
         self.waiters.setdefault(key, set()).add(subscription)
@@ -385,12 +381,8 @@ class RedisSubscription(_Waiter):
         self.event = asyncio.Event()
 
     @property
-    def live(self) -> bool:
-        return self.hub.live(self.key)
-
-    @property
     def repoll_after(self) -> float | None:
-        return None if self.live else REPOLL_SECONDS
+        return None if self.hub.live(self.key) else REPOLL_SECONDS
 
     async def close(self) -> None:
         await self.hub.remove(self)
@@ -402,6 +394,7 @@ async def subscribe(request_id: uuid.UUID | str) -> LocalSubscription | RedisSub
     if settings.REDIS_URL:
         subscription = RedisSubscription(hub_for(settings.REDIS_URL), key)
         await subscription.hub.add(subscription)
+        subscription.event.clear()
         return subscription
     return LocalSubscription(key)
 

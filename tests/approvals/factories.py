@@ -31,10 +31,10 @@ from aimon_admin.approvals.services import (
     ToolCall,
     ToolCallDecision,
     request_create,
-    session_lookup,
     skills_decide,
     tool_call_decide,
 )
+from aimon_admin.approvals.services.sessions import session_lookup
 from aimon_admin.runtimes.models import AgentRuntime
 
 SESSION = "s-1"

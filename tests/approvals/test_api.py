@@ -31,10 +31,9 @@ from aimon_admin.approvals.api.serializers import (
 from aimon_admin.approvals.choices import Answer, GrantScope, RequestStatus, RevokeReason
 from aimon_admin.approvals.models import ApprovalRequest, Grant, Session
 from aimon_admin.approvals.services import (
-    PRINCIPAL_CONFLICT_MESSAGE,
-    UNKNOWN_INVOKING_SESSION_MESSAGE,
     request_answer,
 )
+from aimon_admin.approvals.services.errors import PRINCIPAL_CONFLICT_MESSAGE, UNKNOWN_INVOKING_SESSION_MESSAGE
 from aimon_admin.approvals.tasks import EXPIRE_TASK_NAME, expire_due_requests
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent

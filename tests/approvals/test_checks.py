@@ -9,7 +9,7 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
 from aimon_admin.approvals.checks import IDLE_TTL_BELOW_SEEN_RESOLUTION, idle_ttl_exceeds_seen_resolution
-from aimon_admin.approvals.services import SEEN_RESOLUTION
+from aimon_admin.approvals.services.sessions import SEEN_RESOLUTION
 
 
 @pytest.mark.parametrize("ttl", [1, 30, int(SEEN_RESOLUTION.total_seconds())])

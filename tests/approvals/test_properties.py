@@ -51,11 +51,10 @@ from aimon_admin.approvals.services import (
     request_expire_if_due,
     requests_expire_due,
     session_clear,
-    session_lookup,
     session_revoke,
-    session_touch,
     skills_decide,
 )
+from aimon_admin.approvals.services.sessions import session_lookup, session_touch
 from aimon_admin.core.actors import Actor
 from aimon_admin.runtimes.models import AgentRuntime
 from aimon_admin.runtimes.services import runtime_create, token_issue

@@ -24,13 +24,13 @@ from aimon_admin.accounts.roles import Role
 from aimon_admin.approvals.choices import Answer, GrantScope, RequestStatus
 from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant
 from aimon_admin.approvals.services import (
-    SETTLED_SAME_MESSAGE,
     AnswerOutcome,
     RequestClosedError,
     RequestInput,
     request_answer,
     request_create,
 )
+from aimon_admin.approvals.services.errors import SETTLED_SAME_MESSAGE
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.audit.services import audit_verify_chain

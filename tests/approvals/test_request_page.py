@@ -17,8 +17,9 @@ from rest_framework.test import APIClient
 from aimon_admin.accounts.models import User
 from aimon_admin.approvals.choices import Answer
 from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, RequestView, Session
-from aimon_admin.approvals.services import ToolCall, call_approval_use, request_answer
+from aimon_admin.approvals.services import ToolCall, request_answer
 from aimon_admin.approvals.services.request_views import request_answer_sent
+from aimon_admin.approvals.services.tool_decisions import call_approval_use
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.core.actors import Actor
 from aimon_admin.notifications import services as notifications

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from aimon_admin.accounts.models import User
 from aimon_admin.accounts.roles import Role
-from aimon_admin.approvals import rules, services
+from aimon_admin.approvals import rules
 from aimon_admin.approvals.choices import (
     Answer,
     DecisionSource,
@@ -29,6 +29,27 @@ from aimon_admin.approvals.choices import (
 )
 from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, RuleSetVersion, Session
 from aimon_admin.approvals.services import (
+    ApprovalError,
+    NotAllowedError,
+    PrincipalConflictError,
+    RequestClosedError,
+    RequestInput,
+    SkillCall,
+    UnknownInvokingSessionError,
+    agent_grants_revoke,
+    decide_skills,
+    grant_revoke,
+    request_answer,
+    request_cancel,
+    request_create,
+    request_expire_if_due,
+    requests_expire_due,
+    session_clear,
+    session_revoke,
+    skills_decide,
+)
+from aimon_admin.approvals.services.answers import answers_for
+from aimon_admin.approvals.services.errors import (
     AGENT_WIDE_ENDS,
     ANSWER_NOT_OFFERED_MESSAGE,
     CAPPED_ANSWER_MESSAGE,
@@ -39,28 +60,10 @@ from aimon_admin.approvals.services import (
     SETTLED_DENY_STANDS_MESSAGE,
     SETTLED_SAME_MESSAGE,
     STANDING_ANSWER_REFUSED_MESSAGE,
-    ApprovalError,
-    NotAllowedError,
-    PrincipalConflictError,
-    RequestClosedError,
-    RequestInput,
-    SkillCall,
-    UnknownInvokingSessionError,
-    agent_grants_revoke,
-    answers_for,
-    decide_skills,
-    grant_revoke,
-    request_answer,
-    request_cancel,
-    request_create,
-    request_expire_if_due,
-    requests_expire_due,
-    session_clear,
-    session_revoke,
-    session_touch,
-    skills_decide,
 )
 from aimon_admin.approvals.services.item_answers import item_answer
+from aimon_admin.approvals.services.requests import request_shape
+from aimon_admin.approvals.services.sessions import session_touch
 from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.core import rawsql
@@ -730,7 +733,7 @@ def test_the_request_names_a_person_who_answered_whoever_closes_it(
             request=request,
             item=pending,
             answer=FOR_SESSION,
-            shape=services.request_shape(request),
+            shape=request_shape(request),
             user=approver,
             notes=[],
         )

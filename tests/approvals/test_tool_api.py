@@ -21,6 +21,8 @@ from aimon_admin.approvals import rules, services, wakeups
 from aimon_admin.approvals.api.serializers import ToolDecisionIn, tool_decision_input
 from aimon_admin.approvals.choices import Answer, RuleAction
 from aimon_admin.approvals.models import ApprovalRequest, Grant, ToolRule
+from aimon_admin.approvals.services.errors import UNATTENDED_TOOL_REQUEST_MESSAGE
+from aimon_admin.approvals.services.tool_decisions import APPROVAL_NOT_USED_NOTE, REPLAY_NOT_IDEMPOTENT_NOTE
 from aimon_admin.approvals.tool_policy import ARGUMENTS_MAX_DEPTH
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
@@ -108,7 +110,7 @@ def test_opening_a_request_returns_the_call_as_stored(api: APIClient) -> None:  
 def test_an_unattended_call_is_400(api: APIClient) -> None:  # U2, T8
     response = open_request(api, session_id=None)
 
-    assert fields_of(response) == {"session_id": [services.UNATTENDED_TOOL_REQUEST_MESSAGE]}
+    assert fields_of(response) == {"session_id": [UNATTENDED_TOOL_REQUEST_MESSAGE]}
     assert not ApprovalRequest.objects.exists()
 
 
@@ -333,7 +335,7 @@ def test_allow_this_call_answers_the_same_arguments_once(api: APIClient, approve
         "destructive_behavior": "DESTRUCTIVE",
         "idempotency_behavior": "NON_IDEMPOTENT",
         "registered": True,
-        "note": services.APPROVAL_NOT_USED_NOTE,
+        "note": APPROVAL_NOT_USED_NOTE,
     }
     assert AuditEvent.objects.filter(action=AuditAction.TOOL_CALL_APPROVAL_USED).count() == 1
 
@@ -393,7 +395,7 @@ def test_a_replay_of_a_non_idempotent_tool_asks_again(api: APIClient, approver: 
     body = decide(api, arguments=PUSH, approval_id=opened["id"], replay=True).json()
 
     assert body["decision"] == "ASK"
-    assert body["note"] == services.REPLAY_NOT_IDEMPOTENT_NOTE
+    assert body["note"] == REPLAY_NOT_IDEMPOTENT_NOTE
 
 
 @pytest.mark.parametrize(

@@ -23,6 +23,7 @@ from aimon_admin.approvals.choices import (
     RuleAction,
 )
 from aimon_admin.approvals.models import ApprovalRequest, Grant, Session, ToolRule
+from aimon_admin.approvals.services.tool_decisions import APPROVAL_NOT_USED_NOTE, REPLAY_NOT_IDEMPOTENT_NOTE
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.registry.models import ToolSubject
@@ -382,7 +383,7 @@ def test_allow_this_call_writes_no_grant_and_answers_that_call_once(
 
     assert what(first) == ("ALLOW", "GRANTED", "CALL")
     assert what(second)[0] == "ASK"
-    assert second.note == services.APPROVAL_NOT_USED_NOTE
+    assert second.note == APPROVAL_NOT_USED_NOTE
     assert what(decide_tool_call(runtime, "Bash", arguments))[0] == "ASK"  # without the id it asks
 
 
@@ -477,7 +478,7 @@ def test_a_replay_of_a_non_idempotent_tool_asks_again(
     decided = decide_tool_call(runtime, "Bash", arguments, approval_id=call_approved.pk, replay=True)
 
     assert what(decided)[0] == "ASK"
-    assert decided.note == services.REPLAY_NOT_IDEMPOTENT_NOTE
+    assert decided.note == REPLAY_NOT_IDEMPOTENT_NOTE
     call_approved.refresh_from_db()
     assert call_approved.call_used_at is None
 

@@ -20,16 +20,18 @@ from aimon_admin.approvals import rules
 from aimon_admin.approvals.choices import Answer, GrantDecision, RequestStatus, RuleAction
 from aimon_admin.approvals.models import ApprovalAllow, ApprovalItem, ApprovalRequest, Grant, SkillRule
 from aimon_admin.approvals.services import (
-    ALLOW_MUST_MATCH_MESSAGE,
-    ALREADY_ALLOWED_MESSAGE,
-    OWN_REQUEST_ALLOW_MESSAGE,
     NotAllowedError,
     ToolCall,
     request_answer,
-    session_touch,
     skills_decide,
     tool_call_decide,
 )
+from aimon_admin.approvals.services.errors import (
+    ALLOW_MUST_MATCH_MESSAGE,
+    ALREADY_ALLOWED_MESSAGE,
+    OWN_REQUEST_ALLOW_MESSAGE,
+)
+from aimon_admin.approvals.services.sessions import session_touch
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.registry.services import local_tools_replace, tool_subject_set

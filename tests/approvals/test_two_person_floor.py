@@ -21,10 +21,10 @@ from aimon_admin.approvals.services import (
     NotAllowedError,
     ToolCall,
     request_answer,
-    session_touch,
     skills_decide,
     tool_call_decide,
 )
+from aimon_admin.approvals.services.sessions import session_touch
 from aimon_admin.registry.services import local_tools_replace, tool_subject_set
 from aimon_admin.runtimes.models import AgentRuntime
 from tests.approvals.factories import (

@@ -17,10 +17,12 @@ from aimon_admin.approvals import selectors
 from aimon_admin.approvals.choices import Answer, ItemScope, RequestStatus
 from aimon_admin.approvals.models import ApprovalRequest, Grant, SkillRule
 from aimon_admin.approvals.services import (
+    request_answer,
+)
+from aimon_admin.approvals.services.errors import (
     AGENT_WIDE_ENDS,
     SETTLED_DENY_STANDS_MESSAGE,
     STANDING_ANSWER_REFUSED_MESSAGE,
-    request_answer,
 )
 from aimon_admin.approvals.views import DENY_REQUEST_ONLY_HELP
 from aimon_admin.audit.choices import AuditAction

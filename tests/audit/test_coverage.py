@@ -59,13 +59,17 @@ from aimon_admin.approvals.choices import (
     RuleAction,
 )
 from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, Session, SkillRule, ToolRule
+from aimon_admin.approvals.services import answers as approvals_answers
 from aimon_admin.approvals.services import chain_read as approvals_chain
 from aimon_admin.approvals.services import escalation as approvals_escalation
 from aimon_admin.approvals.services import grants as approvals_grants
 from aimon_admin.approvals.services import item_answers as approvals_items
 from aimon_admin.approvals.services import request_views
+from aimon_admin.approvals.services import requests as approvals_requests
 from aimon_admin.approvals.services import sessions as approvals_sessions
 from aimon_admin.approvals.services import two_person as approvals_two_person
+from aimon_admin.approvals.services.answers import user_may_answer
+from aimon_admin.approvals.services.tool_decisions import call_approval_use, tool_call_evaluate
 from aimon_admin.approvals.tasks import expire_due_requests
 from aimon_admin.audit import chain, verification
 from aimon_admin.audit import services as audit
@@ -213,7 +217,7 @@ def build_world() -> World:
     approvals.request_answer(request=idle_request, user=approver, answer=Answer.ALLOW_SESSION)
     idle_session = Session.objects.get(runtime=runtime, session_id="s-idle")
     Session.objects.filter(pk=idle_session.pk).update(
-        last_seen_at=timezone.now() - approvals.session_idle_ttl() - timedelta(minutes=5)
+        last_seen_at=timezone.now() - approvals_sessions.session_idle_ttl() - timedelta(minutes=5)
     )
     rule = rules.rule_create(pattern="deploy-*", action=RuleAction.ASK, actor=op)
 
@@ -467,7 +471,7 @@ def _item_answer(w: World) -> ApprovalItem | None:
             request=request,
             item=request.items.get(skill="migrate"),
             answer=Answer.ALLOW_SESSION,
-            shape=approvals.request_shape(request),
+            shape=approvals_requests.request_shape(request),
             user=w.approver,
             notes=[],
         )
@@ -480,19 +484,21 @@ def _item_allow(w: World) -> ApprovalItem | None:
         request=request,
         item=request.items.get(skill="migrate"),
         answer=Answer.ALLOW_SESSION,
-        shape=approvals.request_shape(request),
+        shape=approvals_requests.request_shape(request),
         user=w.operator,
         outcome=approvals.AnswerOutcome(),
         pattern="",
     )
 
 
-def _grant_write(w: World) -> approvals.GrantWrite:
+def _grant_write(w: World) -> approvals_grants.GrantWrite:
     request = w.session_request
     return approvals_grants.grant_write(
         request=request,
         skill="migrate",
-        target=approvals_policy.grant_for_answer(Answer.ALLOW_SESSION, approvals.request_shape(request)),
+        target=approvals_policy.grant_for_answer(
+            Answer.ALLOW_SESSION, approvals_requests.request_shape(request)
+        ),
         origin=GrantOrigin.ANSWER,
         user=w.approver,
         now=timezone.now(),
@@ -1032,18 +1038,22 @@ CASES: dict[str, list[Case]] = {
     ],
     # approvals
     "aimon_admin.approvals.services.sessions.session_idle_ttl": [
-        Case(run=lambda w: approvals.session_idle_ttl(), reads=PURE)
+        Case(run=lambda w: approvals_sessions.session_idle_ttl(), reads=PURE)
     ],
     "aimon_admin.approvals.services.sessions.session_touch": [
         Case(
-            run=lambda w: approvals.session_touch(runtime=w.runtime, session_id="s-idle", principal="alice"),
+            run=lambda w: approvals_sessions.session_touch(
+                runtime=w.runtime, session_id="s-idle", principal="alice"
+            ),
             expect=(AuditAction.SESSION_EXPIRED,),
             actor=lambda w: Actor.system("session-ttl"),
             check=_check_counts("removed", lambda w: 1),
             channel=Channel.API,
         ),
         Case(
-            run=lambda w: approvals.session_touch(runtime=w.runtime, session_id="s-new", principal="alice"),
+            run=lambda w: approvals_sessions.session_touch(
+                runtime=w.runtime, session_id="s-new", principal="alice"
+            ),
             no_event=(
                 "first sight of a session: a runtime naming a session grants nothing; the row "
                 "(runtime, id, principal, first_seen_at) is its own record (S12)"
@@ -1161,7 +1171,7 @@ CASES: dict[str, list[Case]] = {
     ],
     "aimon_admin.approvals.services.tool_decisions.tool_call_evaluate": [
         Case(
-            run=lambda w: approvals.tool_call_evaluate(
+            run=lambda w: tool_call_evaluate(
                 runtime=w.runtime,
                 tool="Bash",
                 server=None,
@@ -1176,7 +1186,7 @@ CASES: dict[str, list[Case]] = {
     "aimon_admin.approvals.services.tool_decisions.call_approval_use": [
         Case(
             prepare=_call_approved,
-            run=lambda w: approvals.call_approval_use(
+            run=lambda w: call_approval_use(
                 w.runtime,
                 approvals.ToolCall(tool="Bash", approval_id=w.prepared),
                 ApprovalRequest.objects.get(pk=w.prepared).arguments_digest,
@@ -1199,7 +1209,10 @@ CASES: dict[str, list[Case]] = {
         )
     ],
     "aimon_admin.approvals.services.sessions.session_lookup": [
-        Case(run=lambda w: approvals.session_lookup(runtime=w.runtime, session_id="s-1"), reads="a lookup")
+        Case(
+            run=lambda w: approvals_sessions.session_lookup(runtime=w.runtime, session_id="s-1"),
+            reads="a lookup",
+        )
     ],
     "aimon_admin.approvals.services.decisions.skills_decide": [
         Case(
@@ -1214,7 +1227,7 @@ CASES: dict[str, list[Case]] = {
         )
     ],
     "aimon_admin.approvals.services.requests.request_shape": [
-        Case(run=lambda w: approvals.request_shape(w.session_request), reads=PURE)
+        Case(run=lambda w: approvals_requests.request_shape(w.session_request), reads=PURE)
     ],
     "aimon_admin.approvals.services.requests.request_create": [
         Case(
@@ -1253,16 +1266,17 @@ CASES: dict[str, list[Case]] = {
         )
     ],
     "aimon_admin.approvals.services.answers.user_may_answer": [
-        Case(
-            run=lambda w: approvals.user_may_answer(w.approver, w.session_request), reads="a permission check"
-        )
+        Case(run=lambda w: user_may_answer(w.approver, w.session_request), reads="a permission check")
     ],
     "aimon_admin.approvals.services.answers.user_may_grant_agent": [
-        Case(run=lambda w: approvals.user_may_grant_agent(w.approver, w.runtime), reads="a permission check")
+        Case(
+            run=lambda w: approvals_answers.user_may_grant_agent(w.approver, w.runtime),
+            reads="a permission check",
+        )
     ],
     "aimon_admin.approvals.services.answers.answers_for": [
         Case(
-            run=lambda w: approvals.answers_for(
+            run=lambda w: approvals_answers.answers_for(
                 w.operator, w.session_request, w.session_request.items.first()
             ),
             reads="the buttons offered",
@@ -1300,7 +1314,7 @@ CASES: dict[str, list[Case]] = {
         ),
     ],
     "aimon_admin.approvals.services.two_person.request_owner": [
-        Case(run=lambda w: approvals.request_owner(w.session_request), reads="whose request it is")
+        Case(run=lambda w: approvals_two_person.request_owner(w.session_request), reads="whose request it is")
     ],
     "aimon_admin.approvals.services.two_person.allow_check": [
         Case(

@@ -31,6 +31,7 @@ from aimon_admin.approvals.api.serializers import (
     ToolDecisionOut,
     tool_decision_input,
 )
+from aimon_admin.approvals.services.decisions import SkillVerdict
 from aimon_admin.core.api import validate_flat
 from aimon_admin.runtimes import enforcement
 from aimon_admin.runtimes.authentication import token_refused
@@ -100,7 +101,7 @@ class SkillDecisionsView(DecisionView):
     # The invoking session is only read here: a decision never creates it (S3).
     decide = staticmethod(services.decide_skills)
 
-    def answer(self, decided: list[services.SkillVerdict]) -> dict[str, Any]:
+    def answer(self, decided: list[SkillVerdict]) -> dict[str, Any]:
         decisions = [
             {"skill": v.skill, "decision": v.decision.value, "source": v.source.value} for v in decided
         ]

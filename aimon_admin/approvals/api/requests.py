@@ -177,11 +177,7 @@ def _open(request: Request, data: dict[str, Any], kind: RequestKind, **what: Any
                 **what,
             )
         )
-    return _opened(runtime, approval, created, kind)
-
-
-def _opened(runtime: AgentRuntime, approval: ApprovalRequest, created: bool, kind: RequestKind) -> Response:
-    """A request just opened (201), or the one its Idempotency-Key opened before (200)."""
+    # A request just opened (201), or the one its Idempotency-Key opened before (200).
     if approval.kind != kind:
         raise Conflict(KEY_OF_OTHER_KIND_MESSAGE.format(kind=RequestKind(approval.kind).label.lower()))
     approval = _own_request(runtime, approval.pk, kind)
@@ -250,53 +246,26 @@ _LONG_POLL_PARAMETERS = [
 ]
 
 
-class ApprovalRequestDetailSchema(APIView):
-    """Schema only: documents `approval_request_detail`, which drf-spectacular cannot read
-    because it is a plain async Django view. Never routed, never instantiated for a request."""
-
-    @extend_schema(
-        summary="Read an approval request, long-polling for its answer",
-        description=(
-            "Returns as soon as the request leaves PENDING, or after `wait` seconds with its "
-            "current state. Every read applies expiry: a request past `expires_at` is EXPIRED, "
-            "and each unanswered skill is then denied for the session. An answered item "
-            "carries `decision` and `scope`; `answered_by` and `answered_at` are set once the "
-            "request is answered. Scope `REQUEST` (always with DENY) means *Deny this request*: "
-            "the answer holds for this request only and nothing was stored."
-        ),
-        parameters=_LONG_POLL_PARAMETERS,
-        responses={200: ApprovalRequestOut, **{k: ERRORS[k] for k in (400, 401, 404, 503)}},
-    )
-    def get(self, request: Request, request_id: str) -> Response:
-        # Only drf-spectacular reads this class; the route itself is the async view.
-        raise RuntimeError("schema description only: GET is served by approval_request_detail")
-
-
-class ToolApprovalRequestDetailSchema(APIView):
-    """Schema only: documents `tool_approval_request_detail` (see ApprovalRequestDetailSchema)."""
-
-    @extend_schema(
-        summary="Read a tool approval request, long-polling for its answer",
-        description=(
-            "Returns as soon as the request leaves PENDING, or after `wait` seconds with its "
-            "current state. Every read applies expiry: a request past `expires_at` is EXPIRED, and "
-            "the call is then denied for the session, for its exact subject (else the whole tool)"
-            ". Answered: `decision` ALLOW or DENY, `scope` CALL (Allow this call: ask "
-            "tool-decisions with this id as `approval_id` and the same arguments, ALLOW once), "
-            "SESSION or AGENT with the subject `pattern` the approver picked (null: the whole tool)."
-        ),
-        parameters=_LONG_POLL_PARAMETERS,
-        responses={200: ToolApprovalRequestOut, **{k: ERRORS[k] for k in (400, 401, 404, 503)}},
-    )
-    def get(self, request: Request, request_id: str) -> Response:
-        raise RuntimeError("schema description only: GET is served by tool_approval_request_detail")
-
-
-def _long_poll_view(kind: RequestKind, schema: type[APIView]) -> Callable[..., Any]:
+def _long_poll_view(
+    kind: RequestKind, body: type[Serializer], summary: str, description: str
+) -> Callable[..., Any]:
     """The long-poll of one kind's requests (docs/api.md): answer as soon as the request leaves
     PENDING, or after `wait` seconds (0-60, default 0) with its current state; the same wait,
     wake-ups and expiry for both kinds. Its errors are answered by the API's exception
     handler, as on every DRF view."""
+
+    class Schema(APIView):
+        """Schema only: documents the long-poll, which drf-spectacular cannot read because it
+        is a plain async Django view. Never routed, never instantiated for a request."""
+
+        @extend_schema(
+            summary=summary,
+            description=description,
+            parameters=_LONG_POLL_PARAMETERS,
+            responses={200: body, **{k: ERRORS[k] for k in (400, 401, 404, 503)}},
+        )
+        def get(self, request: Request, request_id: str) -> Response:
+            raise RuntimeError("schema description only: GET is served by the async long-poll view")
 
     @csrf_exempt
     async def detail(request: HttpRequest, request_id: str) -> JsonResponse:
@@ -306,13 +275,33 @@ def _long_poll_view(kind: RequestKind, schema: type[APIView]) -> Callable[..., A
             return error_response(request, exc, authenticator=_AUTHENTICATION)
 
     # drf-spectacular documents a route whose callback names an APIView class as `cls`.
-    detail.cls = schema  # type: ignore[attr-defined]
+    detail.cls = Schema  # type: ignore[attr-defined]
     detail.initkwargs = {}  # type: ignore[attr-defined]
     return detail
 
 
-approval_request_detail = _long_poll_view(RequestKind.SKILL, ApprovalRequestDetailSchema)
-tool_approval_request_detail = _long_poll_view(RequestKind.TOOL, ToolApprovalRequestDetailSchema)
+approval_request_detail = _long_poll_view(
+    RequestKind.SKILL,
+    ApprovalRequestOut,
+    "Read an approval request, long-polling for its answer",
+    "Returns as soon as the request leaves PENDING, or after `wait` seconds with its "
+    "current state. Every read applies expiry: a request past `expires_at` is EXPIRED, "
+    "and each unanswered skill is then denied for the session. An answered item "
+    "carries `decision` and `scope`; `answered_by` and `answered_at` are set once the "
+    "request is answered. Scope `REQUEST` (always with DENY) means *Deny this request*: "
+    "the answer holds for this request only and nothing was stored.",
+)
+tool_approval_request_detail = _long_poll_view(
+    RequestKind.TOOL,
+    ToolApprovalRequestOut,
+    "Read a tool approval request, long-polling for its answer",
+    "Returns as soon as the request leaves PENDING, or after `wait` seconds with its "
+    "current state. Every read applies expiry: a request past `expires_at` is EXPIRED, and "
+    "the call is then denied for the session, for its exact subject (else the whole tool)"
+    ". Answered: `decision` ALLOW or DENY, `scope` CALL (Allow this call: ask "
+    "tool-decisions with this id as `approval_id` and the same arguments, ALLOW once), "
+    "SESSION or AGENT with the subject `pattern` the approver picked (null: the whole tool).",
+)
 
 
 # --- POST …/{id}/cancel ------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from aimon_admin.approvals.choices import (
     SkillDecision,
     ToolCallSource,
 )
-from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest
+from aimon_admin.approvals.models import ApprovalRequest
 from aimon_admin.core.api import NameField, OptionalIdField, StrictSerializer, validate_flat
 from aimon_admin.registry.api.serializers import ToolNameField, json_problem
 from aimon_admin.registry.choices import (
@@ -58,18 +58,6 @@ class StrictBooleanField(serializers.BooleanField):
         if not isinstance(data, bool):
             raise serializers.ValidationError(NOT_BOOLEAN_MESSAGE)
         return data
-
-
-def unique_skills(skills: list[str]) -> list[str]:
-    seen: set[str] = set()
-    repeated: list[str] = []
-    for skill in skills:
-        if skill in seen and skill not in repeated:
-            repeated.append(skill)
-        seen.add(skill)
-    if repeated:
-        raise serializers.ValidationError(DUPLICATE_SKILLS_MESSAGE.format(names=", ".join(repeated)))
-    return skills
 
 
 # --- Inputs -----------------------------------------------------------------------------------
@@ -129,8 +117,16 @@ class SkillDecisionIn(CallerIn):
     )
 
     @staticmethod
-    def validate_skills(value: list[str]) -> list[str]:
-        return unique_skills(value)
+    def validate_skills(skills: list[str]) -> list[str]:
+        seen: set[str] = set()
+        repeated: list[str] = []
+        for skill in skills:
+            if skill in seen and skill not in repeated:
+                repeated.append(skill)
+            seen.add(skill)
+        if repeated:
+            raise serializers.ValidationError(DUPLICATE_SKILLS_MESSAGE.format(names=", ".join(repeated)))
+        return skills
 
 
 class ApprovalRequestIn(AskIn, SkillDecisionIn):
@@ -429,21 +425,14 @@ def request_body(request: ApprovalRequest) -> dict[str, Any]:
             else None,
         }
     else:
-        body["items"] = [_item_body(item) for item in items]
+        body["items"] = [
+            {"skill": item.skill, "decision": item.decision or None, "scope": item.scope or None}
+            | ({"source": item.source} if item.source else {})
+            for item in items
+        ]
     answered_by = request.answered_by
     body["answered_by"] = answered_by.get_username() if answered_by is not None else None
     body["answered_at"] = iso(request.answered_at)
     if request.kind == RequestKind.TOOL and item.source:
-        body["source"] = item.source
-    return body
-
-
-def _item_body(item: ApprovalItem) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "skill": item.skill,
-        "decision": item.decision or None,
-        "scope": item.scope or None,
-    }
-    if item.source:
         body["source"] = item.source
     return body

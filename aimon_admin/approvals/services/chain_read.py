@@ -236,7 +236,7 @@ def sessions_find(
     session_id, invoking_session_id, principal = call.session_id, call.invoking_session_id, call.principal
     seen = read.sessions
     if invoking_session_id and invoking_session_id not in seen and invoking_session_id != session_id:
-        raise UnknownInvokingSessionError.naming(invoking_session_id)
+        raise UnknownInvokingSessionError(invoking_session_id)
     invoking = seen.get(invoking_session_id) if invoking_session_id else None
     invoking_pk = invoking.pk if invoking else None
     if not session_id:

@@ -82,10 +82,8 @@ class UnknownInvokingSessionError(ApprovalError):
 
     field = "invoking_session_id"
 
-    @classmethod
-    def naming(cls, session_id: str) -> UnknownInvokingSessionError:
-        """The refusal of this session id, in the words people are shown."""
-        return cls(UNKNOWN_INVOKING_SESSION_MESSAGE.format(session=session_id))
+    def __init__(self, session_id: str) -> None:
+        super().__init__(UNKNOWN_INVOKING_SESSION_MESSAGE.format(session=session_id))
 
 
 class AllowRefusedError(ApprovalError):

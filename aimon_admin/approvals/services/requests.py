@@ -21,7 +21,7 @@ from aimon_admin.approvals.choices import (
     SkillDecision,
 )
 from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest
-from aimon_admin.approvals.services.decisions import skills_decide
+from aimon_admin.approvals.services.decisions import SkillVerdict, skills_decide
 from aimon_admin.approvals.services.errors import (
     ARGUMENTS_NUL_MESSAGE,
     REQUEST_CLOSED_MESSAGE,
@@ -114,7 +114,7 @@ def _request_create(data: RequestInput) -> ApprovalRequest:
         data.invoking_session_id
         and session_lookup(runtime=data.runtime, session_id=data.invoking_session_id) is None
     ):
-        raise UnknownInvokingSessionError.naming(data.invoking_session_id)
+        raise UnknownInvokingSessionError(data.invoking_session_id)
     # A fork's session answers land on its invoking session, so the principal a fork names
     # is held to that session's, like any session's (S12, S13).
     invoking = session_touch(
@@ -148,25 +148,30 @@ def _request_create(data: RequestInput) -> ApprovalRequest:
         invoking_session=invoking,
         turn_id=data.turn_id,
     )
-    items = []
-    for position, verdict in enumerate(verdicts):
-        decided = verdict.decision != SkillDecision.ASK
-        items.append(
-            ApprovalItem(
-                request=request,
-                position=position,
-                skill=verdict.skill,
-                widest_scope=verdict.widest_scope,
-                approvers=1 if decided else verdict.approvers,
-                decision=verdict.decision if decided else "",
-                source=verdict.source if decided else "",
-                answered_at=now if decided else None,
-            )
+    items = [
+        ApprovalItem(
+            request=request,
+            position=position,
+            skill=verdict.skill,
+            widest_scope=verdict.widest_scope,
+            **_as_decided(verdict, now, verdict.approvers),
         )
+        for position, verdict in enumerate(verdicts)
+    ]
     ApprovalItem.objects.bulk_create(items)
     if all(item.decision for item in items):
         _answered_at_creation(request, now)
     return request
+
+
+def _as_decided(
+    verdict: SkillVerdict | tool_policy.ToolVerdict, now: dt.datetime, approvers: int
+) -> dict[str, Any]:
+    """An item's answer as the chain gave it: ALLOW or DENY at once, its source the layer;
+    or, the chain asking, open for `approvers` people (P3)."""
+    if verdict.decision == SkillDecision.ASK:
+        return {"approvers": approvers}
+    return {"approvers": 1, "decision": verdict.decision, "source": verdict.source, "answered_at": now}
 
 
 def _answered_at_creation(request: ApprovalRequest, now: dt.datetime) -> None:
@@ -228,18 +233,12 @@ def _tool_request_create(data: RequestInput, common: dict[str, Any], now: dt.dat
         subject=decided.subject.value,
     )
     verdict = decided.verdict
-    answered = verdict.decision != SkillDecision.ASK
-    ApprovalItem.objects.create(
-        request=request,
-        position=0,
-        skill=data.tool,
-        # P3: the rule that asks (none: the gate asks) says how many people must allow.
-        approvers=verdict.rule.approvers if verdict.rule is not None and not answered else 1,
-        decision=verdict.decision if answered else "",
-        source=verdict.source if answered else "",
-        answered_at=now if answered else None,
+    # P3: the rule that asks (none: the gate asks) says how many people must allow.
+    approvers = verdict.rule.approvers if verdict.rule is not None else 1
+    item = ApprovalItem.objects.create(
+        request=request, position=0, skill=data.tool, **_as_decided(verdict, now, approvers)
     )
-    if answered:
+    if item.decision:
         _answered_at_creation(request, now)
     return request
 
@@ -272,43 +271,34 @@ def _abort(request: ApprovalRequest, status: RequestStatus, actor: Actor, why: s
         with transaction.atomic():
             open_items = list(request.items.filter(decision="").order_by("skill"))
             if target is None:
-                for item in open_items:
-                    audit_record(
-                        action=action,
-                        actor=actor,
-                        runtime=request.runtime,
-                        subject_type=subject_type,
-                        subject=grant_subject(request, item.skill, pattern),
-                        details={
-                            "request_id": str(request.pk),
-                            "why": why,
-                            "written": False,
-                            "note": "no session to hold a denial; the skill stays ASK (never agent-wide)",
-                        },
-                    )
-            denied = [] if target is None else _abort_deny(request, open_items, target, now, pattern)
+                denied: list[tuple[ApprovalItem, GrantWrite | None]] = [(item, None) for item in open_items]
+            else:
+                denied = [*_abort_deny(request, open_items, target, now, pattern)]
             for item, written in denied:
-                grant, superseded = written.grant, written.superseded
+                session = written.grant.session if written else None
                 details: dict[str, Any] = {
                     "request_id": str(request.pk),
                     "why": why,
-                    "written": True,
-                    "grant_id": grant.pk,
+                    "written": written is not None,
                 }
-                if tool:
-                    details |= {"pattern": pattern, "arguments_digest": request.arguments_digest}
-                if superseded:
-                    details["superseded_grant_ids"] = superseded
+                if written is None:
+                    details["note"] = "no session to hold a denial; the skill stays ASK (never agent-wide)"
+                else:
+                    details["grant_id"] = written.grant.pk
+                    if tool:
+                        details |= {"pattern": pattern, "arguments_digest": request.arguments_digest}
+                    if written.superseded:
+                        details["superseded_grant_ids"] = written.superseded
                 audit_record(
                     action=action,
                     actor=actor,
                     runtime=request.runtime,
-                    session_key=grant.session.session_id if grant.session else "",
+                    session_key=session.session_id if session else "",
                     subject_type=subject_type,
                     subject=grant_subject(request, item.skill, pattern),
                     details=details,
                 )
-                session_active(grant.session, now)
+                session_active(session, now)
             closed = ApprovalRequest.objects.filter(pk=request.pk, status=RequestStatus.PENDING).update(
                 status=status, closed_at=now
             )
