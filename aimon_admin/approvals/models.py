@@ -312,6 +312,8 @@ class ApprovalRequest(models.Model):
             models.Index(fields=["runtime", "status", "-created_at"], name="request_runtime_status"),
             # Decision analytics read a period's requests by the day they were opened.
             models.Index(fields=["created_at"], name="request_created"),
+            # The inbox's "just answered by you" lines: one person's newest answers.
+            models.Index(fields=["answered_by", "-answered_at"], name="request_answered_by_recent"),
         ]
 
     def __str__(self) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet
@@ -66,6 +67,24 @@ def pending_requests_for(*, user: User) -> QuerySet[ApprovalRequest]:
         request_list_visible_to(user=user)
         .filter(status=RequestStatus.PENDING, expires_at__gt=timezone.now())
         .order_by("expires_at", "created_at")
+    )
+
+
+# How long the inbox keeps a line for a request its reader closed with their answer.
+JUST_ANSWERED_FOR = timedelta(minutes=10)
+JUST_ANSWERED_SHOWN = 5
+
+
+def just_answered_by(*, user: User) -> list[ApprovalRequest]:
+    """The requests `user` closed with their answer in the last few minutes, newest first:
+    the inbox says what became of a card instead of letting it vanish."""
+    since = timezone.now() - JUST_ANSWERED_FOR
+    return list(
+        ApprovalRequest.objects.filter(answered_by=user, answered_at__gte=since)
+        .exclude(status=RequestStatus.PENDING)
+        .select_related("runtime")
+        .prefetch_related("items")
+        .order_by("-answered_at")[:JUST_ANSWERED_SHOWN]
     )
 
 

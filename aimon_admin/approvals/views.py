@@ -190,9 +190,22 @@ def _inbox_context(request: HttpRequest) -> dict[str, Any]:
     pending = list(shown.apply(selectors.pending_requests_for(user=request.user), user=request.user))
     for approval in pending:  # P2, on sight as expiry is: where no beat runs (make run), this sends them
         request_escalate_if_due(approval)
+    just_answered = selectors.just_answered_by(user=request.user)
     return {
         "cards": [_card(request, approval) for approval in pending],
-        "version": selectors.inbox_version(pending),
+        # What became of the cards this person's answers closed: a line each, for a while.
+        "just_answered": [
+            {
+                "approval": approval,
+                "answers": [
+                    (item.skill, answer_label(item.decision, item.scope))
+                    for item in approval.items.all()
+                    if item.decision
+                ],
+            }
+            for approval in just_answered
+        ],
+        "version": selectors.inbox_version(pending) + "".join(f"-{a.pk.hex[:6]}" for a in just_answered),
         "shown": shown,
     }
 

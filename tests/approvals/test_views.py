@@ -488,3 +488,29 @@ def test_the_inbox_selector_only_reads_and_the_inbox_closes_due_requests_first(
     client.force_login(approver)
     assert client.get(reverse("approvals:inbox")).status_code == 200
     assert ApprovalRequest.objects.get(pk=approval.pk).status == RequestStatus.EXPIRED
+
+
+def test_a_request_closed_by_your_answer_leaves_a_line_saying_what_became_of_it(
+    runtime: AgentRuntime, approver: User, operator: User
+) -> None:
+    # The card leaves the inbox with its last answer; the inbox says what was answered, for
+    # JUST_ANSWERED_FOR, to whoever answered it and nobody else.
+    mine = open_skill_request(runtime, "deploy", "publish", session_id="s-1", principal="alice")
+    client = logged_in(approver)
+    client.post(reverse("approvals:answer", args=[mine.pk]), {"answer": "ALLOW_SESSION"})
+    inbox = client.get(reverse("approvals:inbox")).content.decode()
+    assert f'id="request-{mine.pk}"' not in inbox  # no card: nothing is left to answer
+    line = re.search(rf'<li data-request="{mine.pk}">(.*?)</li>', inbox, re.S)
+    assert line is not None
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", line.group(1)))
+    assert "deploy: Allow for this session; publish: Allow for this session" in text
+    assert "answered by you" in text
+    assert (
+        f'data-request="{mine.pk}"'
+        not in logged_in(operator).get(reverse("approvals:inbox")).content.decode()
+    )
+
+    ApprovalRequest.objects.filter(pk=mine.pk).update(
+        answered_at=timezone.now() - selectors.JUST_ANSWERED_FOR - dt.timedelta(seconds=1)
+    )
+    assert f'data-request="{mine.pk}"' not in client.get(reverse("approvals:inbox")).content.decode()
