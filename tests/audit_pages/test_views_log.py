@@ -207,7 +207,8 @@ def test_rows_show_the_exact_utc_time_with_the_relative_one_on_hover(auditor: Us
     stamp = event.created_at.astimezone(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
     shown = event.created_at.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     assert f'<time datetime="{stamp}" title="less than a minute ago">{shown}</time>' in row
-    assert '<td data-label="Skill or tool" title="timed">timed</td>' in row  # a cut value keeps its whole on hover
+    # A cut value keeps its whole on hover.
+    assert '<td data-label="Skill or tool" title="timed">timed</td>' in row
 
 
 def test_htmx_gets_the_results_fragment_and_the_canonical_url(auditor: User, mixed_log: dict) -> None:
