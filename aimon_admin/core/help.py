@@ -182,7 +182,7 @@ def help_page(request: HttpRequest, page: str = "") -> HttpResponse:
     documents = [name for name in PAGES if name]
     yours = documents if mine is None else [name for name in documents if name in mine]
     pages = [
-        {"url": _url(name), "title": help_page_html(name)[0], "current": name == page}
+        {"url": _url(name), "title": help_page_html(name)[0] if name else "Help", "current": name == page}
         for name in ["", *documents]
         if not name or name in yours or name == page
     ]
@@ -202,6 +202,7 @@ def help_page(request: HttpRequest, page: str = "") -> HttpResponse:
             ]
 
         context.update(
+            title="Help",
             body=None,
             quick_starts=quick_starts,
             yours=listed(yours),
