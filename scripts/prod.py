@@ -27,8 +27,8 @@ starts and watches these processes, each in a process group of its own:
   <temp dir>/aimon-admin/celerybeat-schedule, somewhere writable even when the code is not).
   One beat for the whole installation: on every other machine set `AIMON_RUN_BEAT=0`.
 
-Why two servers: measured side by side in one run (benchmarks/servers.py, README's
-performance table), sync Django under a WSGI server spends about half the CPU per decision
+Why two servers: measured side by side in one run (benchmarks/servers.py,
+docs/performance.md), sync Django under a WSGI server spends about half the CPU per decision
 that it spends under uvicorn, while only an ASGI server holds a waiting request without a
 thread.
 
@@ -519,7 +519,8 @@ def log(message: str) -> None:
 def prepare(config: Config, stopped: Callable[[], bool]) -> None:
     """Check, migrate (the audit log's append-only triggers too), collect static files into STATIC_ROOT."""
     config.beat_schedule.parent.mkdir(parents=True, exist_ok=True)
-    # `check --deploy` fails only on errors; its warnings are printed (README explains each).
+    # `check --deploy` fails only on errors; its warnings are printed (docs/operations.md,
+    # "Inside `make prod`", explains each).
     write_nginx_conf(config)
     log(f"nginx -t ({config.nginx_conf})")
     checked = subprocess.run(nginx_argv(config, test=True), capture_output=True, text=True)

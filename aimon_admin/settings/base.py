@@ -449,6 +449,10 @@ AIMON_SESSION_IDLE_TTL_SECONDS = env_int("AIMON_SESSION_IDLE_TTL_SECONDS", 24 * 
 # S9: an approval request nobody answers expires after this many seconds by default.
 AIMON_REQUEST_DEFAULT_TIMEOUT_SECONDS = 300
 
+# The help's first screen for the person reading it: a quick start per role (core.help calls
+# it; the roles and the pages each opens are known above core, in the menu).
+AIMON_HELP_FOR_READER = "aimon_admin.navigation.help_for"
+
 # Where `make run` keeps the demo credentials it prints (never used outside the demo).
 DEMO_CREDENTIALS_FILE = BASE_DIR / ".demo-credentials.json"
 

@@ -76,9 +76,12 @@ def test_make_screenshots_writes_every_readme_screenshot_as_a_png_of_its_size(tm
 
 
 def referenced_pictures() -> set[str]:
-    """Every picture under docs/screenshots/ the README or docs/screenshots/README.md shows,
-    as a path relative to docs/screenshots/."""
+    """Every picture under docs/screenshots/ the README, the tour (docs/tour.md) or
+    docs/screenshots/README.md shows, as a path relative to docs/screenshots/."""
     found = set(re.findall(r"docs/screenshots/([\w./-]+\.png)", (ROOT / "README.md").read_text()))
+    found |= set(
+        re.findall(r'(?:src="|\]\()screenshots/([\w.-]+\.png)', (ROOT / "docs" / "tour.md").read_text())
+    )
     listing = (SHOTS_DIR / "README.md").read_text()
     found |= set(re.findall(r'(?:src="|\]\()((?:before-after/)?[\w.-]+\.png)', listing))
     return found
