@@ -36,7 +36,7 @@ from typing import Any
 
 from django.db import connection
 
-from aimon_admin.approvals.services import ESCALATION_REACH
+from aimon_admin.approvals.services.errors import ESCALATION_REACH
 from aimon_admin.audit import chain
 from aimon_admin.audit.models import format_timestamp
 
