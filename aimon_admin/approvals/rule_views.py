@@ -1,8 +1,8 @@
 """The rules page (operators): skill rules (S2's rule layer), then tool rules (U1, U5). Each
-kind is listed with what is wrong with a stored rule, has a form with a live preview of
-what the typed rule would match, and is deleted behind a confirmation. One set of views
-serves both kinds, each route naming its `RuleSection` (urls.py); writes go through
-approvals/rules.py."""
+kind is listed with what is wrong with a stored rule, is added on a page of its own (a form
+with a live preview of what the typed rule would match), and is deleted behind a
+confirmation. One set of views serves both kinds, each route naming its `RuleSection`
+(urls.py); writes go through approvals/rules.py."""
 
 from __future__ import annotations
 
@@ -76,9 +76,9 @@ class RuleSection:
     kind: rules.RuleKind
     form: type[RuleForm] | type[ToolRuleForm]
     create: Callable[..., rules.Rule]  # takes its form's cleaned data, and the actor
-    route: str  # its URL names' stem: -create, -preview, -delete
+    route: str  # its URL names' stem: -add, -create, -preview, -delete
     draft: str  # its form's name for post/redirect/get
-    anchor: str  # where its form sits on the page
+    row: str  # its rows' ids on the rules page, before the rule's pk
     listed: str  # where on the rules page its rules are listed ("": the top)
     carried: tuple[str, ...]  # the fields *Check* carries to the preview's address
     preview_template: str
@@ -90,7 +90,7 @@ class RuleSection:
     deleted_message: str
 
     def prefixed(self, name: str) -> str:
-        """A field's name as its form posts it (the tool rule form shares the page)."""
+        """A field's name as its form posts it (the tool rule form's is prefixed)."""
         return f"{self.form.prefix}-{name}" if self.form.prefix else name
 
     @property
@@ -113,11 +113,11 @@ class RuleSection:
 
 class SkillRuleSection(RuleSection):
     name, kind, form, create = "skill", rules.SKILL, RuleForm, staticmethod(rules.rule_create)
-    route, draft, anchor, listed = "approvals:rule", "rule-create", "new-rule", ""
+    route, draft, row, listed = "approvals:rule", "rule-create", "rule", ""
     # Never the confirmation of an ALLOW for every skill: a link cannot tick it for anyone.
     carried = ("pattern", "runtime", "action", "widest_scope", "approvers", "note")
-    preview_template = "approvals/rules.html#skill-preview"
-    heading, check_label, save_label = "New skill rule", "Check pattern", "Save rule"
+    preview_template = "approvals/rule_add.html#skill-preview"
+    heading, check_label, save_label = "Add a skill rule", "Check pattern", "Save rule"
     saved_message, deleted_message = "Rule for {text} saved.", "Rule for {text} deleted."
     delete_title = "Delete the rule for {text}?"
 
@@ -166,10 +166,10 @@ def _sample(subjects: list[str]) -> dict[str, Any]:
 class ToolRuleSection(RuleSection):
     name, kind, form, create = "tool", rules.TOOL, ToolRuleForm, staticmethod(rules.tool_rule_create)
     warnings = staticmethod(tool_rules.tool_rule_warnings)
-    route, draft, anchor, listed = "approvals:tool-rule", "tool-rule-create", "new-tool-rule", "#tool-rules"
+    route, draft, row, listed = "approvals:tool-rule", "tool-rule-create", "tool-rule", "#tool-rules"
     carried = ("text", "runtime", "action", "unattended", "approvers", "note")
-    preview_template = "approvals/rules.html#tool-preview"
-    heading, check_label, save_label = "New tool rule", "Check rule", "Save tool rule"
+    preview_template = "approvals/rule_add.html#tool-preview"
+    heading, check_label, save_label = "Add a tool rule", "Check rule", "Save tool rule"
     saved_message, deleted_message = "Tool rule {text} saved.", "Tool rule {text} deleted."
     delete_title = "Delete the tool rule {text}?"
 
@@ -229,22 +229,8 @@ TOOL = ToolRuleSection()
 SECTIONS = (SKILL, TOOL)  # in the page's order
 
 
-def _rules_page(
-    request: HttpRequest, given: RuleSection | None = None, form: Any = None, preview: Any = None
-) -> HttpResponse:
-    """The rules page. Each section's form is fresh, or after an invalid POST as typed with its
-    errors and its preview (post/redirect/get); the `given` section's is `form` and `preview`."""
-    context: dict[str, Any] = {}
-    for section in SECTIONS:
-        shown = form if section is given else form_from_draft(request, section.draft, section.form)
-        context[section.name] = {
-            "section": section,
-            "rows": section.rows(),
-            "form": shown,
-            "preview": preview if section is given else section.preview(section.typed(shown.data)),
-            "can_change": request.user.has_perm(_perm("add", section)),
-        }
-    return render(request, "approvals/rules.html", context)
+def _add_page(request: HttpRequest, section: RuleSection, form: Any, preview: dict[str, Any]) -> HttpResponse:
+    return render(request, "approvals/rule_add.html", {"section": section, "form": form, "preview": preview})
 
 
 def _perm(verb: str, section: RuleSection) -> str:
@@ -261,13 +247,32 @@ def _require(request: HttpRequest, verb: str, section: RuleSection) -> None:
 @login_required
 @permission_required("approvals.view_skillrule", raise_exception=True)
 def rule_list_view(request: HttpRequest) -> HttpResponse:
-    return _rules_page(request)
+    """Each kind's rules, with an *Add* button for those who may add them."""
+    context = {
+        section.name: {
+            "section": section,
+            "rows": section.rows(),
+            "can_change": request.user.has_perm(_perm("add", section)),
+        }
+        for section in SECTIONS
+    }
+    return render(request, "approvals/rules.html", context)
+
+
+@require_GET
+@login_required
+def rule_add_view(request: HttpRequest, section: RuleSection) -> HttpResponse:
+    """The form for a new rule, fresh, or after an invalid POST as typed with its errors and
+    its preview (post/redirect/get)."""
+    _require(request, "add", section)
+    form = form_from_draft(request, section.draft, section.form)
+    return _add_page(request, section, form, section.preview(section.typed(form.data)))
 
 
 @require_GET
 @login_required
 def rule_preview_view(request: HttpRequest, section: RuleSection) -> HttpResponse:
-    """What the typed rule matches: the preview fragment for htmx, else the rules page with
+    """What the typed rule matches: the preview fragment for htmx, else the add page with
     the form as given in the address (the no-script *Check*)."""
     _require(request, "add", section)
     typed = section.typed(request.GET)
@@ -275,24 +280,24 @@ def rule_preview_view(request: HttpRequest, section: RuleSection) -> HttpRespons
     if request.htmx:
         return render(request, section.preview_template, {"preview": preview})
     initial = {name: typed[name] for name in section.carried if section.prefixed(name) in request.GET}
-    return _rules_page(request, section, section.form(initial=initial), preview)
+    return _add_page(request, section, section.form(initial=initial), preview)
 
 
 @require_http_methods(["GET", "POST"])
 @login_required
 def rule_create_view(request: HttpRequest, section: RuleSection) -> HttpResponse:
     _require(request, "add", section)
-    rules_page = reverse("approvals:rules")
+    add_page = reverse(f"{section.route}-add")
     if request.method == "GET":
-        # A reload of an invalid form's page, or a typed address: the form lives on the rules page.
-        return redirect(f"{rules_page}#{section.anchor}")
+        # A typed address, or one kept from before the form had a page of its own.
+        return redirect(add_page)
     if request.POST.get(section.check_name):
         # *Check* without script: the form as typed and what it would match, at an address of
         # its own (a GET, so a reload asks nothing).
         fields = [section.prefixed(name) for name in section.carried]
         query = urlencode({name: request.POST[name] for name in fields if name in request.POST})
         preview = reverse(f"{section.route}-preview")
-        return HttpResponseRedirect(f"{preview}?{query}#{section.anchor}", status=303)
+        return HttpResponseRedirect(f"{preview}?{query}", status=303)
     form = section.form(request.POST)
     if form.is_valid():
         try:
@@ -305,8 +310,8 @@ def rule_create_view(request: HttpRequest, section: RuleSection) -> HttpResponse
             messages.success(request, section.saved_message.format(text=section.kind.text(rule)))
             for warning in section.warnings(rule):
                 messages.warning(request, warning)
-            return redirect(rules_page + section.listed)
-    return redirect_invalid(request, form, name=section.draft, to=rules_page, anchor=section.anchor)
+            return redirect(f"{reverse('approvals:rules')}#{section.row}-{rule.pk}")
+    return redirect_invalid(request, form, name=section.draft, to=add_page)
 
 
 @require_http_methods(["GET", "POST"])

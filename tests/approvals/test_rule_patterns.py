@@ -156,6 +156,7 @@ def test_allow_for_every_skill_needs_the_confirmation_box(operator: User) -> Non
     saved = client.post("/approvals/rules/new/", {**data, "confirm_everything": "on"})
     assert saved.status_code == 302
     assert SkillRule.objects.get().pattern == "*"
+    assert saved["Location"] == f"/approvals/rules/#rule-{SkillRule.objects.get().pk}"  # at the new rule
     assert AuditEvent.objects.filter(action=AuditAction.RULE_CREATED).count() == 1
 
 
@@ -226,7 +227,7 @@ def test_the_preview_page_shows_the_form_as_given_in_the_address(
 def test_the_pattern_field_updates_the_preview_as_you_type_without_sending_the_csrf_token(
     operator: User,
 ) -> None:
-    html = logged_in(operator).get("/approvals/rules/").content.decode()
+    html = logged_in(operator).get("/approvals/rules/skills/add/").content.decode()
     assert 'hx-get="/approvals/rules/preview/"' in html
     assert 'hx-target="#pattern-preview"' in html
     assert 'hx-include="[name=&#x27;runtime&#x27;]"' in html
@@ -247,11 +248,26 @@ def test_the_rule_list_flags_stored_bad_patterns_and_allow_everything(operator: 
 
 
 @pytest.mark.django_db
-def test_a_get_on_the_rule_form_address_goes_to_the_rules_page(operator: User) -> None:
+def test_a_get_on_the_rule_form_address_goes_to_the_add_page(operator: User) -> None:
     # Reloading an invalid rule form's page was once "405 Not possible this way".
     response = logged_in(operator).get("/approvals/rules/new/")
     assert response.status_code == 302
-    assert response["Location"] == "/approvals/rules/#new-rule"
+    assert response["Location"] == "/approvals/rules/skills/add/"
+
+
+def test_the_rules_page_lists_rules_and_the_form_has_a_page_of_its_own(operator: User, auditor: User) -> None:
+    rules.rule_create(pattern="deploy-*", action=RuleAction.ASK, actor=TEST_ACTOR)
+    listed = logged_in(operator).get("/approvals/rules/").content.decode()
+    assert 'href="/approvals/rules/skills/add/">Add a skill rule</a>' in listed
+    assert 'href="/approvals/rules/tools/add/">Add a tool rule</a>' in listed
+    assert "<form" not in listed.split("<main", 1)[1]  # no form on the list: only its rows
+    add = logged_in(operator).get("/approvals/rules/skills/add/").content.decode()
+    assert 'action="/approvals/rules/new/"' in add
+    assert 'name="check"' in add
+    assert 'href="/approvals/rules/">Cancel</a>' in add
+    # Auditors read the list: no button, and no add page.
+    assert "Add a skill rule" not in logged_in(auditor).get("/approvals/rules/").content.decode()
+    assert logged_in(auditor).get("/approvals/rules/skills/add/").status_code == 403
 
 
 @pytest.mark.django_db

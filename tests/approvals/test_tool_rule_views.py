@@ -38,6 +38,7 @@ def named_subjects() -> None:
 
 HTMX = {"HX-Request": "true"}
 RULES = "/approvals/rules/"
+ADD = "/approvals/rules/tools/add/"
 NEW = "/approvals/rules/tools/new/"
 PREVIEW = "/approvals/rules/tools/preview/"
 
@@ -81,11 +82,14 @@ def test_the_rules_page_lists_tool_rules_with_their_text_and_pre_approvals(
         assert "<code>Bash(make nightly)</code>" in page
         assert "Pre-approval: answers only agent-one's unattended runs." in page
         assert "How to write a tool rule" in page
-    # Only operators write: the auditor gets no form and no delete buttons.
-    assert "Save tool rule" in text_of(logged_in(operator).get(RULES))
+    # Only operators write: the auditor gets no Add button and no delete buttons; the form
+    # is on a page of its own.
+    assert 'href="/approvals/rules/tools/add/">Add a tool rule</a>' in text_of(logged_in(operator).get(RULES))
+    assert "Save tool rule" in text_of(logged_in(operator).get(ADD))
     auditor_page = text_of(logged_in(auditor).get(RULES))
-    assert "Save tool rule" not in auditor_page
+    assert "Add a tool rule" not in auditor_page
     assert "/approvals/rules/tools/" not in auditor_page
+    assert logged_in(auditor).get(ADD).status_code == 403
 
 
 def test_a_pattern_for_a_tool_without_a_subject_argument_is_flagged(operator: User) -> None:
@@ -133,8 +137,8 @@ def test_an_operator_saves_a_tool_rule(runtime: AgentRuntime, operator: User) ->
         },
     )
     assert response.status_code == 302
-    assert response["Location"] == "/approvals/rules/#tool-rules"
     rule = ToolRule.objects.get()
+    assert response["Location"] == f"/approvals/rules/#tool-rule-{rule.pk}"  # at the new rule
     assert (rule.tool, rule.pattern, rule.action, rule.runtime, rule.note) == (
         "Bash",
         "git status:*",
@@ -178,7 +182,7 @@ def test_an_operator_saves_a_tool_rule(runtime: AgentRuntime, operator: User) ->
 def test_a_refused_tool_rule_is_shown_again_with_its_problem(
     runtime: AgentRuntime, operator: User, data: dict[str, str], shows: list[str]
 ) -> None:
-    assert_invalid_post_redirects_and_reloads(logged_in(operator), NEW, data, page=RULES, shows=shows)
+    assert_invalid_post_redirects_and_reloads(logged_in(operator), NEW, data, page=ADD, shows=shows)
     assert not ToolRule.objects.exists()
 
 
@@ -188,7 +192,7 @@ def test_the_same_tool_rule_twice_is_refused_beside_the_field(operator: User) ->
         logged_in(operator),
         NEW,
         {"tool-text": "Bash(rm:*)", "tool-action": "ASK"},
-        page=RULES,
+        page=ADD,
         shows=["already exists for every runtime", 'value="Bash(rm:*)"'],
     )
 
@@ -267,7 +271,7 @@ def test_check_rule_without_script_shows_the_preview_at_its_own_address(operator
     assert response.status_code == 303
     assert response["Location"].startswith(PREVIEW + "?")
     page = text_of(client.get(response["Location"]))
-    assert "<h1>Rules</h1>" in page
+    assert "<h1>Add a tool rule</h1>" in page  # the add page, the form as typed
     assert 'value="Bash(ls:*)"' in page
     assert '<option value="DENY" selected>' in page
     assert "No call of Bash has been asked about yet." in page

@@ -70,7 +70,7 @@ def status(request: ApprovalRequest) -> str:
 
 def test_the_skill_rule_form_sets_people_who_must_allow(runtime: AgentRuntime, operator: User) -> None:  # P3
     client = logged_in(operator)
-    page = client.get("/approvals/rules/").content.decode()
+    page = client.get("/approvals/rules/skills/add/").content.decode()
     assert "People who must allow" in page
     response = client.post(
         "/approvals/rules/new/",
@@ -87,7 +87,7 @@ def test_a_bad_count_is_refused_naming_the_field_and_kept_as_typed(operator: Use
         logged_in(operator),
         "/approvals/rules/new/",
         {"pattern": "deploy-*", "action": "ASK", "widest_scope": "AGENT", "approvers": "7"},
-        page="/approvals/rules/",
+        page="/approvals/rules/skills/add/",
         shows=["Select a valid choice", 'value="deploy-*"'],
     )
     assert not SkillRule.objects.exists()

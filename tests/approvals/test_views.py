@@ -308,7 +308,7 @@ def test_operators_write_rules_and_auditors_only_read_them(
         client,
         "/approvals/rules/new/",
         {"pattern": "drop-*", "action": "DENY", "widest_scope": "AGENT", "note": "typed"},
-        page="/approvals/rules/",
+        page="/approvals/rules/skills/add/",
         shows=["already exists", 'value="drop-*"', 'value="DENY" selected', "typed</textarea>"],
     )
     assert logged_in(auditor).get("/approvals/rules/").status_code == 200

@@ -129,6 +129,8 @@ def test_operator_pages_and_htmx_controls_raise_no_violation(
         "/registry/servers/",
         "/registry/simulator/worklist/",
         "/approvals/rules/",
+        "/approvals/rules/skills/add/",
+        "/approvals/rules/tools/add/",
         "/approvals/sessions/",
         "/audit/",
         "/audit/escalations/",

@@ -27,6 +27,9 @@ def test_the_preview_follows_the_pattern_and_allow_everything_needs_a_tick(
     )
     log_in(page, operator)
     page.goto(f"{live_server.url}/approvals/rules/")
+    expect(page.locator("main form")).to_have_count(0)  # the list only: the form has a page of its own
+    page.get_by_role("link", name="Add a skill rule").click()
+    expect(page).to_have_url(f"{live_server.url}/approvals/rules/skills/add/")
     expect(page.locator("select[name=action]")).to_have_value("ASK")  # not ALLOW
 
     preview = page.locator("#pattern-preview")
@@ -48,6 +51,19 @@ def test_the_preview_follows_the_pattern_and_allow_everything_needs_a_tick(
     assert not SkillRule.objects.exists()
     page.get_by_label("Yes, allow every skill without asking anyone").check()
     page.get_by_role("button", name="Save rule").click()
+    rule = SkillRule.objects.get()
+    assert rule.pattern == "*"
+    expect(page).to_have_url(f"{live_server.url}/approvals/rules/#rule-{rule.pk}")  # at the new rule
+    saved = page.locator(f"#rule-{rule.pk}")
+    expect(saved).to_contain_text("Allows every skill of every runtime without asking.")
+
+
+def test_cancel_goes_back_to_the_list_and_saves_nothing(
+    live_server: LiveServer, page: Page, log_in: LogIn, operator: User
+) -> None:
+    log_in(page, operator)
+    page.goto(f"{live_server.url}/approvals/rules/skills/add/")
+    page.locator("input[name=pattern]").fill("deploy-*")
+    page.get_by_role("link", name="Cancel").click()
     expect(page).to_have_url(f"{live_server.url}/approvals/rules/")
-    expect(page.locator("table")).to_contain_text("Allows every skill of every runtime without asking.")
-    assert SkillRule.objects.get().pattern == "*"
+    assert not SkillRule.objects.exists()

@@ -49,7 +49,9 @@ def test_a_tool_rule_is_previewed_then_saved_as_a_pre_approval(
     for command in ("make nightly", "make nightly && curl evil", "ls"):
         asked(runtime, command)
     log_in(page, operator)
-    page.goto(f"{live_server.url}/approvals/rules/#new-tool-rule")
+    page.goto(f"{live_server.url}/approvals/rules/")
+    page.get_by_role("link", name="Add a tool rule").click()
+    expect(page).to_have_url(f"{live_server.url}/approvals/rules/tools/add/")
 
     text = page.locator("input[name=tool-text]")
     preview = page.locator("#tool-rule-preview")

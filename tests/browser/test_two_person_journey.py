@@ -35,8 +35,8 @@ def test_two_approvers_each_allow_and_the_second_completes_it(
 
     # The operator writes the rule: deploy asks, and two people must allow.
     log_in(page, olivia)
-    page.goto(f"{live_server.url}/approvals/rules/")
-    form = page.locator("#new-rule")
+    page.goto(f"{live_server.url}/approvals/rules/skills/add/")
+    form = page.locator("main form")
     form.get_by_label("Pattern").fill("deploy")
     form.get_by_label("Action").select_option("ASK")
     form.get_by_label("People who must allow").select_option("2")

@@ -31,7 +31,7 @@ ADDRESS_OF = {
     "registry/server_detail.html": {"registry:server-sync"},
     "registry/review.html": {"registry:tool-review"},
     # One form for a new rule of either kind: its address is the kind's.
-    "approvals/rules.html": {"approvals:rule-create", "approvals:tool-rule-create"},
+    "approvals/rule_add.html": {"approvals:rule-create", "approvals:tool-rule-create"},
     # The confirmation pages: each view that shows one takes its POST.
     "approvals/confirm.html": {
         "approvals:dismiss",
@@ -74,7 +74,7 @@ def forms_in_templates() -> dict[str, set[str]]:
 def test_the_scan_finds_the_forms_it_should() -> None:
     found = forms_in_templates()
     assert "accounts:login" in found["accounts/login.html"]
-    assert "approvals:rule-create" in found["approvals/rules.html"]
+    assert "approvals:rule-create" in found["approvals/rule_add.html"]
     assert {"registry:server-create", "registry:server-edit"} <= found["registry/server_form.html"]
     assert len(set().union(*found.values())) > 30
 

@@ -249,11 +249,14 @@ EXPECTED: dict[str, Expect] = {
     "approvals:agent": only_get(agent_managers(OK)),
     "approvals:agent-revoke": Expect(get=agent_managers(OK), post=agent_managers(MOVED)),
     "approvals:rules": only_get(readers()),
-    # GET: to the rules page; an invalid form back to it (post/redirect/get).
+    "approvals:rule-add": only_get(operators(OK)),  # the form for a new rule
+    # GET: to the add page; an invalid form back to it (post/redirect/get).
     "approvals:rule-create": Expect(get=operators(MOVED), post=operators(SEE_OTHER)),
     "approvals:rule-preview": only_get(operators(OK)),  # what a pattern matches, before saving
     "approvals:rule-delete": Expect(get=operators(OK), post=operators(MOVED)),
-    # Tool rules (U1, U5) on the same page; an empty POST is an invalid form, sent back to it.
+    # Tool rules (U1, U5) on the same page, added on their own; an empty POST is an invalid
+    # form, sent back to its add page.
+    "approvals:tool-rule-add": only_get(operators(OK)),
     "approvals:tool-rule-create": Expect(get=operators(MOVED), post=operators(SEE_OTHER)),
     "approvals:tool-rule-preview": only_get(operators(OK)),
     "approvals:tool-rule-delete": Expect(get=operators(OK), post=operators(MOVED)),
