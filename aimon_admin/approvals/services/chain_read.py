@@ -19,6 +19,7 @@ special stays only where it saves at least 10%).
 from __future__ import annotations
 
 import functools
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -204,7 +205,7 @@ def _found(rows: list[tuple[object, ...]], *, end: int) -> ChainRead:
 
 
 @dataclass(frozen=True, kw_only=True)
-class DecisionCall:
+class DecisionCall(ABC):
     """A decision by ids, as a runtime names it: its sessions, turn and principal, and (in
     each kind's subclass) what it decides."""
 
@@ -213,9 +214,9 @@ class DecisionCall:
     turn_id: str | None = None
     principal: str | None = None
 
+    @abstractmethod
     def read(self, *, runtime_pk: int | None = None, token_digest: str | None = None) -> ChainRead:
         """`chain_read` for this call: for `runtime_pk`, or fused behind `token_digest`."""
-        raise NotImplementedError
 
 
 def sessions_find(
