@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from django.core.exceptions import ValidationError
 from django.db.models import Q
+from django.urls import reverse
 
 from aimon_admin.approvals.choices import RequestKind, RuleAction
 from aimon_admin.approvals.models import ApprovalRequest, ToolRule
@@ -35,8 +36,10 @@ from aimon_admin.approvals.tool_rule_grammar import (
     tool_name_problems,
 )
 from aimon_admin.registry import selectors as registry_selectors
+from aimon_admin.registry.choices import AnnotationTrust, ToolSource
 from aimon_admin.registry.extensions import AllowRule
-from aimon_admin.registry.policy import axes_words
+from aimon_admin.registry.models import Tool
+from aimon_admin.registry.policy import axes_words, resolve
 from aimon_admin.runtimes.models import AgentRuntime
 
 
@@ -126,6 +129,11 @@ PATTERN_WITHOUT_SUBJECT = (
     "or path: on the tool's page, or under toolSubjects in a configuration file), or write "
     "the rule for the whole tool: {tool}."
 )
+WHOLE_TOOL_CLAIMS_IGNORED = (
+    "{tool} counts as destructive only because its server's claims are ignored: {server} claims "
+    "it is not destructive. An allow for it must name a subject pattern, or, if you trust what "
+    "{server} says of its tools, change its annotation trust first: {trust_page}"
+)
 # A rule is kept for a tool nobody has registered yet (it may be registered later), but the
 # person saving it is told: until then it decides only calls of an unregistered tool.
 TOOL_NOT_REGISTERED_WARNING = (
@@ -142,14 +150,27 @@ def whole_tool_problem(
     runtime, every registration of the tool counts: one destructive registration refuses it."""
     if action != RuleAction.ALLOW or not pattern_is_wholesale(pattern):
         return None
-    registered = [
-        found.axes for found in registry_selectors.tools_named(server=server, name=tool, runtime=runtime)
-    ]
+    registered = list(registry_selectors.tools_named(server=server, name=tool, runtime=runtime))
     if not registered:
         return WHOLE_TOOL_UNREGISTERED.format(tool=tool_label(server=server, tool=tool))
-    if not all(whole_tool_allowed(axes) for axes in registered):
-        return PATTERN_WHOLE_DESTRUCTIVE
-    return None
+    refused = [found for found in registered if not whole_tool_allowed(found.axes)]
+    if not refused:
+        return None
+    if all(_destructive_only_for_ignored_claims(found) for found in refused):
+        return WHOLE_TOOL_CLAIMS_IGNORED.format(
+            tool=tool_label(server=server, tool=tool),
+            server=server,
+            trust_page=reverse("registry:server-trust", args=[server]),
+        )
+    return PATTERN_WHOLE_DESTRUCTIVE
+
+
+def _destructive_only_for_ignored_claims(tool: Tool) -> bool:
+    """An MCP tool whose server's claims are ignored (T11), and which would be allowed whole
+    were they trusted: the refusal says so, and where the trust is set."""
+    if tool.source != ToolSource.MCP or tool.server.annotation_trust != AnnotationTrust.IGNORE:
+        return False
+    return whole_tool_allowed(resolve(tool.claims, AnnotationTrust.TRUST).axes)
 
 
 def tool_rule_check(rule: ToolRule) -> None:

@@ -24,6 +24,7 @@ from aimon_admin.runtimes.models import AgentRuntime
 from tests.accounts.factories import logged_in
 from tests.conftest import TEST_ACTOR
 from tests.core.prg_support import assert_invalid_post_redirects_and_reloads
+from tests.registry.factories import mcp_server, tools_synced
 
 pytestmark = pytest.mark.django_db
 
@@ -299,3 +300,16 @@ def test_only_operators_write_tool_rules(approver: User, auditor: User) -> None:
         assert client.post(f"/approvals/rules/tools/{rule.pk}/delete/").status_code == 403
     assert logged_in(approver).get(RULES).status_code == 403
     assert ToolRule.objects.count() == 1
+
+
+def test_a_refusal_for_ignored_claims_links_to_the_servers_trust_page(operator: User) -> None:  # U3
+    # The refusal names where to mend its cause, and the page makes that address a link.
+    claims = {"readOnlyHint": False, "destructiveHint": False}
+    tools_synced(mcp_server("files"), [{"name": "write_note", "annotations": claims}])
+    response = logged_in(operator).post(
+        NEW, {"tool-text": "files/write_note", "tool-action": "ALLOW"}, follow=True
+    )
+    page = response.content.decode()
+    assert "counts as destructive only because its server&#x27;s claims are ignored" in page
+    assert '<a href="/registry/servers/files/trust/">/registry/servers/files/trust/</a>' in page
+    assert not ToolRule.objects.exists()

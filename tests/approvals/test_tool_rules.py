@@ -14,11 +14,17 @@ from aimon_admin.approvals.models import ToolRule
 from aimon_admin.approvals.tool_rule_grammar import PATTERN_WHOLE_DESTRUCTIVE, TOOL_NAME_EMPTY, ToolRuleMatch
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
-from aimon_admin.registry.choices import DestructiveBehavior, IdempotencyBehavior, SideEffectLevel
+from aimon_admin.registry.choices import (
+    AnnotationTrust,
+    DestructiveBehavior,
+    IdempotencyBehavior,
+    SideEffectLevel,
+)
 from aimon_admin.registry.policy import ToolAxes
 from aimon_admin.registry.services import local_tools_replace, tool_subject_set
 from aimon_admin.runtimes.models import AgentRuntime
 from tests.conftest import TEST_ACTOR
+from tests.registry.factories import mcp_server, tools_synced
 
 pytestmark = pytest.mark.django_db
 
@@ -214,6 +220,22 @@ def test_an_allow_of_the_whole_of_an_unregistered_tool_is_refused(runtime: Agent
     assert refused["text"] == [tool_rules.WHOLE_TOOL_UNREGISTERED.format(tool="Bash")]
     refused = _refusal(text="git/git_push", action="ALLOW")
     assert refused["text"] == [tool_rules.WHOLE_TOOL_UNREGISTERED.format(tool="git/git_push")]
+
+
+def test_a_refusal_says_when_only_ignored_claims_make_an_mcp_tool_destructive(db: None) -> None:
+    # U3, T11: the server claims the tool is not destructive, but its claims are ignored, so it
+    # counts as destructive; the refusal says so and where the trust is set.
+    claims = {"readOnlyHint": False, "destructiveHint": False}
+    tools_synced(mcp_server("files"), [{"name": "write_note", "annotations": claims}])
+    refused = _refusal(text="files/write_note", action="ALLOW")["text"]
+    assert refused == [
+        tool_rules.WHOLE_TOOL_CLAIMS_IGNORED.format(
+            tool="files/write_note", server="files", trust_page="/registry/servers/files/trust/"
+        )
+    ]
+    # Trusted and claiming to destroy: the plain refusal, nothing to change about trust.
+    tools_synced(mcp_server("git", trust=AnnotationTrust.TRUST), [{"name": "reset", "annotations": {}}])
+    assert _refusal(text="git/reset", action="ALLOW")["text"] == [PATTERN_WHOLE_DESTRUCTIVE]
 
 
 def test_a_rule_of_every_runtime_is_refused_if_any_registration_is_destructive(

@@ -18,14 +18,16 @@ page shows a bare code (tests/core/test_plain_words.py sweeps every page for oth
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Any
 
 from django import template
 from django.db import models
-from django.urls import reverse
+from django.urls import Resolver404, resolve, reverse
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import escape, format_html
+from django.utils.safestring import SafeString, mark_safe
 from django.utils.timesince import timesince, timeuntil
 
 from aimon_admin.core import words as words_registry
@@ -101,6 +103,26 @@ def words(value: Any, kind: str = "", plain: bool = False, code: bool = False, d
     if code:
         html = format_html('{} <code class="enum-code">{}</code>', html, raw)
     return html
+
+
+_PATH = re.compile(r"(?<![\w/])/[A-Za-z0-9_.~%-]+(?:/[A-Za-z0-9_.~%-]+)*/")
+
+
+@register.filter
+def page_links(text: object) -> SafeString:
+    """`{{ error|page_links }}`: the text, escaped, with each address of a page of the product
+    in it (one the URL configuration resolves) made a link to that page. A message written
+    for a form's error can name where to mend the cause, and the reader can go there."""
+    text, parts, last = str(text), [], 0
+    for match in _PATH.finditer(text):
+        try:
+            resolve(match.group(0))
+        except Resolver404:
+            continue
+        parts += [escape(text[last : match.start()]), format_html('<a href="{0}">{0}</a>', match.group(0))]
+        last = match.end()
+    parts.append(escape(text[last:]))
+    return mark_safe("".join(parts))  # noqa: S308 # nosec B308 B703 - every piece escaped or format_html
 
 
 @register.filter
