@@ -35,6 +35,11 @@ PERMISSION = "audit.view_auditevent"
 RECENT = 10
 # Words people see (tests import these).
 SIGNED_MESSAGE = "Checkpoint of {size} events signed and published."
+UNCHANGED_MESSAGE = (
+    "Checkpoint of {size} events signed and published. No event was written since the checkpoint "
+    "of {time}: this one shows the log unchanged until now."
+)
+NOT_PUBLISHED_MESSAGE = "Checkpoint of {size} events signed, but not published everywhere: {problem}"
 REFUSED_MESSAGE = "No checkpoint signed: {reason}"
 NOT_A_NUMBER = "{name}: give an event number (seq), a whole number."
 
@@ -84,12 +89,21 @@ def checkpoints_view(request: HttpRequest) -> HttpResponse:
 @require_POST
 @_auditor
 def sign_view(request: HttpRequest) -> HttpResponse:
+    previous = checkpoints.newest()
     try:
         checkpoint = checkpoints.checkpoint_sign()
     except checkpoints.CheckpointRefusedError as exc:
         messages.error(request, REFUSED_MESSAGE.format(reason=exc))
+        return redirect("audit:checkpoints")
+    size = checkpoint.tree_size
+    if checkpoint.publish_problem:
+        problem = " ".join(checkpoint.publish_problem.splitlines())
+        messages.warning(request, NOT_PUBLISHED_MESSAGE.format(size=size, problem=problem))
+    elif previous is not None and previous.tree_size == size:
+        time = previous.signed_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+        messages.success(request, UNCHANGED_MESSAGE.format(size=size, time=time))
     else:
-        messages.success(request, SIGNED_MESSAGE.format(size=checkpoint.tree_size))
+        messages.success(request, SIGNED_MESSAGE.format(size=size))
     return redirect("audit:checkpoints")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import importlib.util
 import json
 from pathlib import Path
@@ -15,7 +16,7 @@ from django.urls import reverse
 
 from aimon_admin.audit import checkpoints, proofs, signing
 from aimon_admin.audit.models import AuditCheckpoint, AuditEvent
-from aimon_admin.audit.proof_views import NOT_A_NUMBER
+from aimon_admin.audit.proof_views import NOT_A_NUMBER, SIGNED_MESSAGE, UNCHANGED_MESSAGE
 from tests.audit.helpers import record_events
 
 pytestmark = pytest.mark.django_db
@@ -117,6 +118,28 @@ def test_the_page_signs_what_is_owed_under_make_run_and_shows_it(
     response = auditor_client.post(reverse("audit:checkpoint-sign"), follow=True)
     assert f"Checkpoint of {head()} events signed and published." in response.content.decode()
     assert AuditCheckpoint.objects.count() == 2
+
+
+def test_sign_now_says_when_the_log_is_unchanged_or_not_published_everywhere(
+    key: Any, auditor_client: Client, tmp_path: Path
+) -> None:  # A4
+    record_events(2)
+    first = auditor_client.post(reverse("audit:checkpoint-sign"), follow=True).content.decode()
+    assert SIGNED_MESSAGE.format(size=head()) in first
+    previous = checkpoints.newest()
+    assert previous is not None
+    again = auditor_client.post(reverse("audit:checkpoint-sign"), follow=True).content.decode()
+    time = previous.signed_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+    assert html.escape(UNCHANGED_MESSAGE.format(size=head(), time=time)) in again
+    assert AuditCheckpoint.objects.count() == 2
+
+    (tmp_path / "published" / ".latest.json.tmp").mkdir()  # latest.json cannot be written
+    record_events(1)
+    failed = auditor_client.post(reverse("audit:checkpoint-sign"), follow=True).content.decode()
+    assert (
+        f"Checkpoint of {head()} events signed, but not published everywhere: Signed, but could not" in failed
+    )
+    assert SIGNED_MESSAGE.format(size=head()) not in failed
 
 
 def test_the_proved_export_and_one_events_proof_verify_offline(
