@@ -202,8 +202,9 @@ def _inbox_context(request: HttpRequest) -> dict[str, Any]:
     return {
         "cards": [_card(request, approval) for approval in pending],
         "just_answered": lines,
-        # A line changes when an allow on it is undone, or its time to undo runs out.
-        "version": selectors.inbox_version(pending) + "".join(f"-{line['version']}" for line in lines),
+        # Not what an undo changed: the line it redrew keeps saying what happened until the
+        # inbox changes otherwise (another tab's Undo, refused, says why).
+        "version": selectors.inbox_version(pending) + "".join(f"-{a.pk.hex[:6]}" for a in answered),
         "shown": shown,
     }
 
@@ -212,7 +213,6 @@ def just_answered_line(approval: ApprovalRequest, user: Any) -> dict[str, Any]:
     """The inbox's line for a request `user` closed: each item and how it was answered, and
     on an allow that person's answer wrote, Undo while they may (S14) or what became of it."""
     answers = []
-    marks = ""  # the line's state, for the inbox's version: u Undo offered, r revoked since, - neither
     for item in approval.items.all():
         if not item.decision:
             continue
@@ -220,7 +220,6 @@ def just_answered_line(approval: ApprovalRequest, user: Any) -> dict[str, Any]:
         grant = item.grant if item.grant is not None and item.grant.request_id == approval.pk else None
         revoked = grant is not None and grant.revoked_at is not None
         undo = grant is not None and not revoked and undo_refusal(grant=grant, user=user) is None
-        marks += "u" if undo else "r" if revoked else "-"
         answers.append(
             {
                 "skill": item.skill,
@@ -231,7 +230,7 @@ def just_answered_line(approval: ApprovalRequest, user: Any) -> dict[str, Any]:
                 "undo_effect": _undo_effect(approval, grant) if undo else "",
             }
         )
-    return {"approval": approval, "answers": answers, "version": f"{approval.pk.hex[:6]}{marks}"}
+    return {"approval": approval, "answers": answers}
 
 
 def _undo_effect(approval: ApprovalRequest, grant: Any) -> str:
