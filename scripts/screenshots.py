@@ -11,8 +11,10 @@ a request also at phone width. Then the pages of the homes: each role's home, th
 (the sidebar at 1280 px, the phone's Menu open), a tool request's own page (Bash asking to
 run git push origin main, its subject highlighted, the server's claims beside the resolved
 axes, the pattern choice beside the buttons, and its timeline), People, Locked sign-ins and
-the dense audit log. The server and the temporary database are removed at the end, whatever
-happens.
+the dense audit log. Last, the "after" half of docs/screenshots/before-after/ (FIXED): a tool
+request's card and the audit log at 390 px, the tools page searched by name, adding a rule,
+and Help as an approver and as an auditor open it. The server and the temporary database are
+removed at the end, whatever happens.
 
 Installs nothing: it needs what `make install-dev` gives (Playwright's Python package) and
 Chromium at /usr/bin/chromium (apt-get install chromium); without either it says so and
@@ -77,6 +79,19 @@ SHOTS = {
     "locked-sign-ins.png": DESKTOP,
     "audit-log.png": DESKTOP,
 }
+# Pages a round of fixes changed, taken for docs/screenshots/before-after/ as `<stem>-after.png`
+# (their `-before.png` twins were taken once, at the commit before those fixes, and are kept):
+# stem -> the width it is taken at.
+FIXED: dict[str, dict[str, Any]] = {
+    "tool-card-phone": PHONE,  # a tool request's card at 390 px, the inbox showing tool calls only
+    "audit-log-phone": PHONE,  # the audit log at 390 px
+    "tools": DESKTOP,  # the tools page, searched by name
+    "rules": DESKTOP,  # adding a rule, on its own page
+    "help-approver": DESKTOP,  # Help as an approver opens it
+    "help-auditor": DESKTOP,  # Help as an auditor opens it
+}
+SHOTS.update({f"before-after/{stem}-after.png": device for stem, device in FIXED.items()})
+RULE_ADD = "/approvals/rules/skills/add/"  # where a skill rule is added
 # Shots of one screen at desktop width (what fits 1280 x 800, as a person sees it first).
 SCREEN_ONLY = {"nav-sidebar.png"}
 DEMO_RUNTIME = "demo-agent"
@@ -168,15 +183,17 @@ def server(env: dict[str, str], port: int, log: Path) -> Iterator[str]:
                 process.wait()
 
 
-def take(page: Any, out: Path, name: str) -> None:
-    """Write one screenshot: a desktop page whole (up to MAX_HEIGHT), a phone one screen."""
-    assert name in SHOTS, name
+def take(page: Any, out: Path, name: str, device: dict[str, Any] | None = None) -> None:
+    """Write one screenshot: a desktop page whole (up to MAX_HEIGHT), a phone one screen.
+    `device`: the width of a shot SHOTS does not name (a before-after twin)."""
+    device = device or SHOTS[name]
     path = out / name
-    if SHOTS[name] is PHONE or name in SCREEN_ONLY:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if device is PHONE or name in SCREEN_ONLY:
         page.screenshot(path=str(path))
         return
     height = min(page.evaluate("document.documentElement.scrollHeight"), MAX_HEIGHT)
-    width = SHOTS[name]["viewport"]["width"]
+    width = device["viewport"]["width"]
     page.screenshot(path=str(path), full_page=True, clip={"x": 0, "y": 0, "width": width, "height": height})
 
 
@@ -308,6 +325,7 @@ def tour(browser: Any, url: str, credentials: dict[str, str], out: Path) -> None
     take(auditor, out, "home-auditor.png")
 
     tour_more(browser, url, credentials, out, desktop, phone, contexts)
+    tour_fixed(browser, url, credentials, out)
 
     for context in contexts.values():
         context.close()
@@ -367,6 +385,69 @@ def tour_more(
     phone.get_by_role("button", name="Menu").click()
     expect(phone.locator("nav[aria-label=Main]")).to_be_visible()
     take(phone, out, "nav-phone-menu.png")
+
+
+def to_top(element: Any) -> None:
+    """Scroll the page so that `element` starts at the top of the screen."""
+    element.evaluate("e => window.scrollTo(0, e.getBoundingClientRect().top + window.scrollY - 8)")
+
+
+def tour_fixed(browser: Any, url: str, credentials: dict[str, str], out: Path, when: str = "after") -> None:
+    """The pages of FIXED, each as `before-after/<stem>-<when>.png`, in a context of its own
+    width per person. The same steps read the product before those fixes (the before-after
+    twins were taken with them at that commit), so they ask only what both versions have."""
+    from playwright.sync_api import expect
+
+    opened: list[Any] = []
+
+    def signed_in(username: str, device: dict[str, Any]) -> Any:
+        context = browser.new_context(**device)
+        context.set_default_timeout(TIMEOUT_MS)
+        opened.append(context)
+        page = context.new_page()
+        log_in(page, url, username, credentials[username])
+        return page
+
+    def shoot(page: Any, stem: str) -> None:
+        page.mouse.move(0, 0)
+        take(page, out, f"before-after/{stem}-{when}.png", FIXED[stem])
+
+    try:
+        # The approver's tool request, its card at the top of a phone's screen.
+        phone = signed_in("approver", PHONE)
+        phone.goto(f"{url}/approvals/?kind=TOOL")
+        card = request_link(phone, "Push the release branch")
+        expect(card).to_be_visible()
+        to_top(card)
+        shoot(phone, "tool-card-phone")
+
+        # The auditor's audit log on a phone, then Help as they open it.
+        auditor = signed_in("auditor", PHONE)
+        auditor.goto(f"{url}/audit/events/")
+        expect(auditor).to_have_url(f"{url}/audit/events/")
+        events = auditor.locator("table.audit-log")
+        expect(events).to_be_visible()
+        to_top(events)  # the events, below the filters
+        shoot(auditor, "audit-log-phone")
+        for username in ("approver", "auditor"):
+            reader = signed_in(username, DESKTOP)
+            reader.goto(f"{url}/help/")
+            expect(reader).to_have_url(f"{url}/help/")
+            expect(reader.locator("main h1")).to_be_visible()
+            shoot(reader, f"help-{username}")
+
+        # The operator: the tools page searched by name, and adding a rule.
+        operator = signed_in("operator", DESKTOP)
+        operator.goto(f"{url}/registry/tools/?name=bash")
+        expect(operator.get_by_role("link", name="Bash", exact=True).first).to_be_visible()
+        shoot(operator, "tools")
+        operator.goto(f"{url}{RULE_ADD}")
+        expect(operator).to_have_url(f"{url}{RULE_ADD}")
+        expect(operator.locator("main form").first).to_be_visible()
+        shoot(operator, "rules")
+    finally:
+        for context in opened:
+            context.close()
 
 
 def main(argv: list[str] | None = None) -> int:

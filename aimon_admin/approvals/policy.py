@@ -4,6 +4,8 @@ may answer, and how skill rules match. Standard library and enums only.
 
 from __future__ import annotations
 
+import datetime as dt
+import enum
 import fnmatch
 import unicodedata
 from collections.abc import Iterable
@@ -203,6 +205,37 @@ def may_answer(
 def may_grant_agent_scope(*, is_operator: bool, is_owner: bool) -> bool:
     """S13: agent scope is granted only by operators and the runtime's owner."""
     return is_operator or is_owner
+
+
+# --- Undo of an answer (S14) ---------------------------------------------------------------------
+
+# How long the inbox keeps a line for a request its reader's answer closed, and so how long
+# that person may undo an allow it wrote.
+JUST_ANSWERED_FOR = dt.timedelta(minutes=10)
+
+
+class UndoRefusal(enum.Enum):
+    """Why an answer's grant cannot be undone by this person now (S14)."""
+
+    NOT_THEIRS = "not_theirs"  # another person's answer, or no person's (a rule's, an abort's)
+    DENY = "deny"  # a deny is final: the agent has been told no
+    TOO_LATE = "too_late"  # past JUST_ANSWERED_FOR
+
+
+def undo_refusal(
+    *, decision: GrantDecision | str, given_by_them: bool, from_answer: bool, age: dt.timedelta
+) -> UndoRefusal | None:
+    """S14: the person who gave an allow may take it back, for a short while after. It is a
+    revoke of that grant, nothing more: what the agent already did with the allow stays done.
+    A deny is not undone here: the agent was told no and acted on it, and taking a deny back
+    loosens what holds (the session's page revokes it, with its confirmation)."""
+    if not (given_by_them and from_answer):
+        return UndoRefusal.NOT_THEIRS
+    if GrantDecision(decision) != GrantDecision.ALLOW:
+        return UndoRefusal.DENY
+    if age > JUST_ANSWERED_FOR:
+        return UndoRefusal.TOO_LATE
+    return None
 
 
 # --- Skill rules -------------------------------------------------------------------------------

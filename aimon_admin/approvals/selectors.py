@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet
@@ -13,7 +12,7 @@ from django.utils import timezone
 
 from aimon_admin.accounts.models import User
 from aimon_admin.accounts.roles import Role
-from aimon_admin.approvals import tool_answers, tool_policy
+from aimon_admin.approvals import policy, tool_answers, tool_policy
 from aimon_admin.approvals.choices import GrantKind, GrantOrigin, GrantScope, RequestKind, RequestStatus
 from aimon_admin.approvals.models import ApprovalItem, ApprovalRequest, Grant, Session
 from aimon_admin.approvals.subject_patterns import pattern_choices
@@ -70,22 +69,35 @@ def pending_requests_for(*, user: User) -> QuerySet[ApprovalRequest]:
     )
 
 
-# How long the inbox keeps a line for a request its reader closed with their answer.
-JUST_ANSWERED_FOR = timedelta(minutes=10)
 JUST_ANSWERED_SHOWN = 5
 
 
 def just_answered_by(*, user: User) -> list[ApprovalRequest]:
     """The requests `user` closed with their answer in the last few minutes, newest first:
-    the inbox says what became of a card instead of letting it vanish."""
-    since = timezone.now() - JUST_ANSWERED_FOR
+    the inbox says what became of a card instead of letting it vanish, and offers to undo an
+    allow it wrote (S14), so each item comes with its grant."""
+    since = timezone.now() - policy.JUST_ANSWERED_FOR
     return list(
         ApprovalRequest.objects.filter(answered_by=user, answered_at__gte=since)
         .exclude(status=RequestStatus.PENDING)
-        .select_related("runtime")
-        .prefetch_related("items")
+        .select_related("runtime", "session", "invoking_session")
+        .prefetch_related(Prefetch("items", queryset=_items_with_grants()))
         .order_by("-answered_at")[:JUST_ANSWERED_SHOWN]
     )
+
+
+def just_answered_one(*, user: User, pk: Any) -> ApprovalRequest:
+    """One request `user` closed, as `just_answered_by` reads it, whatever its age: the line
+    an undo redraws."""
+    return (
+        ApprovalRequest.objects.select_related("runtime", "session", "invoking_session")
+        .prefetch_related(Prefetch("items", queryset=_items_with_grants()))
+        .get(pk=pk, answered_by=user)
+    )
+
+
+def _items_with_grants() -> QuerySet[ApprovalItem]:
+    return ApprovalItem.objects.select_related("grant", "grant__session").order_by("position")
 
 
 def inbox_version(requests: list[ApprovalRequest]) -> str:

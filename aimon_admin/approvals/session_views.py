@@ -10,13 +10,13 @@ from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from aimon_admin.approvals import rules, selectors, services
 from aimon_admin.approvals.choices import GrantScope
 from aimon_admin.approvals.models import Grant, Session
 from aimon_admin.approvals.services.errors import AGENT_WIDE_ENDS
-from aimon_admin.approvals.views import answer_label, approver_or_operator
+from aimon_admin.approvals.views import answer_label, approver_or_operator, just_answered_line
 from aimon_admin.core.actors import Actor
 from aimon_admin.core.plurals import counted
 from aimon_admin.runtimes.models import AgentRuntime
@@ -29,6 +29,7 @@ REVOKED_MESSAGE = "Session approvals revoked: {count} removed."
 AGENT_REVOKED_MESSAGE = "Agent-wide approvals revoked: {count} removed."
 GRANT_REVOKED_MESSAGE = "Approval revoked."
 GRANT_GONE_MESSAGE = "That approval was no longer in force."
+UNDONE_MESSAGE = "Undone: your {how} of {label} is revoked; {runtime} asks again the next time."
 ANSWERS = ("{count} answer", "{count} answers")
 AGENT_WIDE_APPROVALS = ("{count} agent-wide approval", "{count} agent-wide approvals")
 
@@ -179,6 +180,31 @@ def grant_revoke_view(request: HttpRequest, pk: int) -> HttpResponse:
         effect=f"The runtime will ask again about {grant.label} in {where}.",
         confirm_label="Revoke approval",
     )
+
+
+@require_POST
+@approver_or_operator
+def grant_undo_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """S14: Undo on the inbox's line for a request just answered: that allow's revoke, by the
+    person who gave it, on a request they closed (anything else is a 404). Its effect is
+    written beside the button, which opens first (the confirmation every revoke has). htmx
+    gets the line redrawn with what happened; a plain form, the inbox with it as a message."""
+    mine = Grant.objects.filter(granted_by=request.user, request__answered_by=request.user)
+    grant = get_object_or_404(mine.select_related("runtime", "session"), pk=pk)
+    try:
+        revoked = services.grant_undo(grant=grant, user=request.user)
+    except services.NotAllowedError as exc:
+        note = ("error", str(exc))
+    else:
+        how = answer_label(grant.decision, grant.scope)
+        done = UNDONE_MESSAGE.format(how=how, label=grant.label, runtime=grant.runtime.name)
+        note = ("success", done) if revoked else ("info", GRANT_GONE_MESSAGE)
+    if not request.htmx:
+        messages.add_message(request, messages.ERROR if note[0] == "error" else messages.SUCCESS, note[1])
+        return redirect("approvals:inbox")
+    approval = selectors.just_answered_one(user=request.user, pk=grant.request_id)
+    line = just_answered_line(approval, request.user)
+    return render(request, "approvals/inbox.html#answered-line", {"line": line, "notes": [note]})
 
 
 @require_GET

@@ -20,6 +20,7 @@ urlpatterns = [
     path("sessions/<int:pk>/clear/", session_views.session_clear_view, name="session-clear"),
     path("sessions/<int:pk>/revoke/", session_views.session_revoke_view, name="session-revoke"),
     path("grants/<int:pk>/revoke/", session_views.grant_revoke_view, name="grant-revoke"),
+    path("grants/<int:pk>/undo/", session_views.grant_undo_view, name="grant-undo"),
     path("agents/<str:name>/", session_views.agent_grants_view, name="agent"),
     path("agents/<str:name>/revoke/", session_views.agent_revoke_view, name="agent-revoke"),
     path("rules/", rule_views.rule_list_view, name="rules"),

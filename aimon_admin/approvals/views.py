@@ -25,6 +25,7 @@ from aimon_admin.approvals.services.errors import AGENT_WIDE_ENDS, ESCALATION_RE
 from aimon_admin.approvals.services.escalation import request_escalate_if_due
 from aimon_admin.approvals.services.request_views import request_view_record
 from aimon_admin.approvals.services.requests import request_shape
+from aimon_admin.approvals.services.revocation import undo_refusal
 from aimon_admin.approvals.services.two_person import ALLOW_ANSWERS, request_owner
 from aimon_admin.approvals.tool_card import tool_call_card
 from aimon_admin.core.actors import Actor
@@ -42,6 +43,11 @@ ALLOWED_AS = {
     GrantScope.TURN: Answer.ALLOW_ONCE,
     GrantScope.AGENT: Answer.ALLOW_AGENT,
 }
+# S14: what Undo does, beside its button.
+UNDO_EFFECT = (
+    "Revokes your {how} of {label} {where}: {runtime} asks again the next time. {told}: what it "
+    "already ran with it stays run."
+)
 DISMISSED_MESSAGE = (
     "The rest denied: what was still unanswered is denied for the session; the request is closed."
 )
@@ -190,24 +196,60 @@ def _inbox_context(request: HttpRequest) -> dict[str, Any]:
     pending = list(shown.apply(selectors.pending_requests_for(user=request.user), user=request.user))
     for approval in pending:  # P2, on sight as expiry is: where no beat runs (make run), this sends them
         request_escalate_if_due(approval)
-    just_answered = selectors.just_answered_by(user=request.user)
+    # What became of the cards this person's answers closed: a line each, for a while.
+    answered = selectors.just_answered_by(user=request.user)
+    lines = [just_answered_line(approval, request.user) for approval in answered]
     return {
         "cards": [_card(request, approval) for approval in pending],
-        # What became of the cards this person's answers closed: a line each, for a while.
-        "just_answered": [
-            {
-                "approval": approval,
-                "answers": [
-                    (item.skill, answer_label(item.decision, item.scope))
-                    for item in approval.items.all()
-                    if item.decision
-                ],
-            }
-            for approval in just_answered
-        ],
-        "version": selectors.inbox_version(pending) + "".join(f"-{a.pk.hex[:6]}" for a in just_answered),
+        "just_answered": lines,
+        # Not what an undo changed: the line it redrew keeps saying what happened until the
+        # inbox changes otherwise (another tab's Undo, refused, says why).
+        "version": selectors.inbox_version(pending) + "".join(f"-{a.pk.hex[:6]}" for a in answered),
         "shown": shown,
     }
+
+
+def just_answered_line(approval: ApprovalRequest, user: Any) -> dict[str, Any]:
+    """The inbox's line for a request `user` closed: each item and how it was answered, and
+    on an allow that person's answer wrote, Undo while they may (S14) or what became of it."""
+    answers = []
+    for item in approval.items.all():
+        if not item.decision:
+            continue
+        # The grant this answer wrote (not another request's that settled it, S2).
+        grant = item.grant if item.grant is not None and item.grant.request_id == approval.pk else None
+        revoked = grant is not None and grant.revoked_at is not None
+        undo = grant is not None and not revoked and undo_refusal(grant=grant, user=user) is None
+        answers.append(
+            {
+                "skill": item.skill,
+                "how": answer_label(item.decision, item.scope),
+                "grant": grant,
+                "revoked": revoked,
+                "undo": undo,
+                "undo_effect": _undo_effect(approval, grant) if undo else "",
+            }
+        )
+    return {"approval": approval, "answers": answers}
+
+
+def _undo_effect(approval: ApprovalRequest, grant: Any) -> str:
+    """What Undo does, written before the click (S14): where the allow is taken back, and that
+    what the agent already did with it stays done."""
+    runtime = approval.runtime.name
+    if grant.scope == GrantScope.AGENT:
+        where = f"in every session of {runtime}"
+    elif grant.scope == GrantScope.TURN:
+        where = f"for turn {grant.turn_id} of session {grant.session.session_id}"
+    else:
+        where = f"in session {grant.session.session_id}"
+    told = (
+        f"{runtime} has already been told Allow"
+        if approval.answer_sent_at is not None
+        else f"{runtime} may already have been told Allow"
+    )
+    how = answer_label(grant.decision, grant.scope)
+    return UNDO_EFFECT.format(how=how, label=grant.label, where=where, runtime=runtime, told=told)
 
 
 @require_GET

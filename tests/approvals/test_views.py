@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.utils.html import escape
 
 from aimon_admin.accounts.models import User
-from aimon_admin.approvals import selectors
+from aimon_admin.approvals import policy, selectors
 from aimon_admin.approvals.choices import Answer, ItemScope, RequestStatus
 from aimon_admin.approvals.models import ApprovalRequest, Grant, SkillRule
 from aimon_admin.approvals.services import (
@@ -511,6 +511,6 @@ def test_a_request_closed_by_your_answer_leaves_a_line_saying_what_became_of_it(
     )
 
     ApprovalRequest.objects.filter(pk=mine.pk).update(
-        answered_at=timezone.now() - selectors.JUST_ANSWERED_FOR - dt.timedelta(seconds=1)
+        answered_at=timezone.now() - policy.JUST_ANSWERED_FOR - dt.timedelta(seconds=1)
     )
     assert f'data-request="{mine.pk}"' not in client.get(reverse("approvals:inbox")).content.decode()

@@ -57,7 +57,7 @@ def test_make_screenshots_writes_every_readme_screenshot_as_a_png_of_its_size(tm
     )
 
     assert done.returncode == 0, done.stdout + done.stderr
-    written = sorted(p.name for p in tmp_path.iterdir())
+    written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.png"))
     assert written == sorted(screenshots.SHOTS)
     for name, device in screenshots.SHOTS.items():
         path = tmp_path / name
@@ -95,8 +95,9 @@ def test_the_readme_shows_exactly_the_pictures_in_docs_screenshots() -> None:
     assert shown - on_disk == set(), "referenced but missing"
     assert on_disk - shown == set(), "in docs/screenshots but shown nowhere"
     assert set(screenshots.SHOTS) <= on_disk
-    assert {"operator-home", "audit-log", "phone-nav"} == {
-        name.removeprefix("before-after/").rsplit("-", 1)[0]
-        for name in on_disk
-        if name.startswith("before-after/")
+    pairs = {
+        name.removeprefix("before-after/").rsplit("-", 1)[0] for name in on_disk if "before-after/" in name
     }
+    assert pairs == {"operator-home", "audit-log", "phone-nav", *screenshots.FIXED}
+    for stem in pairs:  # each a pair
+        assert {f"before-after/{stem}-before.png", f"before-after/{stem}-after.png"} <= on_disk, stem

@@ -246,6 +246,10 @@ EXPECTED: dict[str, Expect] = {
     "approvals:session-clear": Expect(get=alices(OK), post=alices(MOVED)),
     "approvals:session-revoke": Expect(get=alices(OK), post=alices(MOVED)),
     "approvals:grant-revoke": Expect(get=alices(OK), post=alices(MOVED)),
+    # S14: Undo of an allow is its answerer's alone; auditors answer nothing.
+    "approvals:grant-undo": only_post(
+        page(alice=MOVED, bob=MISSING, operator=MISSING, auditor=FORBID, owner=MISSING)
+    ),
     "approvals:agent": only_get(agent_managers(OK)),
     "approvals:agent-revoke": Expect(get=agent_managers(OK), post=agent_managers(MOVED)),
     "approvals:rules": only_get(readers()),
@@ -612,7 +616,7 @@ def path_of(route: Route, world: World) -> str:
         "approvals:answer": world.request.pk,
         "approvals:dismiss": world.request.pk,
         "approvals:session": world.session.pk,
-        "approvals:grant-revoke": world.grant.pk,
+        "approvals:grant-": world.grant.pk,
         "approvals:rule-delete": world.rule.pk,
         "approvals:tool-rule-delete": world.tool_rule.pk,
         "registry:tool": world.tool.pk,

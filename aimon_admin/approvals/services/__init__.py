@@ -1,5 +1,5 @@
 """Writes for skill approvals, and the decision read side: sessions, decisions, requests,
-answers, aborts, clears and revokes.
+answers, aborts, clears, revokes and undos.
 
 Every grant, escalation, abort-deny, clear and revoke writes its audit event in the
 same transaction (A3). Exactly-once answers use conditional UPDATEs, which hold on
@@ -10,7 +10,7 @@ side, S2/S3), `requests` (opening, cancel and expiry: S4-S9), `grants` (the gran
 or an abort writes: S2, S4-S6, S9), `answers` (a person's answer: S4-S8, S13), which writes
 each item through `item_answers` (the grant, the claim, the audit) or `two_person` (P3),
 `outcomes` (what an answer comes to, below those three), `revocation` (clear and revoke:
-S10), `tool_decisions` (a tool call's chain, part U) and `errors` (the refusals and
+S10; an undo, S14), `tool_decisions` (a tool call's chain, part U) and `errors` (the refusals and
 messages). What callers do is re-exported here — the operations, with their inputs,
 outcomes and errors — so `services.request_answer` reads as it always has; the words a page
 shows and the helpers that build its cards are imported from their own modules.
@@ -40,6 +40,7 @@ from aimon_admin.approvals.services.requests import (
 from aimon_admin.approvals.services.revocation import (
     agent_grants_revoke,
     grant_revoke,
+    grant_undo,
     session_clear,
     session_revoke,
 )
@@ -65,6 +66,7 @@ __all__ = [
     "decide_for_token",
     "decide_skills",
     "grant_revoke",
+    "grant_undo",
     "request_answer",
     "request_cancel",
     "request_create",

@@ -54,6 +54,16 @@ ALLOW_MUST_MATCH_MESSAGE = (
     "{skill}: {who} allowed it as {first}. A rule needs {needed} people to allow it, so your allow "
     "must be the same ({first}), or you may Deny it."
 )
+# S14: why an answer cannot be undone (policy.UndoRefusal's words).
+UNDO_NOT_THEIRS_MESSAGE = "Only the person who gave an answer may undo it."
+UNDO_DENY_MESSAGE = (
+    "A Deny is not undone: the agent has been told no. To let it ask again, revoke the denial "
+    "on the session's page."
+)
+UNDO_TOO_LATE_MESSAGE = (
+    "Too late to undo: an answer can be undone for {minutes} minutes after it was given. Revoke "
+    "it on the session's page (an agent-wide one on the agent's page) instead."
+)
 UNKNOWN_INVOKING_SESSION_MESSAGE = (
     "No session {session!r} has been seen for this runtime, so there is nothing to inherit. "
     "Name the session that launched this run as it was named in its own calls, or leave "

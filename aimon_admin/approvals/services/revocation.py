@@ -1,4 +1,5 @@
-"""Clear and revoke (S10): sessions' approvals, agent-wide ones, one grant; each audited with counts."""
+"""Clear and revoke (S10): sessions' approvals, agent-wide ones, one grant; each audited with
+counts. And the undo of an allow just given (S14), which is that one grant's revoke."""
 
 from __future__ import annotations
 
@@ -6,12 +7,21 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from aimon_admin.accounts.models import User
+from aimon_admin.approvals import policy
 from aimon_admin.approvals.choices import (
     GrantKind,
+    GrantOrigin,
     GrantScope,
     RevokeReason,
 )
 from aimon_admin.approvals.models import Grant
+from aimon_admin.approvals.services.errors import (
+    UNDO_DENY_MESSAGE,
+    UNDO_NOT_THEIRS_MESSAGE,
+    UNDO_TOO_LATE_MESSAGE,
+    NotAllowedError,
+)
 from aimon_admin.approvals.services.sessions import session_lookup
 from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.services import audit_record
@@ -85,8 +95,9 @@ def agent_grants_revoke(*, runtime: AgentRuntime, actor: Actor) -> int:
 
 
 @transaction.atomic
-def grant_revoke(*, grant: Grant, actor: Actor) -> bool:
-    """Revoke one grant on its own; False if it was no longer in force."""
+def grant_revoke(*, grant: Grant, actor: Actor, undo: bool = False) -> bool:
+    """Revoke one grant on its own; False if it was no longer in force. `undo`: the person
+    who gave it took it back just after (S14), which its event says."""
     revoked = (
         Grant.objects.active()
         .filter(pk=grant.pk)
@@ -106,6 +117,37 @@ def grant_revoke(*, grant: Grant, actor: Actor) -> bool:
                 "scope": grant.scope,
                 "decision": grant.decision,
                 **({"pattern": grant.pattern} if grant.kind == GrantKind.TOOL else {}),
+                **({"undo": True, "request_id": str(grant.request_id)} if undo else {}),
             },
         )
     return bool(revoked)
+
+
+UNDO_REFUSED = {
+    policy.UndoRefusal.NOT_THEIRS: UNDO_NOT_THEIRS_MESSAGE,
+    policy.UndoRefusal.DENY: UNDO_DENY_MESSAGE,
+    policy.UndoRefusal.TOO_LATE: UNDO_TOO_LATE_MESSAGE.format(
+        minutes=int(policy.JUST_ANSWERED_FOR.total_seconds() // 60)
+    ),
+}
+
+
+def undo_refusal(*, grant: Grant, user: User) -> policy.UndoRefusal | None:
+    """S14: why `user` may not undo the answer that wrote `grant` now, or None."""
+    return policy.undo_refusal(
+        decision=grant.decision,
+        given_by_them=grant.granted_by_id is not None and grant.granted_by_id == user.pk,
+        from_answer=grant.request_id is not None and grant.origin != GrantOrigin.ABORT,
+        age=timezone.now() - grant.created_at,
+    )
+
+
+def grant_undo(*, grant: Grant, user: User) -> bool:
+    """S14: the person who gave an allow takes it back, just after: a revoke of that grant on
+    its own (grant_revoke, audited as such), refused (NotAllowedError, saying why) to anyone
+    else, for a deny, and once JUST_ANSWERED_FOR has passed. False if it was no longer in
+    force. What the agent already did with the allow stays done."""
+    refusal = undo_refusal(grant=grant, user=user)
+    if refusal is not None:
+        raise NotAllowedError(UNDO_REFUSED[refusal])
+    return grant_revoke(grant=grant, actor=Actor.for_user(user), undo=True)
