@@ -1,9 +1,10 @@
 """Prometheus metrics: what the product counts, and `GET /metrics`, which serves them.
 
-Every metric is defined here, once, and counted at the one place where what it counts
-happens (each helper below names it). Apps never define metrics of their own: the list
-here is the list the product exports (docs/operations.md "Metrics", and the sample
-dashboard docs/grafana-dashboard.json, whose every name a test checks against a scrape).
+Every metric that counts is defined here, once, and counted at the one place where what it
+counts happens (its help text, or the helper below, names it); apps define none of their
+own. With the scrape-time reads below, that is what the product exports (docs/operations.md
+"Metrics", and the sample dashboard docs/grafana-dashboard.json, whose every name a test
+checks against a scrape).
 
 Counted in every process that does the work: the WSGI and ASGI servers' workers, the Celery
 worker and its pool. With `PROMETHEUS_MULTIPROC_DIR` set (scripts/prod.py sets it to a fresh
