@@ -9,6 +9,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from aimon_admin.approvals.api.authzen import views as authzen
 from aimon_admin.core import views as core_views
+from aimon_admin.core.metrics import metrics_view
 
 urlpatterns = [
     # The runtime API first: a decision's route is then found after one prefix and two
@@ -18,6 +19,8 @@ urlpatterns = [
     re_path(r"^access/v1/evaluation/?$", authzen.evaluation, name="authzen-evaluation"),
     re_path(r"^access/v1/evaluations/?$", authzen.evaluations, name="authzen-evaluations"),
     re_path(r"^\.well-known/authzen-configuration/?$", authzen.configuration, name="authzen-configuration"),
+    # Prometheus' scrape: a token or an allowed address (core.metrics).
+    path("metrics", metrics_view, name="metrics"),
     path("", include("aimon_admin.core.urls")),
     path("accounts/", include("aimon_admin.accounts.urls")),
     path("runtimes/", include("aimon_admin.runtimes.urls")),

@@ -24,8 +24,9 @@ schedule fixed in advance (Poisson by default, `--even` for evenly spaced); late
 from each request's scheduled time, so queueing for a connection or behind the server
 counts.
 
-State is throwaway: a PostgreSQL database `aimon_bench_load` (created and dropped here,
-never anyone else's) and Redis database 11 (flushed at the start, only it). Seeded: 1,000
+State is throwaway: a PostgreSQL database `aimon_bench_load` (`LOAD_DATABASE` names another;
+created and dropped here, never anyone else's) and Redis database 11 (`LOAD_REDIS_URL` names
+another; flushed at the start, only it). Seeded: 1,000
 skill rules (benchmarks/skill_decisions.rule_specs), an operator, three runtimes (ceiling
 MUTATING with the default gate, one exempt at MUTATING, one with a READ_ONLY ceiling) with
 300 local tools each, an IGNORE and a TRUST MCP server with 50 tools each, and answers
@@ -116,7 +117,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks import load_mix  # noqa: E402
 
 PYTHON = sys.executable
-BENCH_DB = "aimon_bench_load"
+BENCH_DB = os.environ.get("LOAD_DATABASE", "aimon_bench_load")  # another name: beside someone else's run
 DEFAULT_PG = "postgres://postgres@127.0.0.1:5432/postgres"
 DEFAULT_REDIS = "redis://127.0.0.1:6379/11"
 TARGET_RATE = 1000

@@ -39,7 +39,11 @@ def main() -> int:
         config = prod.config_from(env)
         argv = prod.commands(config)
         prod.write_nginx_conf(config)
-        children = [subprocess.Popen(argv[name], env=config.env, cwd=prod.ROOT) for name in ("web", "wait")]
+        # The servers run the checkout this was started in (load.py's --compare-root starts it
+        # in the baseline's): granian and uvicorn import the application from their working
+        # folder before PYTHONPATH, so prod.ROOT (this script's checkout) would serve this one.
+        code = Path.cwd()
+        children = [subprocess.Popen(argv[name], env=config.env, cwd=code) for name in ("web", "wait")]
         stop = []
         signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
         deadline = time.monotonic() + 60
@@ -47,7 +51,7 @@ def main() -> int:
             if time.monotonic() > deadline or stop:
                 break
             time.sleep(0.1)
-        children.append(subprocess.Popen(argv["proxy"], env=config.env, cwd=prod.ROOT))
+        children.append(subprocess.Popen(argv["proxy"], env=config.env, cwd=code))
         while not stop and all(child.poll() is None for child in children):
             time.sleep(0.2)
         for child in children:

@@ -27,6 +27,12 @@ starts and watches these processes, each in a process group of its own:
   <temp dir>/aimon-admin/celerybeat-schedule, somewhere writable even when the code is not).
   One beat for the whole installation: on every other machine set `AIMON_RUN_BEAT=0`.
 
+Metrics: every one of these processes (and their workers) writes its Prometheus metrics into
+`<AIMON_RUN_DIR>/prometheus` (PROMETHEUS_MULTIPROC_DIR, emptied at every start); `GET
+/metrics`, which nginx sends to `web`, sums them all, and every few seconds this supervisor
+marks the processes that have gone as dead, so their live gauges leave the sums
+(docs/operations.md "Metrics").
+
 Why two servers: measured side by side in one run (benchmarks/servers.py,
 docs/performance.md), sync Django under a WSGI server spends about half the CPU per decision
 that it spends under uvicorn, while only an ASGI server holds a waiting request without a
@@ -47,6 +53,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -67,6 +74,11 @@ POLL_SECONDS = 0.2
 RESTART_FIRST_SECONDS = 0.5
 RESTART_MAX_SECONDS = 8.0
 RESTART_WINDOW_SECONDS = 120.0
+# The processes' metrics, in the run folder (prometheus_client's multiprocess mode); how often
+# the supervisor looks for processes that have gone, to drop their live gauges.
+METRICS_FOLDER = "prometheus"
+METRICS_SWEEP_SECONDS = 5.0
+LIVE_GAUGE_FILE = re.compile(r"gauge_live[a-z]*_(\d+)\.db")
 # uvicorn's own grace for requests in flight (a long-poll may wait up to 60 s): past it, the
 # runtime's poll is cut and it polls again, on another node or after the restart.
 WEB_GRACE_SECONDS = 10
@@ -152,6 +164,11 @@ class Config:
     @property
     def nginx_conf(self) -> Path:
         return self.run_dir / "nginx.conf"
+
+    @property
+    def metrics_dir(self) -> Path:
+        """Where every process writes its metrics (prometheus_client's multiprocess mode)."""
+        return self.run_dir / METRICS_FOLDER
 
 
 def _whole_number(env: dict[str, str], name: str, default: int, *, minimum: int = 1) -> int:
@@ -274,6 +291,9 @@ def config_from(env: dict[str, str]) -> Config:
             DJANGO_SETTINGS_MODULE=env.get("DJANGO_SETTINGS_MODULE") or "aimon_admin.settings.base",
             # nginx (ours) names the client in X-Forwarded-For: sign-in lockouts count by it.
             AIMON_BEHIND_PROXY="1",
+            # Every process's metrics in one folder, summed by a scrape of /metrics; emptied at
+            # every start (write_nginx_conf), so no run counts what an earlier one did.
+            PROMETHEUS_MULTIPROC_DIR=str(run_path / METRICS_FOLDER),
         ),
     )
 
@@ -485,6 +505,11 @@ http {{
         location / {{
             proxy_pass http://aimon_web;
         }}
+        # Prometheus' scrape: the application answers it (a token or an allowed address; it
+        # sums every process's metrics), never nginx.
+        location = /metrics {{
+            proxy_pass http://aimon_web;
+        }}
 {wait_locations}
         location @too_large {{
             default_type application/json;
@@ -502,6 +527,8 @@ http {{
 
 
 def write_nginx_conf(config: Config) -> None:
+    """The run folder made ready for a start, and nginx's configuration written into it: its
+    folders made, stale sockets removed, the metrics folder emptied (a run counts from zero)."""
     # nginx's workers (another user when started as root) must reach the sockets in it.
     for folder in reversed([config.run_dir, *config.run_dir.parents]):
         if not folder.exists():
@@ -509,7 +536,39 @@ def write_nginx_conf(config: Config) -> None:
             folder.chmod(0o755)
     for stale in (config.web_socket, config.wait_socket):
         stale.unlink(missing_ok=True)
+    shutil.rmtree(config.metrics_dir, ignore_errors=True)
+    config.metrics_dir.mkdir(mode=0o700)
     config.nginx_conf.write_text(nginx_conf(config))
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
+def metrics_mark_dead(folder: Path) -> list[int]:
+    """Mark each process that wrote metrics to `folder` and has gone as dead, as
+    prometheus_client's multiprocess mode asks of whatever manages the processes: its live
+    gauges (long-polls waiting) leave the sums; what it counted stays. The servers' and
+    Celery's workers are started and replaced by their own masters, which say nothing, so the
+    supervisor looks for them every `METRICS_SWEEP_SECONDS`. Returns the processes marked."""
+    from prometheus_client import multiprocess
+
+    gone = sorted(
+        {
+            int(match.group(1))
+            for path in folder.glob("gauge_live*.db")
+            if (match := LIVE_GAUGE_FILE.fullmatch(path.name)) and not _pid_alive(int(match.group(1)))
+        }
+    )
+    for pid in gone:
+        multiprocess.mark_process_dead(pid, str(folder))
+    return gone
 
 
 def log(message: str) -> None:
@@ -622,8 +681,12 @@ class Supervisor:
         """Until a stop signal: start again each child that dies; stop everything and return
         1 once one keeps dying, 0 on the signal."""
         due: dict[str, float] = {}  # children to start again, and when
+        swept = time.monotonic()
         while self.stop_requested is None:
             now = time.monotonic()
+            if now - swept >= METRICS_SWEEP_SECONDS:
+                metrics_mark_dead(self.config.metrics_dir)
+                swept = now
             for name, child in self.children.items():
                 if name in due:
                     continue

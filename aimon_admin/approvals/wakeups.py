@@ -37,7 +37,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
-from aimon_admin.core import hints, hooks
+from aimon_admin.core import hints, hooks, metrics
 
 logger = logging.getLogger(__name__)
 
@@ -136,6 +136,12 @@ def _redis():  # type: ignore[no-untyped-def]
     return _redis_client[1]
 
 
+def _redis_failed(message: str, exc: BaseException) -> None:
+    """The hub's connection failed or was lost: logged and counted (its waiters poll)."""
+    logger.warning(message, exc)
+    metrics.REDIS_ERRORS.labels("wakeups").inc()
+
+
 class RedisHub:
     """One pub/sub connection for every waiter of an event loop (under uvicorn, of the
     process): a channel is subscribed while someone waits on it, each message wakes that
@@ -214,7 +220,7 @@ class RedisHub:
         try:
             await connection.send_command(*command, check_health=False)
         except Exception as exc:
-            logger.warning("wake-up subscription lost, polling instead: %s", exc)
+            _redis_failed("wake-up subscription lost, polling instead: %s", exc)
             if self.connection is connection:
                 self._background(_disconnect(self._drop()))  # its listener fails on it too
             return False
@@ -232,7 +238,7 @@ class RedisHub:
                 try:
                     connection = await self._connect()
                 except Exception as exc:
-                    logger.warning("wake-ups unavailable, polling instead: %s", exc)
+                    _redis_failed("wake-ups unavailable, polling instead: %s", exc)
                     self.connecting = None
                     attempt.set_result(False)
                     self.retry_at = loop.time() + self.retry_in
@@ -249,7 +255,7 @@ class RedisHub:
                     attempt.set_result(True)
                     await self._listen(connection)
                 except Exception as exc:
-                    logger.warning("wake-up subscription lost, polling instead: %s", exc)
+                    _redis_failed("wake-up subscription lost, polling instead: %s", exc)
                     self.retry_at = loop.time() + self.retry_in
                 finally:
                     if self.connection is connection:

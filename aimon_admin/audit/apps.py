@@ -12,7 +12,9 @@ class AuditConfig(AppConfig):
 
     def ready(self) -> None:
         from aimon_admin.audit import home
+        from aimon_admin.audit import metrics as audit_metrics
         from aimon_admin.core import home as home_sections
+        from aimon_admin.core import metrics
 
         post_migrate.connect(_ensure_append_only_triggers, sender=self)
         # The home's recent warnings and chain verification card.
@@ -20,6 +22,8 @@ class AuditConfig(AppConfig):
         home_sections.provide("audit:chain", home.chain_section, order=home.CHAIN_ORDER)
         # A4: signing that is not keeping up (no key, refused, overdue) is said on the home.
         home_sections.provide("audit:checkpoints", home.checkpoints_section, order=home.CHECKPOINTS_ORDER)
+        # The chain's newest verification, its age and outcome, read at every scrape of /metrics.
+        metrics.at_scrape(audit_metrics.verification_state)
 
 
 def _ensure_append_only_triggers(using: str = "default", **_: object) -> None:

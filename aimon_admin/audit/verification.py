@@ -42,6 +42,7 @@ from aimon_admin.audit.checkpoints import signed_tail_problem
 from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.models import AuditEvent, format_timestamp
 from aimon_admin.audit.services import audit_record
+from aimon_admin.core import metrics
 from aimon_admin.core.actors import Actor
 
 VERIFICATION_ACTIONS = (AuditAction.AUDIT_CHAIN_VERIFIED, AuditAction.AUDIT_CHAIN_BROKEN)
@@ -311,6 +312,7 @@ def audit_chain_verification_record(*, result: Verification, actor: Actor) -> Au
             subject=f"through seq {result.verified_through_seq}",
             details=result.details(),
         )
+        metrics.count_on_commit(metrics.AUDIT_VERIFICATIONS, "OK" if result.ok else "BROKEN")
         if result.ok:
             checkpoint = Checkpoint(
                 seq=result.verified_through_seq,

@@ -24,6 +24,7 @@ from rest_framework.fields import SkipField, empty
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from aimon_admin.core import metrics
 from aimon_admin.core.middleware import BODY_TOO_LARGE_MESSAGE
 from aimon_admin.core.parsers import member_name
 
@@ -89,6 +90,7 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
     if isinstance(exc, (OperationalError, InterfaceError)):
         # Fail closed: the caller gets no decision at all, never a silent ALLOW.
         logger.error("database unavailable: %s", exc)
+        metrics.DATABASE_ERRORS.labels("api").inc()
         exc = Unavailable()
     elif isinstance(exc, DatabaseError):
         return None

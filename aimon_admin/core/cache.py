@@ -17,6 +17,8 @@ from django.core.cache.backends.redis import RedisCache
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from aimon_admin.core import metrics
+
 logger = logging.getLogger(__name__)
 
 UNREACHABLE = (RedisConnectionError, RedisTimeoutError)
@@ -24,6 +26,7 @@ UNREACHABLE = (RedisConnectionError, RedisTimeoutError)
 
 def _skipped(operation: str, exc: Exception) -> None:
     logger.warning("cache unavailable, %s skipped: %s", operation, exc)
+    metrics.REDIS_ERRORS.labels("cache").inc()
 
 
 class ResilientRedisCache(RedisCache):

@@ -22,6 +22,8 @@ from collections.abc import Callable
 
 from django.conf import settings
 
+from aimon_admin.core import metrics
+
 logger = logging.getLogger(__name__)
 
 DOWN_SECONDS = 2.0
@@ -78,6 +80,7 @@ def _send(what: str, send: Callable[[], None]) -> None:
         send()
     except Exception as exc:
         _down_until = time.monotonic() + DOWN_SECONDS
+        metrics.REDIS_ERRORS.labels("hints").inc()
         logger.warning("could not send %s (%s); hints are dropped for %.0f s", what, exc, DOWN_SECONDS)
 
 

@@ -14,6 +14,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
 
 from aimon_admin.core import home as home_sections
+from aimon_admin.core import metrics
 from aimon_admin.core.api import UNAVAILABLE_MESSAGE, error_body
 from aimon_admin.core.middleware import API_PREFIXES
 
@@ -141,6 +142,7 @@ def database_unavailable(request: HttpRequest) -> HttpResponse:
     what was sent may or may not have been saved. An htmx request gets the same words in a header,
     which app.js's failure toast shows (htmx swaps nothing on a 5xx).
     """
+    metrics.DATABASE_ERRORS.labels("page").inc()
     if request.path.startswith(API_PREFIXES):
         response: HttpResponse = JsonResponse(error_body(503, UNAVAILABLE_MESSAGE), status=503)
     else:

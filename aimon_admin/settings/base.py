@@ -7,6 +7,7 @@ sets DATABASE_URL (PostgreSQL) and REDIS_URL; see README.md for every variable.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from datetime import timedelta
@@ -334,11 +335,12 @@ AXES_COOLOFF_TIME = timedelta(minutes=env_int("AIMON_LOGIN_LOCKOUT_MINUTES", 15)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "aimon_admin.accounts.views.lockout"
-AXES_CLIENT_IP_CALLABLE = "aimon_admin.accounts.lockout.client_ip"
-# Behind a TLS proxy the client's address is the one the proxy appended to X-Forwarded-For;
+AXES_CLIENT_IP_CALLABLE = "aimon_admin.core.addresses.client_ip"
+# Behind a TLS proxy the client's address (failed sign-ins are counted under it, the metrics'
+# allow-list reads it) is the one the proxy appended to X-Forwarded-For;
 # behind make prod's own nginx (AIMON_BEHIND_PROXY, set by scripts/prod.py) too: it names
 # the client there (or passes on what the TLS proxy in front of it appended).
-AIMON_LOGIN_TRUST_FORWARDED_FOR = env_bool("DJANGO_BEHIND_TLS_PROXY", default=False) or env_bool(
+AIMON_TRUST_FORWARDED_FOR = env_bool("DJANGO_BEHIND_TLS_PROXY", default=False) or env_bool(
     "AIMON_BEHIND_PROXY", default=False
 )
 # Sign-ins and sign-outs are already in the audit log; axes keeps only the failure counts.
@@ -455,6 +457,25 @@ AIMON_HELP_FOR_READER = "aimon_admin.navigation.help_for"
 
 # Where `make run` keeps the demo credentials it prints (never used outside the demo).
 DEMO_CREDENTIALS_FILE = BASE_DIR / ".demo-credentials.json"
+
+# --- Metrics (GET /metrics, core.metrics; docs/operations.md "Metrics") -------------------------
+# Prometheus scrapes with this token (Authorization: Bearer ...), or from an allowed address
+# (addresses or CIDR networks, comma separated). Neither set: /metrics answers 403.
+AIMON_METRICS_TOKEN = os.environ.get("AIMON_METRICS_TOKEN", "").strip()
+METRICS_TOKEN_MIN_LENGTH = 16
+if AIMON_METRICS_TOKEN and len(AIMON_METRICS_TOKEN) < METRICS_TOKEN_MIN_LENGTH:
+    raise ImproperlyConfigured(
+        f"AIMON_METRICS_TOKEN must be at least {METRICS_TOKEN_MIN_LENGTH} characters "
+        "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')."
+    )
+AIMON_METRICS_ALLOW = env_list("AIMON_METRICS_ALLOW", [])
+for _entry in AIMON_METRICS_ALLOW:
+    try:
+        ipaddress.ip_network(_entry, strict=False)
+    except ValueError as _exc:
+        raise ImproperlyConfigured(
+            f"AIMON_METRICS_ALLOW: {_entry!r} is not an address or a network (e.g. 10.0.0.0/8)."
+        ) from _exc
 
 # --- Audit checkpoints (A4, docs/rules.md) -----------------------------------------------------------
 # A4: signed checkpoints of the audit log. The Ed25519 key lives in the file named here, outside

@@ -75,6 +75,7 @@ from aimon_admin.registry.sync.messages import (
 )
 from aimon_admin.registry.tasks import sync_mcp_server
 from tests.conftest import TEST_ACTOR
+from tests.core.metrics_support import moved, scrape
 from tests.ports import free_port
 from tests.registry.mcp_servers import catalog, hanging, misbehaving, paginated
 from tests.registry.mcp_servers.http import not_mcp_app, serve_asgi, serve_http
@@ -843,3 +844,17 @@ def test_a_worker_killed_mid_sync_is_redelivered_and_the_retry_completes(
         9,
     )
     assert [e.details["attempt"] for e in events(server, AuditAction.MCP_SYNC_SUCCEEDED)] == [2]
+
+
+def test_each_finished_sync_is_counted_by_its_outcome_in_the_metrics(
+    connect: Callable[..., McpServer],
+    sync: Callable[..., McpSyncRun],
+    make_server: Callable[..., McpServer],
+) -> None:
+    before = scrape()
+    assert sync(connect(STDIO, "catalog")).status == SyncStatus.SUCCEEDED
+    disabled = make_server(STDIO, command="/nonexistent/aimon-mcp-server", enabled=False)
+    assert sync(disabled).status == SyncStatus.FAILED
+    after = scrape()
+    assert moved(before, after, "aimon_mcp_sync_runs_total", outcome="SUCCEEDED") == 1
+    assert moved(before, after, "aimon_mcp_sync_runs_total", outcome="FAILED") == 1

@@ -183,6 +183,9 @@ SIGN_IN_POST = _row(**dict.fromkeys(("anonymous", *TOKENS), SEE_OTHER), **dict.f
 EXPECTED: dict[str, Expect] = {
     "core:home": only_get(approvers(OK) | {"auditor": OK}),
     "core:healthz": only_get(everyone(OK)),
+    # Prometheus' scrape: its own token or an allowed address, neither configured here; a
+    # person's session or a runtime's token reads nothing (tests/core/test_metrics.py).
+    "metrics": only_get(everyone(FORBID)),
     # The documentation in docs/ as pages: the repository's own, to everyone.
     "core:help": only_get(everyone(OK)),
     "core:help-page": only_get(everyone(OK)),

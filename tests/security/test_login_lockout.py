@@ -17,11 +17,11 @@ from django.core.management import call_command
 from django.test import Client, RequestFactory, override_settings
 from django.urls import reverse
 
-from aimon_admin.accounts.lockout import client_ip
 from aimon_admin.accounts.models import User
 from aimon_admin.accounts.views import LOCKOUT_STATUS, LOCKOUT_TITLE
 from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.models import AuditEvent
+from aimon_admin.core.addresses import client_ip
 from tests.conftest import PASSWORD
 
 pytestmark = pytest.mark.django_db
@@ -132,10 +132,10 @@ def test_unlock_login_command_lifts_the_lockout_and_is_audited(client: Client, p
 def test_client_address_is_remote_addr_unless_behind_a_proxy() -> None:
     request = RequestFactory().get("/", REMOTE_ADDR="10.9.9.9", HTTP_X_FORWARDED_FOR="1.2.3.4, 5.6.7.8")
     # A client-supplied X-Forwarded-For is not trusted by default: one guess per fake address.
-    with override_settings(AIMON_LOGIN_TRUST_FORWARDED_FOR=False):
+    with override_settings(AIMON_TRUST_FORWARDED_FOR=False):
         assert client_ip(request) == "10.9.9.9"
     # Behind the TLS proxy, the entry the proxy appended (the last) is the client.
-    with override_settings(AIMON_LOGIN_TRUST_FORWARDED_FOR=True):
+    with override_settings(AIMON_TRUST_FORWARDED_FOR=True):
         assert client_ip(request) == "5.6.7.8"
         bare = RequestFactory().get("/", REMOTE_ADDR="10.9.9.9")
         assert client_ip(bare) == "10.9.9.9"

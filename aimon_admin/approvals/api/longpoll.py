@@ -42,6 +42,7 @@ from aimon_admin.approvals.choices import RequestKind, RequestStatus
 from aimon_admin.approvals.models import ApprovalRequest
 from aimon_admin.approvals.services.escalation import request_escalate_if_due
 from aimon_admin.approvals.services.request_views import request_answer_sent
+from aimon_admin.core import metrics
 
 # Wake this long after `expires_at`, so the re-read finds the request due and expires it.
 EXPIRY_SLACK_SECONDS = 0.05
@@ -285,7 +286,11 @@ async def long_poll(
                 return snapshot.body
             timeout = min(remaining, max(snapshot.seconds_to_expiry, 0) + EXPIRY_SLACK_SECONDS)
             repoll_after = subscription.repoll_after
-            await subscription.wait(timeout if repoll_after is None else min(timeout, repoll_after))
+            metrics.LONG_POLLS_WAITING.inc()
+            try:
+                await subscription.wait(timeout if repoll_after is None else min(timeout, repoll_after))
+            finally:
+                metrics.LONG_POLLS_WAITING.dec()
     finally:
         if subscription is not None:
             await subscription.close()

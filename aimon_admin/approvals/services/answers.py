@@ -39,6 +39,7 @@ from aimon_admin.approvals.services.requests import (
     request_shape,
 )
 from aimon_admin.approvals.services.two_person import ALLOW_ANSWERS, allow_check, item_allow
+from aimon_admin.core import metrics
 from aimon_admin.runtimes.models import AgentRuntime
 
 logger = logging.getLogger(__name__)
@@ -221,6 +222,9 @@ def request_answer(
         # open. Whichever call checks last, after both commits, closes it.
         closed_at = _close_if_complete(request)
     outcome.request_answered = closed_at is not None
+    if closed_at is not None:
+        waited = (closed_at - request.created_at).total_seconds()
+        metrics.request_answered_on_commit(request.kind, waited)
     if closed_at is not None and not outcome.failed and _answers_in_hand(request, closed_at):
         outcome.request = request
     if outcome.written or outcome.request_answered or outcome.allows_recorded:

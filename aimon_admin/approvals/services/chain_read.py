@@ -19,6 +19,7 @@ special stays only where it saves at least 10%).
 from __future__ import annotations
 
 import functools
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -71,7 +72,8 @@ class GrantRow:
 @dataclass
 class ChainRead:
     """What one read found. `token_row`: the token's and its runtime's columns (None: no such
-    token, or not fused). `axes_row`/`argument_row`: the tool's (None: none found)."""
+    token, or not fused). `axes_row`/`argument_row`: the tool's (None: none found). `started`:
+    `time.perf_counter()` when the decision's first read began (a decision's time runs from it)."""
 
     token_row: tuple[object, ...] | None = None
     sessions: dict[str, SessionSeen] = field(default_factory=dict)
@@ -79,6 +81,7 @@ class ChainRead:
     version: int = 0
     axes_row: tuple[str, str, str] | None = None
     argument_row: tuple[str, str] | None = None
+    started: float = 0.0
 
 
 @functools.cache
@@ -150,6 +153,7 @@ def chain_read(
     the named sessions (a None or empty id names none), and the grants in force for `skills`
     or for `tool` (its server, "" for a runtime's own tool, and its name) with the tool's
     axes and subject argument as registry reads them (`registry.selectors.tool_facts_query`)."""
+    started = time.perf_counter()
     fused = token_digest is not None
     ids = list(dict.fromkeys(sid for sid in session_ids if sid))
     names = sorted(set(skills)) if tool is None else []
@@ -178,11 +182,11 @@ def chain_read(
         if ids:
             params += [*on_runtime, *ids, adapt(now - session_idle_ttl())]
     rows = rawsql.fetchall_prepared(sql, params)
-    return _found(rows, end=1 + (TOKEN_COLUMNS if fused else 0))
+    return _found(rows, end=1 + (TOKEN_COLUMNS if fused else 0), started=started)
 
 
-def _found(rows: list[tuple[object, ...]], *, end: int) -> ChainRead:
-    read = ChainRead()
+def _found(rows: list[tuple[object, ...]], *, end: int, started: float) -> ChainRead:
+    read = ChainRead(started=started)
     for row in rows:
         tag = row[0]
         n1, n2, n3, t1, t2, t3, t4, t5 = row[end:]
@@ -253,7 +257,9 @@ def sessions_find(
             session = session_touch(runtime=runtime, session_id=session_id, principal=principal)
             if session is None:  # session_touch returns a session whenever an id is given
                 raise RuntimeError(f"session {session_id!r} could not be read after it was touched")
-            session_pk, read = session.pk, call.read(runtime_pk=runtime.pk)
+            again = call.read(runtime_pk=runtime.pk)
+            again.started = read.started  # the decision's time runs from its first read
+            session_pk, read = session.pk, again
     if invoking_session_id == session_id:
         invoking_pk = session_pk
     return read, session_pk, invoking_pk

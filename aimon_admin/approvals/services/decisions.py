@@ -10,6 +10,7 @@ from aimon_admin.approvals.choices import (
     DecisionSource,
     GrantDecision,
     GrantScope,
+    RequestKind,
     RuleAction,
     SkillDecision,
 )
@@ -21,6 +22,7 @@ from aimon_admin.approvals.services.chain_read import (
     grant_layer,
     sessions_find,
 )
+from aimon_admin.core import metrics
 from aimon_admin.runtimes.models import AgentRuntime
 
 # --- The chain (S2, S3) ------------------------------------------------------------------------
@@ -76,8 +78,12 @@ def decide_skills(
     runtime: AgentRuntime, call: SkillCall, read: ChainRead | None = None
 ) -> list[SkillVerdict]:
     """A decision by ids, the one path: the call's read (`read`: the fused one of
-    `decide_for_token`), the sessions found as every decision finds them, then the chain."""
-    return _verdicts(runtime.pk, call, *sessions_find(runtime, call, read))
+    `decide_for_token`), the sessions found as every decision finds them, then the chain.
+    Counted here, where every runtime's skill decision passes (core.metrics)."""
+    read, session_pk, invoking_pk = sessions_find(runtime, call, read)
+    verdicts = _verdicts(runtime.pk, call, read, session_pk, invoking_pk)
+    metrics.decisions_observe(RequestKind.SKILL, read.started, [(v.decision, v.source) for v in verdicts])
+    return verdicts
 
 
 def _verdicts(

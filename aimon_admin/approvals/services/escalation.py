@@ -25,7 +25,7 @@ from aimon_admin.approvals.choices import RequestKind, RequestStatus
 from aimon_admin.approvals.models import ApprovalRequest
 from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.services import audit_record
-from aimon_admin.core import hooks
+from aimon_admin.core import hooks, metrics
 from aimon_admin.core.actors import Actor
 from aimon_admin.runtimes.models import AgentRuntime
 
@@ -82,6 +82,7 @@ def request_escalate_if_due(request: ApprovalRequest, *, now: dt.datetime | None
             },
         )
         hooks.announce_after_commit(hooks.REQUEST_ESCALATED, request.pk)
+        metrics.count_on_commit(metrics.REQUESTS_ESCALATED, request.kind)
     request.escalated_at = now
     return True
 

@@ -34,6 +34,7 @@ from aimon_admin.approvals.services.outcomes import ClaimLost
 from aimon_admin.approvals.services.sessions import session_active
 from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.services import audit_record
+from aimon_admin.core import metrics
 from aimon_admin.core.actors import Actor
 
 
@@ -272,6 +273,8 @@ def _audit_grant(
         action = AuditAction.TOOL_GRANTED
     else:
         action = AuditAction.SKILL_GRANT_ESCALATED if target.escalated else AuditAction.SKILL_GRANTED
+    if target.escalated:  # S6
+        metrics.count_on_commit(metrics.SCOPE_ESCALATIONS, request.kind)
     audit_record(
         action=action,
         actor=Actor.for_user(user),

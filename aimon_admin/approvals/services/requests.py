@@ -35,7 +35,7 @@ from aimon_admin.approvals.services.sessions import session_active, session_look
 from aimon_admin.approvals.services.tool_decisions import tool_call_evaluate
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.services import audit_record
-from aimon_admin.core import hooks
+from aimon_admin.core import hooks, metrics
 from aimon_admin.core.actors import Actor
 from aimon_admin.runtimes.models import AgentRuntime
 
@@ -90,6 +90,7 @@ def request_create(data: RequestInput) -> tuple[ApprovalRequest, bool]:
                 # Whoever listens (notifications: P1) hears of it once it commits; approvals
                 # imports no listener (core.hooks).
                 hooks.announce_after_commit(hooks.REQUEST_OPENED, request.pk)
+                metrics.count_on_commit(metrics.REQUESTS_OPENED, request.kind)
             return request, True
     except IntegrityError:  # another call with the same key committed first
         existing = _opened_already(data)
@@ -306,6 +307,8 @@ def _abort(request: ApprovalRequest, status: RequestStatus, actor: Actor, why: s
                 raise _AbortLost
     except _AbortLost:
         return False
+    closed_count = metrics.REQUESTS_EXPIRED if status == RequestStatus.EXPIRED else metrics.REQUESTS_CANCELLED
+    metrics.count_on_commit(closed_count, request.kind)
     wakeups.publish_after_commit(request.pk)
     return True
 

@@ -34,6 +34,7 @@ from aimon_admin.approvals.services.chain_read import (
 from aimon_admin.approvals.tool_rules import tool_rule_index
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.services import audit_record
+from aimon_admin.core import metrics
 from aimon_admin.core.actors import Actor
 from aimon_admin.registry import policy as registry_policy
 from aimon_admin.registry import selectors as registry_selectors
@@ -99,9 +100,14 @@ def tool_call_decide(
 
     Everything is read in one statement (`chain_read`; `read`: the fused one of
     `decide_for_token`), the sessions then found as every decision finds them
-    (`sessions_find`: S3, S12), and read again only if one was touched.
+    (`sessions_find`: S3, S12), and read again only if one was touched. Counted here, where
+    every runtime's tool decision passes (core.metrics).
     """
-    return _evaluate(runtime, call, *sessions_find(runtime, call, read))
+    read, session_pk, invoking_pk = sessions_find(runtime, call, read)
+    decided = _evaluate(runtime, call, read, session_pk, invoking_pk)
+    verdict = decided.verdict
+    metrics.decisions_observe(RequestKind.TOOL, read.started, ((verdict.decision, verdict.source),))
+    return decided
 
 
 def tool_call_evaluate(

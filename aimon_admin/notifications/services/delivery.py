@@ -63,6 +63,7 @@ from aimon_admin.approvals.choices import RequestStatus
 from aimon_admin.approvals.models import ApprovalRequest
 from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.services import audit_record
+from aimon_admin.core import metrics
 from aimon_admin.core.actors import Actor
 from aimon_admin.notifications import policy, selectors, senders
 from aimon_admin.notifications.choices import (
@@ -364,6 +365,7 @@ def _try(channel: Channel, outgoing: senders.Outgoing) -> Tried:
         logger.exception("sending to channel %s failed unexpectedly", channel.pk)
         detail = UNEXPECTED.format(name=type(exc).__name__)
         outcome = AttemptOutcome.FAILED
+    metrics.NOTIFICATION_ATTEMPTS.labels(channel.kind, outcome).inc()
     return Tried(outcome, policy.shorten(detail, 500), int((time.monotonic() - started) * 1000))
 
 

@@ -39,6 +39,7 @@ from django.utils import timezone
 
 from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.services import audit_record
+from aimon_admin.core import metrics
 from aimon_admin.core.actors import Actor
 from aimon_admin.core.plurals import counted
 from aimon_admin.registry.choices import SyncStatus
@@ -210,6 +211,7 @@ def _fail_run(runs: QuerySet[McpSyncRun], message: str, details: dict[str, Any])
         run.finished_at = timezone.now()
         run.lease_expires_at = None
         run.save(update_fields=["status", "error", "progress", "finished_at", "lease_expires_at"])
+        metrics.count_on_commit(metrics.MCP_SYNC_RUNS, SyncStatus.FAILED)
         audit_record(
             action=AuditAction.MCP_SYNC_FAILED,
             actor=SYNC_ACTOR,
@@ -246,6 +248,7 @@ def _store(claim: _Claim, listing: list[dict[str, Any]]) -> bool:
         run.finished_at = timezone.now()
         run.lease_expires_at = None
         run.save()
+        metrics.count_on_commit(metrics.MCP_SYNC_RUNS, SyncStatus.SUCCEEDED)
         audit_record(
             action=AuditAction.MCP_SYNC_SUCCEEDED,
             actor=SYNC_ACTOR,

@@ -1,4 +1,5 @@
-"""The client address django-axes counts failed sign-ins under."""
+"""The client's address: what failed sign-ins are counted under (django-axes), and what the
+metrics' allow-list reads."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from django.http import HttpRequest
 
 
 def client_ip(request: HttpRequest) -> str:
-    """The address failures are counted under.
+    """The address the request came from.
 
     Behind a TLS proxy (DJANGO_BEHIND_TLS_PROXY) every request comes from the proxy, so
     the client is the last address in X-Forwarded-For: the one the proxy itself appended.
@@ -15,7 +16,7 @@ def client_ip(request: HttpRequest) -> str:
     pick a fresh address for every guess.
     """
     remote = request.META.get("REMOTE_ADDR", "") or ""
-    if settings.AIMON_LOGIN_TRUST_FORWARDED_FOR:
+    if settings.AIMON_TRUST_FORWARDED_FOR:
         forwarded = [part.strip() for part in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")]
         forwarded = [part for part in forwarded if part]
         if forwarded:
