@@ -11,6 +11,8 @@ fail ending on the sign-in page with words for the person and an audit event, ne
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from typing import Any
 
@@ -103,7 +105,8 @@ def endpoints() -> dict[str, str]:
     """
     issuer = settings.AIMON_OIDC_ISSUER
     configured = dict(settings.AIMON_OIDC_ENDPOINTS)
-    key = f"accounts:oidc-endpoints:{issuer}:{sorted(configured.items())}"
+    configuration = json.dumps([issuer, configured], sort_keys=True)
+    key = "accounts:oidc-endpoints:" + hashlib.sha256(configuration.encode()).hexdigest()
     found = cache.get(key)
     if found:
         return found
