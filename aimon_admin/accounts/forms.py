@@ -6,7 +6,7 @@ from django import forms
 from django.contrib.auth.forms import AuthenticationForm, SetPasswordForm
 from django.contrib.auth.validators import UnicodeUsernameValidator
 
-from aimon_admin.accounts.models import User
+from aimon_admin.accounts.models import RESERVED_USERNAMES, User
 from aimon_admin.accounts.roles import Role
 
 
@@ -23,8 +23,6 @@ ROLES_HELP = (
     "Operator: runtimes, tools, MCP servers, rules and people. Approver: answers requests for "
     "their own sessions. Auditor: reads everything, changes nothing. None: can sign in, sees nothing."
 )
-# The people pages' own address (/accounts/people/new/): no person may be called that.
-RESERVED_USERNAMES = frozenset({"new"})
 
 
 class PersonRolesForm(forms.Form):

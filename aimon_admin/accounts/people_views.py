@@ -117,6 +117,9 @@ def _person_page(request: HttpRequest, person: User) -> HttpResponse:
         "form": form,
         "is_me": person.pk == request.user.pk,
         "locks": selectors.locked_sign_ins_of(person.username),
+        "oidc_identity": selectors.oidc_identity_of(person),
+        "oidc_provider": settings.AIMON_OIDC_PROVIDER_NAME,
+        "password_sign_in": settings.AIMON_PASSWORD_SIGN_IN,
     }
     return render(request, "accounts/person.html", context)
 

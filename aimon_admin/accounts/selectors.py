@@ -11,12 +11,19 @@ from django.conf import settings
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from aimon_admin.accounts.models import User
+from aimon_admin.accounts.models import OidcIdentity, User
 
 
 def password_link_valid_hours() -> int:
     """How many hours a set-password link stays valid (Django's PASSWORD_RESET_TIMEOUT)."""
     return int(settings.PASSWORD_RESET_TIMEOUT // 3600)
+
+
+def oidc_identity_of(user: User) -> OidcIdentity | None:
+    """How the person signs in through the configured OpenID Connect provider, if they do."""
+    if not settings.AIMON_OIDC_ENABLED:
+        return None
+    return OidcIdentity.objects.filter(user=user, issuer=settings.AIMON_OIDC_ISSUER).first()
 
 
 def people() -> QuerySet[User]:

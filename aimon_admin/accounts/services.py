@@ -11,13 +11,16 @@ from django.contrib.auth.management import create_permissions
 from django.contrib.auth.models import Group, Permission
 from django.contrib.auth.password_validation import validate_password
 from django.contrib.auth.tokens import default_token_generator
+from django.contrib.auth.validators import UnicodeUsernameValidator
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 
-from aimon_admin.accounts.models import User
+from aimon_admin.accounts.models import RESERVED_USERNAMES, OidcIdentity, User
+from aimon_admin.accounts.policy import ClaimedRoles
 from aimon_admin.accounts.roles import ROLE_PERMISSIONS, Role
 from aimon_admin.accounts.selectors import password_link_valid_hours
 from aimon_admin.audit.choices import AuditAction, AuditLevel
@@ -33,10 +36,30 @@ LAST_OPERATOR_MESSAGE = (
     "can still manage people and runtimes."
 )
 SELF_DEACTIVATE_MESSAGE = "You cannot deactivate yourself: ask another operator to do it."
+# Sign-in through OpenID Connect: who the audit log says created or changed the person.
+OIDC_ACTOR_LABEL = "openid-connect"
+OIDC_NAME_TAKEN_MESSAGE = (
+    "Somebody here already has the username {username!r}, so your {provider} account cannot sign in "
+    "under it: ask an operator."
+)
+OIDC_NAME_INVALID_MESSAGE = (
+    "{provider} gave the username {username!r}, which is not one this site accepts (letters, digits "
+    "and @ . + - _, at most 150): ask an operator."
+)
+OIDC_DEACTIVATED_MESSAGE = "Your account here is deactivated: ask an operator."
 
 
 class UserExistsError(ValueError):
     pass
+
+
+class OidcSignInRefusedError(ValueError):
+    """A sign-in through the provider this site turns away (the words are for the person;
+    `username` is the one the provider gave)."""
+
+    def __init__(self, message: str, *, username: str) -> None:
+        super().__init__(message)
+        self.username = username
 
 
 class AccessChangeRefusedError(ValueError):
@@ -77,8 +100,10 @@ def user_create(
     roles: Iterable[str],
     actor: Actor,
     email: str = "",
+    oidc_issuer: str = "",
 ) -> User:
-    """Create a person with the given roles. `password` None makes an unusable one."""
+    """Create a person with the given roles. `password` None makes an unusable one;
+    `oidc_issuer` names the provider whose sign-in made them."""
     roles = sorted(set(roles))
     groups = _role_groups(roles)
     if User.objects.filter(username__iexact=username).exists():
@@ -97,7 +122,11 @@ def user_create(
         actor=actor,
         subject_type="user",
         subject=username,
-        details={"roles": roles, "usable_password": password is not None},
+        details={
+            "roles": roles,
+            "usable_password": password is not None,
+            **({"oidc_issuer": oidc_issuer} if oidc_issuer else {}),
+        },
     )
     return user
 
@@ -121,15 +150,17 @@ def _keep_an_operator(user: User) -> None:
 
 
 @transaction.atomic
-def user_set_roles(*, user: User, roles: Iterable[str], actor: Actor) -> None:
-    """Give a person exactly these roles. The last active operator keeps theirs."""
+def user_set_roles(*, user: User, roles: Iterable[str], actor: Actor, oidc_issuer: str = "") -> None:
+    """Give a person exactly these roles. The last active operator keeps theirs, unless the
+    roles come from a sign-in through the provider `oidc_issuer`: the provider decides them
+    (and can give them back), so its sign-in takes away even the last operator's."""
     roles = sorted(set(roles))
     groups = _role_groups(roles)
     user.__dict__.pop("roles", None)  # read them afresh, inside this transaction
     before = sorted(user.roles)
     if before == roles:
         return
-    if Role.OPERATOR in before and Role.OPERATOR not in roles:
+    if Role.OPERATOR in before and Role.OPERATOR not in roles and not oidc_issuer:
         _lock_operators_and(user)
         user.refresh_from_db()
         _keep_an_operator(user)
@@ -140,8 +171,56 @@ def user_set_roles(*, user: User, roles: Iterable[str], actor: Actor) -> None:
         actor=actor,
         subject_type="user",
         subject=user.username,
-        details={"before": before, "after": roles},
+        details={"before": before, "after": roles, **({"oidc_issuer": oidc_issuer} if oidc_issuer else {})},
     )
+
+
+@transaction.atomic
+def oidc_person_sign_in(
+    *, issuer: str, subject: str, username: str, email: str, claimed: ClaimedRoles, provider: str
+) -> User:
+    """The person a verified sign-in through the provider `issuer` is, with the roles its
+    claims give them now (A1: a person it creates, and a change of roles, are events).
+
+    Found by (issuer, subject) alone. Someone first seen is created, no password, under the
+    username the provider gave, unless somebody here has it already: that sign-in is refused
+    (else whoever the provider calls "olivia" would become this site's olivia). A deactivated
+    person is refused. What the claims gave no role for is kept on their identity, for the
+    people page."""
+    identity = OidcIdentity.objects.select_related("user").filter(issuer=issuer, subject=subject).first()
+    actor = Actor.system(OIDC_ACTOR_LABEL)
+    if identity is None:
+        invalid = OIDC_NAME_INVALID_MESSAGE.format(provider=provider, username=username)
+        if not username or len(username) > 150 or username.lower() in RESERVED_USERNAMES:
+            raise OidcSignInRefusedError(invalid, username=username)
+        try:
+            UnicodeUsernameValidator()(username)
+        except ValidationError:
+            raise OidcSignInRefusedError(invalid, username=username) from None
+        if User.objects.filter(username__iexact=username).exists():
+            raise OidcSignInRefusedError(
+                OIDC_NAME_TAKEN_MESSAGE.format(provider=provider, username=username), username=username
+            )
+        user = user_create(
+            username=username,
+            password=None,
+            roles=claimed.roles,
+            actor=actor,
+            email=email,
+            oidc_issuer=issuer,
+        )
+        OidcIdentity.objects.create(
+            user=user, issuer=issuer, subject=subject, role_problems=list(claimed.problems)
+        )
+        return user
+    user = identity.user
+    if not user.is_active:
+        raise OidcSignInRefusedError(OIDC_DEACTIVATED_MESSAGE, username=user.username)
+    user_set_roles(user=user, roles=claimed.roles, actor=actor, oidc_issuer=issuer)
+    if identity.role_problems != list(claimed.problems):
+        identity.role_problems = list(claimed.problems)
+        identity.save(update_fields=["role_problems"])
+    return user
 
 
 @transaction.atomic
@@ -222,15 +301,23 @@ def user_set_password(*, user: User, password: str, actor: Actor) -> None:
 
 
 @transaction.atomic
-def login_record(*, user: User) -> None:
-    """A sign-in: its last_login and its event, together (A3)."""
+def login_record(*, user: User, oidc_issuer: str = "", role_problems: Iterable[str] = ()) -> None:
+    """A sign-in: its last_login and its event, together (A3). One through the provider
+    `oidc_issuer` names it, and is a warning when its claims gave no role where they should
+    have (`role_problems`, policy.roles_from_claims): the operators' cue to fix the mapping."""
     user.last_login = timezone.now()
     user.save(update_fields=["last_login"])
+    role_problems = list(role_problems)
+    details: dict[str, object] = {"oidc_issuer": oidc_issuer} if oidc_issuer else {}
+    if role_problems:
+        details["role_problems"] = role_problems
     audit_record(
         action=AuditAction.LOGIN_SUCCEEDED,
         actor=Actor.for_user(user),
+        level=AuditLevel.WARNING if role_problems else AuditLevel.INFO,
         subject_type="user",
         subject=user.username,
+        details=details,
     )
 
 
@@ -244,8 +331,12 @@ def _typed_username(username: str) -> tuple[str, dict[str, int]]:
 
 
 @transaction.atomic
-def login_failure_record(*, username: str) -> None:
+def login_failure_record(*, username: str, oidc_issuer: str = "", reason: str = "") -> None:
+    """A refused sign-in: a password one (the username as typed), or one through the provider
+    `oidc_issuer` (the username it gave, if it got that far, and why it was refused)."""
     subject, details = _typed_username(username)
+    if oidc_issuer:
+        details = {**details, "oidc_issuer": oidc_issuer, "reason": reason}
     audit_record(
         action=AuditAction.LOGIN_FAILED,
         actor=Actor.system("anonymous"),

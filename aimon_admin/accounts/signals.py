@@ -14,11 +14,14 @@ from aimon_admin.accounts import services
 
 @receiver(user_logged_in)
 def _logged_in(sender: Any, request: HttpRequest, user: Any, **_: Any) -> None:
-    services.login_record(user=user)
+    # A sign-in through the provider says so, and what its claims gave no role for (oidc.py).
+    services.login_record(user=user, **getattr(request, "oidc_sign_in", {}))
 
 
 @receiver(user_login_failed)
 def _login_failed(sender: Any, credentials: dict, request: HttpRequest | None = None, **_: Any) -> None:
+    if "nonce" in credentials:
+        return  # a sign-in through the provider: oidc.CallbackView records it, with its reason
     services.login_failure_record(username=str(credentials.get("username", ""))[:150])
 
 

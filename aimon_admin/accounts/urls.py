@@ -3,13 +3,16 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from aimon_admin.accounts import people_views, views
+from aimon_admin.accounts import oidc, people_views, views
 
 app_name = "accounts"
 
 urlpatterns = [
     path("login/", views.login_view, name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # Sign-in through the OpenID Connect provider (404 unless AIMON_OIDC_ISSUER is set).
+    path("oidc/start/", oidc.start_view, name="oidc-start"),
+    path("oidc/callback/", oidc.callback_view, name="oidc-callback"),
     path("set-password/<uidb64>/<token>/", people_views.set_password_view, name="set-password"),
     # Operators' administration: people and locked sign-ins.
     path("people/", people_views.people_view, name="people"),

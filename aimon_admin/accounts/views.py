@@ -1,4 +1,5 @@
-"""Browser views of accounts: sign-in, and the page a locked-out sign-in gets."""
+"""Browser views of accounts: sign-in (a password, or the button of the OpenID Connect
+provider, oidc.py), and the page a locked-out sign-in gets."""
 
 from __future__ import annotations
 
@@ -9,12 +10,16 @@ from django.conf import settings
 from django.contrib.auth import views as auth_views
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
+from django.utils.http import urlencode
 
+from aimon_admin.accounts import oidc
 from aimon_admin.accounts.forms import LoginForm
 from aimon_admin.core.plurals import counted
 from aimon_admin.core.prg import form_from_draft, redirect_invalid
 
 LOCKOUT_STATUS = 429
+PASSWORD_OFF_STATUS = 403
 LOCKOUT_TITLE = "Too many failed sign-ins"
 LOCKOUT_PAUSED = (
     "Sign-in for this username from your address is paused for {count} minute",
@@ -61,6 +66,28 @@ class LoginView(auth_views.LoginView):
     template_name = "accounts/login.html"
     authentication_form = LoginForm
     redirect_authenticated_user = True
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context = super().get_context_data(**kwargs)
+        context["password_sign_in"] = settings.AIMON_PASSWORD_SIGN_IN
+        if settings.AIMON_OIDC_ENABLED:
+            start = reverse("accounts:oidc-start")
+            next_url = context.get("next") or ""
+            context["oidc_start_url"] = f"{start}?{urlencode({'next': next_url})}" if next_url else start
+            context["oidc_provider"] = oidc.provider_name()
+        return context
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not settings.AIMON_PASSWORD_SIGN_IN:
+            # Refused before any password is read (Django's ModelBackend is not even configured).
+            context = {
+                "status": PASSWORD_OFF_STATUS,
+                "title": oidc.PASSWORD_OFF_TITLE,
+                "message": oidc.PASSWORD_OFF_MESSAGE.format(provider=oidc.provider_name()),
+                "request_id": getattr(request, "request_id", ""),
+            }
+            return render(request, "core/error.html", context, status=PASSWORD_OFF_STATUS)
+        return super().post(request, *args, **kwargs)
 
     def get_form(self, form_class: Any = None) -> LoginForm:
         make = form_class or self.get_form_class()

@@ -49,6 +49,18 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def env_mapping(name: str) -> dict[str, list[str]]:
+    """VALUE=ROLE pairs, comma-separated (`ops=operator,sec=auditor`); a value named twice
+    gives both roles."""
+    pairs: dict[str, list[str]] = {}
+    for item in env_list(name, []):
+        value, sep, role = item.partition("=")
+        if not sep or not value.strip() or not role.strip():
+            raise ImproperlyConfigured(f"{name} must be VALUE=ROLE pairs separated by commas, not {item!r}")
+        pairs.setdefault(value.strip(), []).append(role.strip())
+    return pairs
+
+
 DEBUG = env_bool("DJANGO_DEBUG")
 # The embedded demo (`make run`): one machine, SQLite, demo data, plain HTTP on localhost.
 # DEBUG stays off there, so its pages are the product's own (styled errors, never a
@@ -265,6 +277,53 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+
+# --- Sign-in through OpenID Connect (docs/operations.md#sign-in-through-openid-connect) ---------
+# Off unless AIMON_OIDC_ISSUER is set. The provider's endpoints come from its discovery
+# document ({issuer}/.well-known/openid-configuration), read when someone signs in (a provider
+# that is down never stops the product starting), unless all four are given here.
+# aimon_admin.accounts.oidc hands these to mozilla-django-oidc, which does the code flow.
+AIMON_OIDC_ISSUER = os.environ.get("AIMON_OIDC_ISSUER", "").strip().rstrip("/")
+AIMON_OIDC_ENABLED = bool(AIMON_OIDC_ISSUER)
+AIMON_OIDC_ENDPOINTS = {
+    name: os.environ.get(f"AIMON_OIDC_{name.upper()}_ENDPOINT", "").strip()
+    for name in ("authorization", "token", "userinfo", "jwks")
+}
+AIMON_OIDC_CLIENT_ID = os.environ.get("AIMON_OIDC_CLIENT_ID", "").strip()
+AIMON_OIDC_CLIENT_SECRET = os.environ.get("AIMON_OIDC_CLIENT_SECRET", "")
+AIMON_OIDC_SCOPES = os.environ.get("AIMON_OIDC_SCOPES", "openid profile email").strip()
+AIMON_OIDC_USERNAME_CLAIM = os.environ.get("AIMON_OIDC_USERNAME_CLAIM", "preferred_username").strip()
+AIMON_OIDC_ROLES_CLAIM = os.environ.get("AIMON_OIDC_ROLES_CLAIM", "groups").strip()
+AIMON_OIDC_PROVIDER_NAME = os.environ.get("AIMON_OIDC_PROVIDER_NAME", "single sign-on").strip()
+AIMON_OIDC_TIMEOUT_SECONDS = env_int("AIMON_OIDC_TIMEOUT_SECONDS", 5)
+AIMON_PASSWORD_SIGN_IN = env_bool("AIMON_PASSWORD_SIGN_IN", default=True)
+
+
+# Claim value -> role (operator, approver, auditor). Empty: each value is taken as a role's name.
+AIMON_OIDC_ROLE_MAP = env_mapping("AIMON_OIDC_ROLE_MAP")
+if AIMON_OIDC_ENABLED:
+    if not re.fullmatch(r"https?://[^/?#@\s]+(/[^?#@\s]*)?", AIMON_OIDC_ISSUER):
+        raise ImproperlyConfigured("AIMON_OIDC_ISSUER must be the provider's http:// or https:// address")
+    if not (AIMON_OIDC_CLIENT_ID and AIMON_OIDC_CLIENT_SECRET):
+        raise ImproperlyConfigured(
+            "AIMON_OIDC_CLIENT_ID and AIMON_OIDC_CLIENT_SECRET are required with AIMON_OIDC_ISSUER"
+        )
+    if "openid" not in AIMON_OIDC_SCOPES.split():
+        raise ImproperlyConfigured("AIMON_OIDC_SCOPES must include openid")
+    if any(AIMON_OIDC_ENDPOINTS.values()) and not all(AIMON_OIDC_ENDPOINTS.values()):
+        raise ImproperlyConfigured(
+            "AIMON_OIDC_AUTHORIZATION_ENDPOINT, _TOKEN_ENDPOINT, _USERINFO_ENDPOINT and _JWKS_ENDPOINT go "
+            "together: all four, or none (the provider's discovery document)"
+        )
+if not AIMON_PASSWORD_SIGN_IN and not AIMON_OIDC_ENABLED:
+    raise ImproperlyConfigured("AIMON_PASSWORD_SIGN_IN=0 needs AIMON_OIDC_ISSUER: nobody could sign in")
+# Sign-in through the provider: its backend (Django's ModelBackend for permissions, as above)
+# after axes. Password sign-in off: ModelBackend goes, so no password is checked anywhere (the
+# Django admin's sign-in too), and sessions it started end.
+if AIMON_OIDC_ENABLED:
+    AUTHENTICATION_BACKENDS.insert(1, "aimon_admin.accounts.oidc.OidcBackend")
+if not AIMON_PASSWORD_SIGN_IN:
+    AUTHENTICATION_BACKENDS.remove("django.contrib.auth.backends.ModelBackend")
 
 # --- Internationalisation ---------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"

@@ -45,6 +45,7 @@ from rest_framework.test import APIClient
 import aimon_admin
 from aimon_admin.accounts import services as accounts
 from aimon_admin.accounts.models import User
+from aimon_admin.accounts.policy import ClaimedRoles
 from aimon_admin.accounts.roles import Role
 from aimon_admin.approvals import config as approvals_config
 from aimon_admin.approvals import policy as approvals_policy
@@ -760,6 +761,42 @@ CASES: dict[str, list[Case]] = {
             actor=_op,
             changes=False,
         )
+    ],
+    "aimon_admin.accounts.services.oidc_person_sign_in": [
+        # First seen: created, with the roles the claims give.
+        Case(
+            run=lambda w: accounts.oidc_person_sign_in(
+                issuer="https://idp.example.test",
+                subject="cov-sub-1",
+                username="cov-oidc",
+                email="",
+                claimed=ClaimedRoles(roles=(Role.AUDITOR,)),
+                provider="the provider",
+            ),
+            expect=(AuditAction.USER_CREATED,),
+            actor=lambda w: Actor.system(accounts.OIDC_ACTOR_LABEL),
+        ),
+        # Seen before: the roles of this sign-in's claims.
+        Case(
+            prepare=lambda w: accounts.oidc_person_sign_in(
+                issuer="https://idp.example.test",
+                subject="cov-sub-2",
+                username="cov-oidc-2",
+                email="",
+                claimed=ClaimedRoles(roles=(Role.APPROVER,)),
+                provider="the provider",
+            ),
+            run=lambda w: accounts.oidc_person_sign_in(
+                issuer="https://idp.example.test",
+                subject="cov-sub-2",
+                username="cov-oidc-2",
+                email="",
+                claimed=ClaimedRoles(roles=(Role.AUDITOR,)),
+                provider="the provider",
+            ),
+            expect=(AuditAction.USER_ROLES_CHANGED,),
+            actor=lambda w: Actor.system(accounts.OIDC_ACTOR_LABEL),
+        ),
     ],
     "aimon_admin.accounts.services.logout_record": [
         Case(

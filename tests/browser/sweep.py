@@ -77,6 +77,8 @@ LEFT_OUT: dict[str, str] = {
     "notifications:preferences": "a form's address: a GET goes to the channels page (swept there)",
     "notifications:webhook-create": "a form's address: a GET goes to the webhooks page (swept there)",
     "notifications:channel-test": "Send a test: a button's POST on the channels and webhooks pages",
+    "accounts:oidc-start": "a redirect to the OpenID Connect provider (tests/browser/test_oidc_sign_in.py)",
+    "accounts:oidc-callback": "the provider's redirect back, to the home or the sign-in page",
 }
 LEFT_OUT_PREFIXES = {
     "api:": "the runtime API (JSON)",

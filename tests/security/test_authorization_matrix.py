@@ -192,6 +192,9 @@ EXPECTED: dict[str, Expect] = {
     # A signed-in person is sent on from the sign-in page; others' empty form is sent back to it.
     "accounts:login": Expect(get=SIGN_IN, post=SIGN_IN_POST),
     "accounts:logout": Expect(get=everyone(NOT_ALLOWED), post=everyone(MOVED)),
+    # Sign-in through a provider: none is configured here (tests/accounts/test_oidc.py has one).
+    "accounts:oidc-start": Expect(get=everyone(MISSING), post=everyone(NOT_ALLOWED)),
+    "accounts:oidc-callback": Expect(get=everyone(MISSING), post=everyone(NOT_ALLOWED)),
     # A set-password link's page is for whoever holds the link (here a token that never was).
     "accounts:set-password": Expect(get=everyone(OK), post=everyone(OK)),
     # Administration: operators only; auditors do not read people either.
