@@ -7,6 +7,7 @@ from django.contrib import admin
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from aimon_admin import health
 from aimon_admin.approvals.api.authzen import views as authzen
 from aimon_admin.core import views as core_views
 
@@ -18,6 +19,9 @@ urlpatterns = [
     re_path(r"^access/v1/evaluation/?$", authzen.evaluation, name="authzen-evaluation"),
     re_path(r"^access/v1/evaluations/?$", authzen.evaluations, name="authzen-evaluations"),
     re_path(r"^\.well-known/authzen-configuration/?$", authzen.configuration, name="authzen-configuration"),
+    # Probes for balancers and orchestrators: JSON, no sign-in (aimon_admin/health.py).
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
     path("", include("aimon_admin.core.urls")),
     path("accounts/", include("aimon_admin.accounts.urls")),
     path("runtimes/", include("aimon_admin.runtimes.urls")),
