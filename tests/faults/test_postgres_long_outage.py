@@ -52,4 +52,4 @@ def test_a_node_serves_again_within_seconds_of_the_database_after_a_long_outage(
     recovered_in = wait_until(healthy, 60, "the node to reach the database again", interval=0.2)
     assert recovered_in <= RECOVER_WITHIN_SECONDS, f"served again {recovered_in:.1f} s after the database"
     assert runtime.skill_decisions(["deploy"], "s-1") == [("deploy", "ASK", "DEFAULT")]
-    assert {s.status for s in seen.server_errors()} == {503}
+    assert seen.server_errors() == []  # once it is back, no call of the runtime's fails
