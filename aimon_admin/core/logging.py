@@ -15,8 +15,8 @@ from django.utils.functional import LazyObject, empty
 
 from aimon_admin.core.context import current_request_id
 
-request_logger = logging.getLogger("aimon_admin.requests")
-task_logger = logging.getLogger("aimon_admin.tasks")
+request_logger = logging.getLogger("aimon.requests")
+task_logger = logging.getLogger("aimon.tasks")
 
 
 class RequestIdFilter(logging.Filter):

@@ -425,7 +425,7 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --- Logging ----------------------------------------------------------------------------------
-# One record per request (aimon_admin.requests) and per Celery task (aimon_admin.tasks), and
+# One record per request (aimon.requests) and per Celery task (aimon.tasks), and
 # whatever else is logged, in one of two formats: `text`, a line for people (make run), or
 # `json`, one JSON object per line for a log collector (make prod sets it). Either way each
 # record carries the request id the error pages show.
@@ -473,7 +473,7 @@ def logging_config(log_format: str, level: str) -> dict:
             # On the logger too, so the record itself loses the traceback before any handler
             # (another handler added later, or a test's) sees it.
             "django.request": {"filters": ["no_4xx_traceback"]},
-            # A task's one record is aimon_admin.tasks': Celery's "received" and "succeeded"
+            # A task's one record is aimon.tasks': Celery's "received" and "succeeded"
             # lines would make it three (its failures, at ERROR, stay).
             "celery.app.trace": {"level": "WARNING"},
             "celery.worker.strategy": {"level": "WARNING"},

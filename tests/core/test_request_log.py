@@ -53,7 +53,7 @@ def records(stream: io.StringIO) -> list[dict]:
 
 
 def request_records(stream: io.StringIO) -> list[dict]:
-    return [r for r in records(stream) if r["logger"] == "aimon_admin.requests"]
+    return [r for r in records(stream) if r["logger"] == "aimon.requests"]
 
 
 def test_an_api_call_logs_one_json_record_naming_its_runtime(
@@ -134,7 +134,7 @@ def test_no_token_password_cookie_or_query_string_reaches_the_log(
 @pytest.mark.django_db
 def test_a_task_logs_one_record_under_its_own_request_id(json_log: io.StringIO) -> None:
     result = verify_chain.delay()  # eager under the test settings, as under make run
-    task_records = [r for r in records(json_log) if r["logger"] == "aimon_admin.tasks"]
+    task_records = [r for r in records(json_log) if r["logger"] == "aimon.tasks"]
     (record,) = task_records
     assert (record["task"], record["task_id"], record["state"]) == (VERIFY_TASK_NAME, result.id, "SUCCESS")
     assert record["request_id"] == f"task-{result.id}"
@@ -167,7 +167,7 @@ def _served_log(log_format: str | None, tmp_path: Path) -> str:
 def test_the_demo_logs_plain_lines_for_people(tmp_path: Path) -> None:
     (line,) = _served_log(None, tmp_path).splitlines()
     assert re.fullmatch(
-        r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO aimon_admin\.requests \[[0-9a-f]{32}\] "
+        r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO aimon\.requests \[[0-9a-f]{32}\] "
         r"GET /healthz 200 \d+\.\d ms healthz",
         line,
     ), line
@@ -176,7 +176,7 @@ def test_the_demo_logs_plain_lines_for_people(tmp_path: Path) -> None:
 def test_aimon_log_format_json_switches_the_same_process_to_json(tmp_path: Path) -> None:
     (line,) = _served_log("json", tmp_path).splitlines()
     record = json.loads(line)
-    assert (record["logger"], record["route"], record["status"]) == ("aimon_admin.requests", "healthz", 200)
+    assert (record["logger"], record["route"], record["status"]) == ("aimon.requests", "healthz", 200)
 
 
 def test_an_unknown_log_format_is_refused_naming_the_variable(tmp_path: Path) -> None:

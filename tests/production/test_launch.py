@@ -384,9 +384,9 @@ def test_prod_serves_decides_runs_tasks_and_stops_every_process_on_sigterm(
     decisions = [r for r in logged if r.get("route") == "api:skill-decisions"]
     assert decisions, output[-2000:]
     assert {(r["logger"], r["status"], r["runtime"]) for r in decisions} == {
-        ("aimon_admin.requests", 200, runtime.name)
+        ("aimon.requests", 200, runtime.name)
     }
-    (task,) = [r for r in logged if r.get("logger") == "aimon_admin.tasks" and r.get("task_id") == task_id]
+    (task,) = [r for r in logged if r.get("logger") == "aimon.tasks" and r.get("task_id") == task_id]
     assert (task["task"], task["state"], task["request_id"]) == (
         VERIFY_TASK_NAME,
         "SUCCESS",
