@@ -212,4 +212,6 @@ async def readyz(request: HttpRequest) -> JsonResponse:
     body = {"status": READY if ready else NOT_READY, "checks": results}
     response = JsonResponse(body, status=200 if ready else 503)
     add_never_cache_headers(response)
+    # Logged above in its own words; Django would add an ERROR line for every 503 probe.
+    response._has_been_logged = True  # type: ignore[attr-defined]
     return response

@@ -8,6 +8,7 @@ password in them), and that neither probe asks anyone to sign in.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -136,11 +137,19 @@ def test_readyz_is_503_naming_the_failed_check_and_never_showing_its_url(signing
 
 
 @pytest.mark.django_db
-def test_readyz_without_the_signing_key_is_503(settings) -> None:  # type: ignore[no-untyped-def]
+def test_readyz_without_the_signing_key_is_503_and_one_log_line(
+    settings, caplog: pytest.LogCaptureFixture
+) -> None:  # type: ignore[no-untyped-def]
     settings.AIMON_AUDIT_SIGNING_KEY = ""
     settings.REDIS_URL = ""
     settings.CELERY_TASK_ALWAYS_EAGER = True
+    caplog.set_level(logging.INFO)
     response = Client().get("/readyz")
+    # Its own words, once: not Django's ERROR for a 503 too, nor the library's traceback.
+    logged = [(r.name, r.levelname, r.getMessage()) for r in caplog.records if r.name != "aimon.requests"]
+    assert logged == [
+        ("aimon_admin.health", "WARNING", f"not ready: audit_signing_key: {KEY_NOT_CONFIGURED}")
+    ]
     assert response.status_code == 503
     assert response.json()["checks"]["audit_signing_key"] == {
         "status": "failed",

@@ -477,6 +477,8 @@ def logging_config(log_format: str, level: str) -> dict:
             # lines would make it three (its failures, at ERROR, stay).
             "celery.app.trace": {"level": "WARNING"},
             "celery.worker.strategy": {"level": "WARNING"},
+            # uvicorn's own lines (started, stopping) in the same format as everything else.
+            "uvicorn": {"handlers": ["console"], "propagate": False},
             # A failed readiness check is one line of aimon_admin.health's, not a traceback
             # per check per probe; the library's unexpected errors (ERROR) stay.
             "health_check": {"level": "ERROR"},
