@@ -22,6 +22,7 @@ import asyncio
 import dataclasses
 import datetime
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache, partial
 
 from django.conf import settings
@@ -185,9 +186,17 @@ def check_result(result: HealthCheckResult) -> dict[str, object]:
     return entry
 
 
+# The threads the checks run in, for the life of the process. Not the event loop's own: under
+# WSGI each request's loop is closed with `asyncio.run`, which waits for every thread of its
+# executor, so a check still blocked past its timeout (a Celery ping retrying a broker that
+# is down, for seconds) held the answer with it. Here it holds only its thread; while all
+# are busy, a check waits its turn within its own timeout, and fails if that passes.
+_CHECK_THREADS = ThreadPoolExecutor(max_workers=10, thread_name_prefix="aimon-readyz")
+
+
 async def run_checks(named: dict[str, HealthCheck]) -> dict[str, dict[str, object]]:
     """Run the checks side by side; each answer's entry by name, in the order given."""
-    results = await asyncio.gather(*(check.get_result() for check in named.values()))
+    results = await asyncio.gather(*(check.get_result(_CHECK_THREADS) for check in named.values()))
     return {name: check_result(result) for name, result in zip(named, results, strict=True)}
 
 

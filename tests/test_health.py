@@ -8,7 +8,10 @@ password in them), and that neither probe asks anyone to sign in.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import datetime
 import logging
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,6 +37,7 @@ from aimon_admin.health import (
     MigrationsApplied,
     celery_check,
     redis_check,
+    run_checks,
 )
 from tests.ports import free_port
 
@@ -43,9 +47,34 @@ GHOST = "ghost"
 
 def outcome(check: HealthCheck) -> dict[str, object]:
     """The check run as /readyz runs it (the library's runner: timed, bounded), as its entry."""
-    from aimon_admin.health import check_result
+    return asyncio.run(run_checks({"check": check}))["check"]
 
-    return check_result(asyncio.run(check.get_result()))
+
+@dataclasses.dataclass
+class Stuck(HealthCheck):
+    """A service that never answers: its check blocks until the test lets it go."""
+
+    released: threading.Event
+    timeout = datetime.timedelta(seconds=0.2)
+
+    def run(self) -> None:
+        self.released.wait(60)
+
+
+def test_a_check_stuck_past_its_timeout_fails_without_holding_the_answer() -> None:
+    # Each request's event loop is closed by asyncio.run (under WSGI too), which waits for its
+    # executor's threads: a stuck check on the loop's own executor held the answer until it
+    # ended. Let go only 10 s from now, it must have been answered before.
+    released = threading.Event()
+    timer = threading.Timer(10, released.set)
+    timer.start()
+    try:
+        entry = outcome(Stuck(released))
+        assert not released.is_set(), "the answer waited for the stuck check's thread"
+    finally:
+        released.set()
+        timer.cancel()
+    assert (entry["status"], entry["error"]) == ("failed", "Timed out after 0.2 seconds")
 
 
 @pytest.fixture
