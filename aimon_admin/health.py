@@ -4,7 +4,7 @@
 checks that decide whether this node can serve: the database, the migrations applied, the
 audit signing key (A4), and Redis and a Celery worker where the settings use them. Both
 answer JSON to anyone (no session, no sign-in): they take the runtime API's short path
-through the middleware (settings.RUNTIME_API_PREFIXES).
+through the middleware (settings.PROBE_PATHS).
 
 The checks are django-health-check's (its database, Redis and Celery ping checks, and its
 runner, which times each one and bounds it by its timeout), plus two of ours. Its own view
@@ -25,6 +25,7 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache, partial
 
+from celery import Celery
 from django.conf import settings
 from django.db import DatabaseError, connections
 from django.db.migrations.loader import MigrationLoader
@@ -39,6 +40,7 @@ from health_check.contrib.redis import Redis
 from health_check.exceptions import ServiceUnavailable
 from redis.asyncio import Redis as RedisClient
 
+from aimon_admin import celery_app
 from aimon_admin.audit.signing import SigningKeyError, key_path, read_private_key
 
 logger = logging.getLogger(__name__)
@@ -152,7 +154,7 @@ def redis_check(url: str) -> Redis:
     return Redis(client_factory=client)
 
 
-def celery_check(app: object) -> Ping:
+def celery_check(app: Celery) -> Ping:
     # limit=1: answered by the first worker that replies, not after the whole timeout.
     return Ping(app=app, timeout=CELERY_PING_TIMEOUT, limit=1)
 
@@ -167,9 +169,7 @@ def readiness_checks() -> dict[str, HealthCheck]:
     if settings.REDIS_URL:
         found["redis"] = redis_check(settings.REDIS_URL)
     if not settings.CELERY_TASK_ALWAYS_EAGER:
-        from aimon_admin.celery import app
-
-        found["celery"] = celery_check(app)
+        found["celery"] = celery_check(celery_app)
     return found
 
 
