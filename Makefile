@@ -34,8 +34,7 @@ run: $(VENV)/.installed-runtime
 	@# broken chain is reported on the audit home, it does not stop the demo.
 	-AIMON_DEMO=1 $(BIN)/python manage.py verify_audit --from-checkpoint --record
 	@# Notifications link to the address the demo serves at (a channel's messages carry it).
-	@# Each request is one line, the product's own (aimon.requests): no uvicorn access log beside it.
-	AIMON_DEMO=1 AIMON_BASE_URL=http://$(HOST):$(PORT) $(BIN)/uvicorn aimon_admin.asgi:application --host $(HOST) --port $(PORT) --lifespan off --no-access-log
+	AIMON_DEMO=1 AIMON_BASE_URL=http://$(HOST):$(PORT) $(BIN)/uvicorn aimon_admin.asgi:application --host $(HOST) --port $(PORT) --lifespan off
 
 ## Production on this machine: PostgreSQL (DATABASE_URL), Redis (REDIS_URL), DJANGO_SECRET_KEY
 ## and nginx (Debian: apt-get install -y nginx) required; migrates, collects static files, then

@@ -477,8 +477,10 @@ def logging_config(log_format: str, level: str) -> dict:
             # lines would make it three (its failures, at ERROR, stay).
             "celery.app.trace": {"level": "WARNING"},
             "celery.worker.strategy": {"level": "WARNING"},
-            # uvicorn's own lines (started, stopping) in the same format as everything else.
+            # uvicorn's own lines (started, stopping) in the same format as everything else;
+            # its access line never: the request's own record (aimon.requests) says more.
             "uvicorn": {"handlers": ["console"], "propagate": False},
+            "uvicorn.access": {"handlers": [], "propagate": False},
             # A failed readiness check is one line of aimon_admin.health's, not a traceback
             # per check per probe; the library's unexpected errors (ERROR) stay.
             "health_check": {"level": "ERROR"},
