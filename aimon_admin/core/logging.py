@@ -1,8 +1,8 @@
 """Logging helpers: every log line carries the request id it belongs to, a refused request is
 one line, not a traceback, and each request and each background task leaves one record.
 
-The request's and the task's records name what was done and by whom, never how: no header,
-no cookie, no body, no query string (a token or a password could be in any of them).
+The request's and the task's records name what was done and by whom, never how: no path, no
+header, no cookie, no body, no query string (a token or a password could be in any of them).
 """
 
 from __future__ import annotations
@@ -57,12 +57,13 @@ def _caller(request: HttpRequest) -> dict[str, str]:
 
 
 def log_request(request: HttpRequest, status: int, seconds: float) -> None:
-    """The request's one record: its id, method, path, route name, status, time taken, caller."""
+    """The request's one record: its id, method, route name, status, time taken and caller.
+
+    The route's name, not the path: a path can carry a secret (a set-password link's token)."""
     match = getattr(request, "resolver_match", None)
     fields: dict[str, Any] = {
         "request_id": getattr(request, "request_id", None),
         "method": request.method,
-        "path": request.path,
         "route": match.view_name if match is not None else None,
         "status": status,
         "duration_ms": round(seconds * 1000, 1),
@@ -70,12 +71,11 @@ def log_request(request: HttpRequest, status: int, seconds: float) -> None:
     }
     who = fields.get("runtime") or fields.get("user")
     request_logger.info(
-        "%s %s %s %.1f ms%s%s",
+        "%s %s %s %.1f ms%s",
         fields["method"],
-        fields["path"],
+        fields["route"] or "(no route)",
         status,
         fields["duration_ms"],
-        f" {fields['route']}" if fields["route"] else "",
         f" by {who}" if who else "",
         extra=fields,
     )
