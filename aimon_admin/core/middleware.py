@@ -1,8 +1,8 @@
 """Middleware: request ids, the request log, the API's body size limit, the runtime API's
 short path, styled errors and the sync stack.
 
-The request-id, request-log and body-limit middleware are sync and async capable, so an async view
-(the approval long-poll) runs without a thread hop through them.
+The request-id, request-log and body-limit middleware are sync and async capable, so an
+async view (the approval long-poll) runs without a thread hop through them.
 """
 
 from __future__ import annotations
