@@ -42,6 +42,7 @@ from redis.asyncio import Redis as RedisClient
 
 from aimon_admin import celery_app
 from aimon_admin.audit.signing import SigningKeyError, key_path, read_private_key
+from aimon_admin.core.plurals import Counted, counted
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +72,7 @@ _SUMMARIES = (
 KEY_NOT_CONFIGURED = "no key configured (AIMON_AUDIT_SIGNING_KEY)"
 KEY_FILE_MISSING = "the key file does not exist"
 KEY_FILE_UNUSABLE = "the key file cannot be used"
-MIGRATIONS_PENDING = "{count} migration(s) not applied"
+MIGRATIONS_PENDING: Counted = ("{count} migration not applied", "{count} migrations not applied")
 
 
 def summary(error: BaseException) -> str:
@@ -129,7 +130,7 @@ class MigrationsApplied(HealthCheck):
             and not (key in loader.replacements and set(loader.replacements[key].replaces) <= applied)
         ]
         if pending:
-            raise ServiceUnavailable(MIGRATIONS_PENDING.format(count=len(pending)))
+            raise ServiceUnavailable(counted(MIGRATIONS_PENDING, len(pending)))
 
 
 @dataclasses.dataclass

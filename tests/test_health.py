@@ -26,6 +26,7 @@ from health_check.base import HealthCheck
 from health_check.exceptions import ServiceUnavailable
 
 from aimon_admin.audit import signing
+from aimon_admin.core.plurals import counted
 from aimon_admin.health import (
     CONNECTION_REFUSED,
     KEY_FILE_MISSING,
@@ -230,7 +231,8 @@ def test_the_migrations_check_fails_on_an_unapplied_migration() -> None:
     MigrationRecorder(connection).record_unapplied("audit", "0001_initial")
     with pytest.raises(ServiceUnavailable) as raised:
         MigrationsApplied().run()
-    assert raised.value.message == MIGRATIONS_PENDING.format(count=1)
+    assert raised.value.message == "1 migration not applied"
+    assert raised.value.message == counted(MIGRATIONS_PENDING, 1)
 
 
 def test_the_migrations_check_fails_when_the_database_is_unreachable(unreachable_database: str) -> None:
