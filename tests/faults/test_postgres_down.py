@@ -177,9 +177,7 @@ def test_postgres_down_pages_and_answers_are_a_styled_503_and_the_request_page_s
         assert raw not in click.text
 
     private_postgres.start()
-    wait_until(
-        lambda: alice.request("GET", "/healthz").status_code == 200, RECOVER_WITHIN_SECONDS, "the database"
-    )
+    wait_until(lambda: database_ready(node.url), RECOVER_WITHIN_SECONDS, "the database")
 
     # What holds: the answer sent during the outage was not saved (the request still offers
     # its answers); the one before it was.
