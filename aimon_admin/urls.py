@@ -7,6 +7,7 @@ from django.contrib import admin
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from aimon_admin import health
 from aimon_admin.approvals.api.authzen import views as authzen
 from aimon_admin.core import views as core_views
 from aimon_admin.core.metrics import metrics_view
@@ -21,6 +22,9 @@ urlpatterns = [
     re_path(r"^\.well-known/authzen-configuration/?$", authzen.configuration, name="authzen-configuration"),
     # Prometheus' scrape: a token or an allowed address (core.metrics).
     path("metrics", metrics_view, name="metrics"),
+    # Probes for balancers and orchestrators: JSON, no sign-in (aimon_admin/health.py).
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
     path("", include("aimon_admin.core.urls")),
     path("accounts/", include("aimon_admin.accounts.urls")),
     path("runtimes/", include("aimon_admin.runtimes.urls")),

@@ -86,6 +86,8 @@ WEB_GRACE_SECONDS = 10
 SOCKETS_TIMEOUT_SECONDS = 60
 # nginx waits this long for an upstream's answer: past a long-poll's longest wait (60 s).
 PROXY_READ_TIMEOUT_SECONDS = 90
+# ... and this long for a probe's (/readyz's checks take at most about 3 s).
+PROBE_READ_TIMEOUT_SECONDS = 10
 # The largest request body (docs/api.md: 1 MiB); nginx holds up to this much in memory,
 # never on disk.
 MAX_BODY_BYTES = 1024 * 1024
@@ -294,6 +296,8 @@ def config_from(env: dict[str, str]) -> Config:
             # Every process's metrics in one folder, summed by a scrape of /metrics; emptied at
             # every start (write_nginx_conf), so no run counts what an earlier one did.
             PROMETHEUS_MULTIPROC_DIR=str(run_path / METRICS_FOLDER),
+            # One JSON record per line, for a log collector, unless the operator chose text.
+            AIMON_LOG_FORMAT=env.get("AIMON_LOG_FORMAT", "").strip() or "json",
         ),
     )
 
@@ -509,6 +513,16 @@ http {{
         # sums every process's metrics), never nginx.
         location = /metrics {{
             proxy_pass http://aimon_web;
+        }}
+        # The probes (aimon_admin/health.py), passed through as they are; one that hangs is
+        # cut short (and answered 503 below) rather than held for a long-poll's time.
+        location = /healthz {{
+            proxy_pass http://aimon_web;
+            proxy_read_timeout {PROBE_READ_TIMEOUT_SECONDS}s;
+        }}
+        location = /readyz {{
+            proxy_pass http://aimon_web;
+            proxy_read_timeout {PROBE_READ_TIMEOUT_SECONDS}s;
         }}
 {wait_locations}
         location @too_large {{

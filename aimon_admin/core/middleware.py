@@ -1,8 +1,8 @@
-"""Middleware: request ids, the API's body size limit, the runtime API's short path, styled
-errors and the sync stack.
+"""Middleware: request ids, the request log, the API's body size limit, the runtime API's
+short path, styled errors and the sync stack.
 
-The request-id and body-limit middleware are sync and async capable, so an async view
-(the approval long-poll) runs without a thread hop through them.
+The request-id, request-log and body-limit middleware are sync and async capable, so an
+async view (the approval long-poll) runs without a thread hop through them.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 from collections.abc import Awaitable, Callable
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
@@ -19,6 +20,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http.response import HttpResponseBase
 
 from aimon_admin.core.context import Channel, bind, new_request_id
+from aimon_admin.core.logging import log_request
 
 logger = logging.getLogger(__name__)
 
@@ -96,6 +98,20 @@ class RequestIdMiddleware(_DualMiddleware):
         return response
 
 
+class RequestLogMiddleware(_DualMiddleware):
+    """One record per request (aimon_admin.core.logging.log_request), written when its
+    answer leaves: under the request id, above everything else, so its time is the whole
+    stack's and its status the one sent (a streamed answer's time is to its first byte)."""
+
+    def before(self, request: HttpRequest) -> HttpResponse | None:
+        request.log_started = time.perf_counter()  # type: ignore[attr-defined]
+        return None
+
+    def after(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        log_request(request, response.status_code, time.perf_counter() - request.log_started)  # type: ignore[attr-defined]
+        return response
+
+
 class ApiBodyLimitMiddleware(_DualMiddleware):
     """Refuse API bodies over the limit with 413 before anything reads them (docs/api.md "Basics").
 
@@ -118,7 +134,8 @@ class ApiBodyLimitMiddleware(_DualMiddleware):
 
 class RuntimeApiShortcut:
     """The runtime API's short path through the middleware: a request under
-    `settings.RUNTIME_API_PREFIXES` (decisions, approval requests, AuthZEN) goes from here
+    `settings.RUNTIME_API_PREFIXES` (decisions, approval requests, AuthZEN), or at one of
+    `settings.PROBE_PATHS` (/healthz, /readyz), goes from here
     straight to what `RuntimeApiLanding` sits above (the styled errors, the sync stack, the
     view), past every page middleware between them: the content security policy, WhiteNoise,
     sessions, CSRF's request hook, authentication, messages, htmx, axes. A bearer-token JSON
@@ -138,13 +155,14 @@ class RuntimeApiShortcut:
     def __init__(self, get_response: Callable) -> None:
         self.get_response = get_response
         self.prefixes = tuple(settings.RUNTIME_API_PREFIXES)
+        self.probes = frozenset(settings.PROBE_PATHS)
         self.api_response = getattr(_building, "landing", None)
         if self.api_response is None:
             raise ImproperlyConfigured("RuntimeApiShortcut needs RuntimeApiLanding below it in MIDDLEWARE.")
         del _building.landing
 
     def __call__(self, request: HttpRequest) -> HttpResponseBase:
-        if request.path_info.startswith(self.prefixes):
+        if request.path_info.startswith(self.prefixes) or request.path_info in self.probes:
             return self.api_response(request)
         return self.get_response(request)
 

@@ -9,7 +9,6 @@ app_name = "core"
 
 urlpatterns = [
     path("", views.home, name="home"),
-    path("healthz", views.healthz, name="healthz"),
     # The documentation in docs/, as pages: help links stay in the product.
     path("help/", help_page, name="help"),
     path("help/<slug:page>/", help_page, name="help-page"),

@@ -1,4 +1,4 @@
-"""The home page, the health check, and error pages (JSON under the API's prefixes, HTML
+"""The home page and error pages (JSON under the API's prefixes, HTML
 elsewhere)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 from django.contrib.auth.decorators import login_required
-from django.db import DatabaseError, InterfaceError, OperationalError, connection
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.urls import resolve, reverse
@@ -65,17 +65,6 @@ def home(request: HttpRequest) -> HttpResponse:
     """What needs doing, for each role the person holds: the sections the apps provide
     (core.home), each count a link to its list."""
     return render(request, "core/home.html", {"sections": home_sections.sections_for(request)})
-
-
-@require_GET
-def healthz(request: HttpRequest) -> JsonResponse:
-    """Readiness: 200 when the database answers, 503 otherwise (for balancers)."""
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
-    except DatabaseError:
-        return JsonResponse({"status": "unavailable", "database": "down"}, status=503)
-    return JsonResponse({"status": "ok", "database": "up"})
 
 
 def _error(request: HttpRequest, status: int, message: str | None = None) -> HttpResponse:

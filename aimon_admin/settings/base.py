@@ -108,6 +108,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "aimon_admin.core.middleware.RequestIdMiddleware",
+    # One log record per request, timing everything below it (aimon_admin.core.logging).
+    "aimon_admin.core.middleware.RequestLogMiddleware",
     "aimon_admin.core.middleware.ApiBodyLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Content-Length on every answer (the API's too), and the trailing-slash redirects.
@@ -135,6 +137,9 @@ MIDDLEWARE = [
 # through RuntimeApiShortcut, past the page middleware. They answer JSON, which no content
 # security policy governs (the API's docs page, /api/docs/, is a page and has one).
 RUNTIME_API_PREFIXES = ("/api/v1/", "/access/v1/", "/.well-known/authzen-configuration")
+# The health and readiness probes (aimon_admin/health.py) take the same short path, by exact
+# path: no session, sign-in, CSRF or lockout check stands between a balancer and its answer.
+PROBE_PATHS = ("/healthz", "/readyz")
 
 ROOT_URLCONF = "aimon_admin.urls"
 WSGI_APPLICATION = "aimon_admin.wsgi.application"
@@ -378,6 +383,9 @@ if os.environ.get("DJANGO_HSTS_INCLUDE_SUBDOMAINS", "").strip() and not SECURE_H
 if os.environ.get("DJANGO_HSTS_PRELOAD", "").strip() and not SECURE_HSTS_PRELOAD:
     SILENCED_SYSTEM_CHECKS.append("security.W021")
 SECURE_SSL_REDIRECT = env_bool("DJANGO_SSL_REDIRECT", default=False)
+# Probes often come over plain HTTP from inside the network (a balancer, a kubelet): answered
+# where they are asked, never redirected to HTTPS.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
 if env_bool("DJANGO_BEHIND_TLS_PROXY", default=False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
@@ -478,31 +486,70 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --- Logging ----------------------------------------------------------------------------------
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "filters": {
-        "request_id": {"()": "aimon_admin.core.logging.RequestIdFilter"},
-        "no_4xx_traceback": {"()": "aimon_admin.core.logging.ClientErrorWithoutTraceback"},
-    },
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"}},
-    "handlers": {
-        "console": {
-            "class": "logging.StreamHandler",
-            "formatter": "plain",
-            # On the handler: every 4xx line it prints (django.security.* included) is one line.
-            "filters": ["request_id", "no_4xx_traceback"],
-        }
-    },
-    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {
-        # Django's own handlers would print every line twice next to ours.
-        "django": {"handlers": ["console"], "propagate": False},
-        # On the logger too, so the record itself loses the traceback before any handler
-        # (another handler added later, or a test's) sees it.
-        "django.request": {"filters": ["no_4xx_traceback"]},
-    },
-}
+# One record per request (aimon.requests) and per Celery task (aimon.tasks), and
+# whatever else is logged, in one of two formats: `text`, a line for people (make run), or
+# `json`, one JSON object per line for a log collector (make prod sets it). Either way each
+# record carries the request id the error pages show.
+LOG_FORMATS = ("text", "json")
+AIMON_LOG_FORMAT = os.environ.get("AIMON_LOG_FORMAT", "").strip().lower() or "text"
+if AIMON_LOG_FORMAT not in LOG_FORMATS:
+    raise ImproperlyConfigured(f"AIMON_LOG_FORMAT must be text or json, not {AIMON_LOG_FORMAT!r}")
+
+
+def logging_config(log_format: str, level: str) -> dict:
+    """The logging configuration for a format (LOG_FORMATS) and a root level."""
+    from pythonjsonlogger.core import RESERVED_ATTRS
+
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "filters": {
+            "request_id": {"()": "aimon_admin.core.logging.RequestIdFilter"},
+            "no_4xx_traceback": {"()": "aimon_admin.core.logging.ClientErrorWithoutTraceback"},
+        },
+        "formatters": {
+            "text": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"},
+            "json": {
+                "()": "pythonjsonlogger.json.JsonFormatter",
+                "fmt": ["levelname", "name", "request_id", "message"],
+                "timestamp": "time",
+                "rename_fields": {"levelname": "level", "name": "logger"},
+                # Django's request object rides on its records: never serialised (its repr
+                # carries the query string); uvicorn's coloured copy of the message neither.
+                "reserved_attrs": [*RESERVED_ATTRS, "taskName", "request", "color_message"],
+            },
+        },
+        "handlers": {
+            "console": {
+                "class": "logging.StreamHandler",
+                "formatter": log_format,
+                # On the handler: every 4xx line it prints (django.security.* included) is one line.
+                "filters": ["request_id", "no_4xx_traceback"],
+            }
+        },
+        "root": {"handlers": ["console"], "level": level},
+        "loggers": {
+            # Django's own handlers would print every line twice next to ours.
+            "django": {"handlers": ["console"], "propagate": False},
+            # On the logger too, so the record itself loses the traceback before any handler
+            # (another handler added later, or a test's) sees it.
+            "django.request": {"filters": ["no_4xx_traceback"]},
+            # A task's one record is aimon.tasks': Celery's "received" and "succeeded"
+            # lines would make it three (its failures, at ERROR, stay).
+            "celery.app.trace": {"level": "WARNING"},
+            "celery.worker.strategy": {"level": "WARNING"},
+            # uvicorn's own lines (started, stopping) in the same format as everything else;
+            # its access line never: the request's own record (aimon.requests) says more.
+            "uvicorn": {"handlers": ["console"], "propagate": False},
+            "uvicorn.access": {"handlers": [], "propagate": False},
+            # A failed readiness check is one line of aimon_admin.health's, not a traceback
+            # per check per probe; the library's unexpected errors (ERROR) stay.
+            "health_check": {"level": "ERROR"},
+        },
+    }
+
+
+LOGGING = logging_config(AIMON_LOG_FORMAT, os.environ.get("LOG_LEVEL", "INFO"))
 
 # --- Product settings -------------------------------------------------------------------------
 # S12: session approvals end when a session has been idle this long.

@@ -55,8 +55,9 @@ WIDTHS = {"desktop": DESKTOP, "phone": PHONE}
 
 # Routes that are not HTML pages of the product, each with why.
 LEFT_OUT: dict[str, str] = {
-    "core:healthz": "JSON for load balancers",
     "metrics": "Prometheus' text format, for its scraper",
+    "healthz": "JSON for load balancers",
+    "readyz": "JSON for load balancers",
     "audit:export-csv": "a download",
     "audit:export-jsonl": "a download",
     "audit:checkpoint-public-key": "a download",

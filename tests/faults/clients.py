@@ -167,3 +167,16 @@ class BackgroundPoll:
             raise self.error
         assert self.response is not None
         return self.response
+
+
+def readiness(base_url: str) -> httpx2.Response:
+    """GET /readyz as a balancer would: no token, no cookie, and not recorded (a node here
+    is never wholly ready: the folder starts no Celery worker and sets no signing key)."""
+    response = httpx2.get(f"{base_url}/readyz", trust_env=False, timeout=30.0)
+    assert response.status_code in (200, 503), response.text
+    return response
+
+
+def database_ready(base_url: str) -> bool:
+    """Whether the node's readiness says its database answers."""
+    return readiness(base_url).json()["checks"]["database"]["status"] == "ok"

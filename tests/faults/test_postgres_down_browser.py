@@ -18,7 +18,7 @@ from aimon_admin.core.views import ERROR_MESSAGES, RETRY_AFTER_SECONDS
 from tests.browser.conftest import SCREENSHOTS
 from tests.conftest import skip_or_fail
 from tests.faults.checks import register_tools
-from tests.faults.clients import Recorder, Runtime
+from tests.faults.clients import Recorder, Runtime, database_ready
 from tests.faults.conftest import Node, PrivatePostgres, Product, wait_until
 from tests.faults.product import PASSWORD
 
@@ -93,7 +93,7 @@ def test_a_click_while_postgres_is_down_says_it_may_not_have_been_saved_and_the_
     page.screenshot(path=str(SCREENSHOTS / "postgres-down-toast.png"))
 
     private_postgres.start()
-    wait_until(lambda: runtime.request("GET", "/healthz").status_code == 200, 10, "the database")
+    wait_until(lambda: database_ready(node.url), 10, "the database")
     # What holds: the request page shows the answer was not saved, and it can be given now.
     page.goto(f"{node.url}/approvals/requests/{pending['id']}/")
     allow = page.locator('button[data-answer="ALLOW_SESSION"]').first

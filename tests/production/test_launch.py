@@ -32,6 +32,7 @@ from celery import Celery
 from aimon_admin.accounts.models import User
 from aimon_admin.approvals.choices import Answer
 from aimon_admin.approvals.services import RequestInput, request_answer, request_create
+from aimon_admin.audit import signing
 from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.audit.tasks import VERIFY_TASK_NAME
@@ -240,6 +241,16 @@ def test_nginx_routes_waiting_paths_to_uvicorn_and_everything_else_to_granian(tm
     # Sign-in lockouts count by the client nginx names, never by what the client claims.
     assert "proxy_set_header X-Forwarded-For $remote_addr;" in conf
     assert config.env["AIMON_BEHIND_PROXY"] == "1"
+    # The probes go to the WSGI server as they are, cut short if one hangs.
+    for probe in ("/healthz", "/readyz"):
+        location = re.search(rf"location = {probe} {{([^}}]*)}}", conf)
+        assert location is not None, probe
+        assert "proxy_pass http://aimon_web;" in location.group(1)
+        assert f"proxy_read_timeout {prod.PROBE_READ_TIMEOUT_SECONDS}s;" in location.group(1)
+    # Logs for a collector: JSON, unless the operator chose text.
+    assert config.env["AIMON_LOG_FORMAT"] == "json"
+    chose = prod.config_from(dict(env, AIMON_NGINX=sys.executable, AIMON_LOG_FORMAT="text"))
+    assert chose.env["AIMON_LOG_FORMAT"] == "text"
 
 
 @pytest.mark.usefixtures("nginx")
@@ -258,9 +269,23 @@ def test_prod_serves_decides_runs_tasks_and_stops_every_process_on_sigterm(
     port = free_port()
     log = tmp_path / "prod.log"
     env = production_env(database_for_new_process(), redis_url, port, tmp_path)
+    # A signing key (A4), as production has: /readyz checks it.
+    signing.create_key(tmp_path / "audit-signing-key.pem")
+    env.update(
+        AIMON_AUDIT_SIGNING_KEY=str(tmp_path / "audit-signing-key.pem"),
+        AIMON_AUDIT_CHECKPOINT_DIR=str(tmp_path / "checkpoints"),
+    )
     prod = start_prod(env, log)
     try:
         wait_for_health(port, deadline, prod, log)
+        # Ready through nginx once the worker answers: every check of production's passes.
+        while (ready := request_json(port, "GET", "/readyz"))[0] != 200:
+            deadline.check(f"waiting for /readyz: {ready}")
+            assert prod.poll() is None, tail(log)
+            time.sleep(0.3)
+        checks = ready[1]["checks"]
+        assert set(checks) == {"database", "migrations", "audit_signing_key", "redis", "celery"}, ready
+        assert {entry["status"] for entry in checks.values()} == {"ok"}
 
         # nginx, granian with two WSGI workers, uvicorn, a Celery worker and beat, all alive
         # under the script.
@@ -353,6 +378,21 @@ def test_prod_serves_decides_runs_tasks_and_stops_every_process_on_sigterm(
     assert status == 0, tail(log)
     assert session_members(prod.pid) == [], f"processes outlived the script:\n{tail(log)}"
     output = log.read_text()
+    # JSON records from the web server (the decision, naming its runtime) and the worker (the
+    # task, under its own request id); the token never.
+    logged = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+    decisions = [r for r in logged if r.get("route") == "api:skill-decisions"]
+    assert decisions, output[-2000:]
+    assert {(r["logger"], r["status"], r["runtime"]) for r in decisions} == {
+        ("aimon.requests", 200, runtime.name)
+    }
+    (task,) = [r for r in logged if r.get("logger") == "aimon.tasks" and r.get("task_id") == task_id]
+    assert (task["task"], task["state"], task["request_id"]) == (
+        VERIFY_TASK_NAME,
+        "SUCCESS",
+        f"task-{task_id}",
+    )
+    assert runtime_token not in output
     for name in ("proxy", "web", "worker", "beat"):
         assert re.search(rf"prod: {name} \(pid [0-9]+\) stopped, status 0", output), output[-2000:]
     # uvicorn with one worker ends by re-raising the SIGTERM it handled, after its graceful stop.

@@ -78,6 +78,7 @@ SEE_OTHER = "303"  # post/redirect/get: an invalid form back to its page, kept a
 BAD = "400"
 UNAUTH = "401"
 FORBID = "403"
+NOT_READY = "503"
 MISSING = "404"
 NOT_ALLOWED = "405"
 REFUSED = {LOGIN, ADMIN_LOGIN, UNAUTH, FORBID, MISSING, NOT_ALLOWED}
@@ -182,10 +183,13 @@ SIGN_IN_POST = _row(**dict.fromkeys(("anonymous", *TOKENS), SEE_OTHER), **dict.f
 # Each row: what every caller gets for GET and for POST (an empty form, CSRF token sent).
 EXPECTED: dict[str, Expect] = {
     "core:home": only_get(approvers(OK) | {"auditor": OK}),
-    "core:healthz": only_get(everyone(OK)),
     # Prometheus' scrape: its own token or an allowed address, neither configured here; a
     # person's session or a runtime's token reads nothing (tests/core/test_metrics.py).
     "metrics": only_get(everyone(FORBID)),
+    # The probes answer anyone alike (the test settings name no audit signing key, so the
+    # node is not ready: 503 for everyone).
+    "healthz": only_get(everyone(OK)),
+    "readyz": only_get(everyone(NOT_READY)),
     # The documentation in docs/ as pages: the repository's own, to everyone.
     "core:help": only_get(everyone(OK)),
     "core:help-page": only_get(everyone(OK)),

@@ -34,7 +34,7 @@ from aimon_admin.approvals.api.serializers import (
 from aimon_admin.approvals.services.decisions import SkillVerdict
 from aimon_admin.core.api import validate_flat
 from aimon_admin.runtimes import enforcement
-from aimon_admin.runtimes.authentication import token_refused
+from aimon_admin.runtimes.authentication import RuntimeCaller, token_refused
 
 
 class DecisionView(APIView, metaclass=abc.ABCMeta):
@@ -84,6 +84,8 @@ class DecisionView(APIView, metaclass=abc.ABCMeta):
                         raise token_refused(raw_token)
                     token, outcome = decided
                     enforcement.note_request(request, token.runtime_id)  # G1-G3
+                    # Authenticated, as the usual path would say (the request log names it).
+                    request.user = RuntimeCaller(runtime=token.runtime, token=token)
                     return Response(self.answer(outcome))
         super().check_permissions(request)  # authenticates (once): the usual 401s
         if unparsed is not None:

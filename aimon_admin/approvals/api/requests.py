@@ -215,6 +215,7 @@ async def _detail(request: HttpRequest, request_id: str, kind: RequestKind) -> d
         raise Unavailable() from exc
     if caller is None:
         raise exceptions.NotAuthenticated()
+    request.user = caller  # as DRF would: the request log names the runtime
 
     raw_wait = request.GET.get("wait", "0")
     if not _WAIT.fullmatch(raw_wait) or int(raw_wait) > MAX_WAIT:
