@@ -6,7 +6,7 @@ import os
 from typing import Any
 
 from celery import Celery
-from celery.signals import task_postrun, task_prerun
+from celery.signals import task_postrun, task_prerun, worker_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "aimon_admin.settings.base")
 
@@ -38,3 +38,18 @@ def _restore_channel(task_id: str | None = None, **_: object) -> None:
         leave(tokens)
     except ValueError:  # set in another context (a pool that switched contexts): nothing to undo
         return
+
+
+@worker_init.connect
+def _refuse_without_secrets_key(**_: object) -> None:
+    """A worker sends messages and syncs MCP servers with stored secrets: no start without
+    their keys (ImproperlyConfigured names the setting)."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from aimon_admin.core.encryption import key_ring
+
+    try:
+        key_ring()
+    except ImproperlyConfigured as exc:
+        # Celery logs and swallows a handler's exceptions; leaving the process is what stops it.
+        raise SystemExit(f"celery worker: {exc}") from exc
