@@ -27,6 +27,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
@@ -187,6 +188,20 @@ def _opened(token: str) -> str | Unreadable:
         return decrypt(token)
     except (InvalidToken, UnicodeDecodeError):
         return Unreadable(token)
+
+
+def redact_url(url: str) -> str:
+    """A URL as logs, messages and the audit log show it: its credentials and query values
+    are secrets, so they go."""
+    if not url:
+        return url
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    netloc = f"***@{host}" if parts.username or parts.password else host
+    query = "&".join(f"{key}=***" for key, _ in parse_qsl(parts.query, keep_blank_values=True))
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
 
 
 class EncryptedFieldMixin:

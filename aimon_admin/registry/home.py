@@ -279,10 +279,24 @@ def registry_section(request: HttpRequest) -> Iterator[Section]:
     runtimes = list(
         AgentRuntime.objects.only("pk", "name", "ceiling", "exempt_at_or_below", "is_active").order_by("name")
     )
+    unreadable = servers_with_unreadable_secrets()
+    servers_url = reverse("registry:server-list")
+    # Only when there is one: a broken key is an incident, not routine work.
+    secrets = (
+        (Figure("secrets", len(unreadable), SECRETS_LABEL, servers_url, help=SECRETS_HELP),)
+        if unreadable
+        else ()
+    )
+    secret_lines = [
+        Line(server.name, reverse("registry:server-detail", args=[server.name]), note=SECRETS_NOTE)
+        for server in unreadable[:LINES_SHOWN]
+    ]
     if not runtimes:
         yield Section(
             key="registry",
             title=TITLE,
+            figures=secrets,
+            lines=tuple(secret_lines),
             first_step=Step(NO_RUNTIME, CREATE_RUNTIME, reverse("runtimes:create")),
         )
         return
@@ -295,17 +309,11 @@ def registry_section(request: HttpRequest) -> Iterator[Section]:
     forecast = unattended_forecast_cached(
         runtimes=runtimes, enabled_servers={server.pk for server in servers if server.enabled}
     )
-    unreadable = servers_with_unreadable_secrets()
-    lines = [
-        Line(server.name, reverse("registry:server-detail", args=[server.name]), note=SECRETS_NOTE)
-        for server in unreadable[:LINES_SHOWN]
-    ]
-    lines += [_sync_line(found) for found in troubles[:LINES_SHOWN]]
+    lines = secret_lines + [_sync_line(found) for found in troubles[:LINES_SHOWN]]
     lines += [
         Line(counted(FORECAST_LINE, count, runtime=name), _worklist_url(name), note=FORECAST_NOTE)
         for name, count in forecast[:LINES_SHOWN]
     ]
-    servers_url = reverse("registry:server-list")
     yield Section(
         key="registry",
         title=TITLE,
@@ -322,12 +330,7 @@ def registry_section(request: HttpRequest) -> Iterator[Section]:
             ),
             Figure("syncs", len(troubles), SYNCS_LABEL, f"{servers_url}?sync={SYNC_FILTER}"),
             Figure("forecast", len(forecast), FORECAST_LABEL, _worklist_url(), help=FORECAST_HELP),
-            # Only when there is one: a broken key is an incident, not routine work.
-            *(
-                (Figure("secrets", len(unreadable), SECRETS_LABEL, servers_url, help=SECRETS_HELP),)
-                if unreadable
-                else ()
-            ),
+            *secrets,
         ),
         lines=tuple(lines),
         links=() if servers else (Step("", ADD_SERVER, reverse("registry:server-create")),),
