@@ -17,6 +17,7 @@ import stat
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -457,13 +458,14 @@ def test_the_migration_step_encrypts_what_is_stored_in_clear_and_going_back_decr
             [json.dumps({"API_KEY": ENV_SECRET}), server.pk],
         )
     fields = ("env", "headers", "url")
-    with connection.schema_editor() as editor:
-        encryption.migrate_columns(McpServer, editor, fields, seal=True)
-        encryption.migrate_columns(McpServer, editor, fields, seal=True)  # again: nothing changes
+    # What the step reads of a migration's schema editor: its connection (SQLite's own editor
+    # cannot be opened inside a test's transaction).
+    editor = SimpleNamespace(connection=connection)
+    encryption.migrate_columns(McpServer, editor, fields, seal=True)
+    encryption.migrate_columns(McpServer, editor, fields, seal=True)  # again: nothing changes
     assert leaked(every_row_of_every_table()) == []
     assert McpServer.objects.get(pk=server.pk).env == {"API_KEY": ENV_SECRET}
-    with connection.schema_editor() as editor:
-        encryption.migrate_columns(McpServer, editor, fields, seal=False)
+    encryption.migrate_columns(McpServer, editor, fields, seal=False)
     with connection.cursor() as cursor:
         cursor.execute("SELECT env FROM registry_mcpserver WHERE id = %s", [server.pk])
         assert json.loads(cursor.fetchone()[0]) == {"API_KEY": ENV_SECRET}
