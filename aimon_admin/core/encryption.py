@@ -131,6 +131,12 @@ def configured_keys() -> list[str]:
     naming the setting, when there are none or one is not a key."""
     inline = str(getattr(settings, KEY_SETTING, "") or "").strip()
     file = str(getattr(settings, FILE_SETTING, "") or "").strip()
+    return list(_keys(inline, file))
+
+
+@lru_cache(maxsize=8)
+def _keys(inline: str, file: str) -> tuple[str, ...]:
+    """Read and checked once per process and setting (a failure is not kept: it raises again)."""
     if inline and file:
         raise ImproperlyConfigured(BOTH_SET)
     if not inline and not file:
@@ -146,7 +152,7 @@ def configured_keys() -> list[str]:
         if len(raw) != 32:
             setting = KEY_SETTING if inline else FILE_SETTING
             raise ImproperlyConfigured(NOT_A_KEY.format(setting=setting, number=number))
-    return keys
+    return tuple(keys)
 
 
 @lru_cache(maxsize=4)
@@ -157,7 +163,9 @@ def _ring(keys: tuple[str, ...]) -> MultiFernet:
 def key_ring() -> MultiFernet:
     """Every configured key: the first encrypts, all decrypt. A key file is read once per
     process (restart after changing it); a test's override_settings takes effect at once."""
-    return _ring(tuple(configured_keys()))
+    inline = str(getattr(settings, KEY_SETTING, "") or "").strip()
+    file = str(getattr(settings, FILE_SETTING, "") or "").strip()
+    return _ring(_keys(inline, file))
 
 
 def newest_key() -> Fernet:
