@@ -27,6 +27,9 @@ install-dev: $(VENV)/.installed-dev
 
 ## The product on its embedded default: SQLite, no Redis, Celery eager, demo data.
 run: $(VENV)/.installed-runtime
+	@# The key that encrypts the secrets stored for other systems, beside the SQLite file and kept
+	@# across runs (a new key would leave what is stored unreadable); made before migrating.
+	AIMON_DEMO=1 $(BIN)/python manage.py secrets_key create .demo-secrets-key --if-missing
 	AIMON_DEMO=1 $(BIN)/python manage.py migrate --noinput
 	AIMON_DEMO=1 $(BIN)/python manage.py demo_data --url http://$(HOST):$(PORT)/
 	AIMON_DEMO=1 $(BIN)/python manage.py audit_key create .demo-audit-signing-key.pem --if-missing
@@ -36,8 +39,8 @@ run: $(VENV)/.installed-runtime
 	@# Notifications link to the address the demo serves at (a channel's messages carry it).
 	AIMON_DEMO=1 AIMON_BASE_URL=http://$(HOST):$(PORT) $(BIN)/uvicorn aimon_admin.asgi:application --host $(HOST) --port $(PORT) --lifespan off
 
-## Production on this machine: PostgreSQL (DATABASE_URL), Redis (REDIS_URL), DJANGO_SECRET_KEY
-## and nginx (Debian: apt-get install -y nginx) required; migrates, collects static files, then
+## Production on this machine: PostgreSQL (DATABASE_URL), Redis (REDIS_URL), DJANGO_SECRET_KEY,
+## the stored secrets' key (AIMON_SECRETS_KEY or AIMON_SECRETS_KEY_FILE) and nginx (Debian: apt-get install -y nginx) required; migrates, collects static files, then
 ## runs and watches nginx on AIMON_WEB_HOST:AIMON_WEB_PORT in front of granian (WSGI,
 ## AIMON_WEB_WORKERS) and uvicorn (ASGI, long-polls: AIMON_WAIT_WORKERS), a Celery worker and
 ## Celery beat until Ctrl-C or SIGTERM (scripts/prod.py).

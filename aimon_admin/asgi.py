@@ -18,6 +18,10 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "aimon_admin.settings.base")
 
 django_application = get_asgi_application()
+# No start without the keys of the stored secrets (ImproperlyConfigured names the setting).
+from aimon_admin.core.encryption import key_ring  # noqa: E402  (needs settings loaded)
+
+key_ring()
 if settings.WHITENOISE_USE_FINDERS:
     # The embedded default serves static files from the source folders, and uvicorn serves
     # everything: Django's own ASGI static handler sends them as ASGI wants. WhiteNoise's

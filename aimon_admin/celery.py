@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from celery import Celery
-from celery.signals import setup_logging, task_postrun, task_prerun
+from celery.signals import setup_logging, task_postrun, task_prerun, worker_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "aimon_admin.settings.base")
 
@@ -54,3 +54,18 @@ def _restore_channel(*, task: Any, state: str, task_id: str | None = None, **_: 
         leave(tokens)
     except ValueError:  # set in another context (a pool that switched contexts): nothing to undo
         return
+
+
+@worker_init.connect
+def _refuse_without_secrets_key(**_: object) -> None:
+    """A worker sends messages and syncs MCP servers with stored secrets: no start without
+    their keys (ImproperlyConfigured names the setting)."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from aimon_admin.core.encryption import key_ring
+
+    try:
+        key_ring()
+    except ImproperlyConfigured as exc:
+        # Celery logs and swallows a handler's exceptions; leaving the process is what stops it.
+        raise SystemExit(f"celery worker: {exc}") from exc

@@ -14,6 +14,10 @@ from django.core.wsgi import get_wsgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "aimon_admin.settings.base")
 
 application = get_wsgi_application()
+# No start without the keys of the stored secrets (ImproperlyConfigured names the setting).
+from aimon_admin.core.encryption import key_ring  # noqa: E402  (needs settings loaded)
+
+key_ring()
 # Every view imported now rather than by the first request, which would otherwise wait for it.
 import_module(settings.ROOT_URLCONF)
 # What is loaded by now lives as long as the process: frozen out of the garbage collector's

@@ -2,7 +2,8 @@
 
     make prod            # or: .venv/bin/python scripts/prod.py
 
-Needs DATABASE_URL (PostgreSQL), REDIS_URL, DJANGO_SECRET_KEY and DJANGO_ALLOWED_HOSTS, and
+Needs DATABASE_URL (PostgreSQL), REDIS_URL, DJANGO_SECRET_KEY, DJANGO_ALLOWED_HOSTS and the
+stored secrets' key (AIMON_SECRETS_KEY_FILE or AIMON_SECRETS_KEY), and
 nginx installed (Debian: `apt-get install -y nginx`); refuses to start without them, naming
 what is missing. Then it runs `check --deploy` (warnings printed, errors fatal), migrates,
 collects static files into STATIC_ROOT (WhiteNoise serves them from there, compressed and
@@ -215,6 +216,13 @@ def config_from(env: dict[str, str]) -> Config:
         problems.append(
             "DJANGO_SECRET_KEY is not set: generate one with "
             "`python -c 'import secrets; print(secrets.token_urlsafe(50))'` and keep it secret"
+        )
+    if not env.get("AIMON_SECRETS_KEY", "").strip() and not env.get("AIMON_SECRETS_KEY_FILE", "").strip():
+        problems.append(
+            "AIMON_SECRETS_KEY_FILE (or AIMON_SECRETS_KEY) is not set: the secrets stored for other "
+            "systems (MCP server keys, webhook secrets, channel URLs) are encrypted with it; make one "
+            "with `.venv/bin/python manage.py secrets_key create /etc/aimon/secrets-key`, set "
+            "AIMON_SECRETS_KEY_FILE to that file and back it up apart from the database"
         )
     if not env.get("DJANGO_ALLOWED_HOSTS", "").strip():
         problems.append(

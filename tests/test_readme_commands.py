@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from aimon_admin.core.encryption import new_key
+
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 SHELL_BLOCK = re.compile(r"^```(?:sh|bash|shell)\n(.*?)^```", re.M | re.S)
@@ -86,6 +88,8 @@ def _environment(folder: Path) -> dict[str, str]:
         DJANGO_SETTINGS_MODULE="aimon_admin.settings.base",
         DATABASE_URL=f"sqlite:///{folder / 'db.sqlite3'}",
         AIMON_AUDIT_SIGNING_KEY="",
+        # The stored secrets' key, as make run's demo key or production's environment gives it.
+        AIMON_SECRETS_KEY=new_key(),
         AIMON_AUDIT_CHECKPOINT_DIR=str(folder / "audit-checkpoints"),
         PYTHONPATH=str(ROOT),
     )

@@ -102,6 +102,7 @@ class AuditAction(models.TextChoices):
     AUDIT_CHAIN_VERIFIED = "AUDIT_CHAIN_VERIFIED", "Audit chain verified"
     AUDIT_CHAIN_BROKEN = "AUDIT_CHAIN_BROKEN", "Audit chain found broken"
     AUDIT_SIGNING_KEY_ROTATED = "AUDIT_SIGNING_KEY_ROTATED", "Audit checkpoint signing key rotated"
+    SECRETS_REENCRYPTED = "SECRETS_REENCRYPTED", "Stored secrets re-encrypted with the newest key"
 
 
 # Plain words for the codes above on pages (core.words; `{% words code "kind" %}`).

@@ -23,6 +23,7 @@ from django.db import transaction
 from aimon_admin.audit import chain, signing
 from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.services import audit_record
+from aimon_admin.core import encryption
 from aimon_admin.core.actors import Actor
 
 ROTATION_FORMAT = "aimon-audit-key-rotation/1"
@@ -56,3 +57,22 @@ def key_rotate(*, new_path: Path, actor: Actor) -> Ed25519PrivateKey:
             details=details,
         )
     return new
+
+
+def secrets_reencrypt(*, actor: Actor, batch: int = encryption.BATCH) -> dict[str, dict[str, int]]:
+    """Key rotation for stored secrets (core.encryption): re-encrypt every one not yet under
+    the newest key, in batches that each commit, then one event with the counts per field
+    (never a value). Run again after an interruption: what was done comes back as current.
+    Values no configured key opens are counted, left as they are, and make the event a
+    warning (dropping a key then would lose nothing more, but they need a key or new values)."""
+    counts = encryption.reencrypt_all(batch=batch)
+    unreadable = sum(figures[encryption.UNREADABLE] for figures in counts.values())
+    audit_record(
+        action=AuditAction.SECRETS_REENCRYPTED,
+        actor=actor,
+        level=AuditLevel.WARNING if unreadable else AuditLevel.INFO,
+        subject_type="secrets_key",
+        subject=encryption.key_id(encryption.configured_keys()[0]),
+        details={"keys_configured": len(encryption.configured_keys()), "batch": batch, "fields": counts},
+    )
+    return counts

@@ -19,6 +19,11 @@ class NotificationsConfig(AppConfig):
         from aimon_admin.notifications.timeline import request_entries
 
         timeline.provide("notifications", request_entries)
+        # The operators' home hears of channels whose stored secrets cannot be decrypted.
+        from aimon_admin.core import home as home_sections
+        from aimon_admin.notifications import home
+
+        home_sections.provide("notifications", home.secrets_section, order=home.ORDER)
         # Apprise logs every channel URL whole at DEBUG, and urllib3 each request's path, the
         # tokens inside them included: never below INFO, whatever LOG_LEVEL says
         # (tests/notifications/test_no_secrets_logged.py).

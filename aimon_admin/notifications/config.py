@@ -33,6 +33,7 @@ from yaml.nodes import Node, SequenceNode
 
 from aimon_admin.approvals import config as approvals_config
 from aimon_admin.core.actors import Actor
+from aimon_admin.core.encryption import is_unreadable
 from aimon_admin.notifications import selectors, senders
 from aimon_admin.notifications.choices import APPROVAL_EVENTS, EVENT_TYPES, WEBHOOK_EVENTS
 from aimon_admin.notifications.models import CHANNEL_NAME_MAX
@@ -47,6 +48,7 @@ WEBHOOK_CONFLICT = (
     "a webhook named {name!r} already exists with {what}; the file says otherwise: change the "
     "file, or remove the webhook on the notifications page first"
 )
+UNREADABLE_WHAT = "an address or secret no configured key decrypts"
 NAME_PROBLEM = "a webhook's name is 1 to {limit} characters without control characters"
 
 
@@ -181,6 +183,8 @@ def _apply_webhooks(config: Config, actor: Actor, made: dict[str, str]) -> dict[
 
 def _differs(target: str, events: list[str], secret: str, entry: WebhookEntry) -> str:
     """What the existing webhook has that the file does not say ("" when they agree)."""
+    if is_unreadable(target, secret):
+        return UNREADABLE_WHAT
     if target != entry.url:
         return "another address"
     if entry.events is not None and list(events) != [

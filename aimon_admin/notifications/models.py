@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from aimon_admin.core.encryption import EncryptedTextField
 from aimon_admin.notifications.choices import (
     AttemptOutcome,
     ChannelKind,
@@ -47,7 +48,8 @@ class Channel(models.Model):
 
     `target` is the address, URL or endpoint. An Apprise URL often holds a token and a
     webhook's secret signs every body: neither is shown again once saved (pages show a
-    masked form). A removed channel keeps its row for the delivery log."""
+    masked form, `shown_target`), and both are encrypted in the database. A removed channel
+    keeps its row for the delivery log."""
 
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -58,9 +60,10 @@ class Channel(models.Model):
     )
     kind = models.CharField(max_length=8, choices=ChannelKind.choices)
     name = models.CharField(max_length=CHANNEL_NAME_MAX)
-    target = models.TextField()
+    # Encrypted at rest (core.encryption): the address, and a webhook's signing secret.
+    target = EncryptedTextField()
     shown_target = models.CharField(max_length=CHANNEL_TARGET_MAX, blank=True, default="")
-    secret = models.CharField(max_length=200, blank=True, default="")
+    secret = EncryptedTextField(blank=True, default="")
     # A webhook's event types (NotificationEvent values); people's channels get what they may answer.
     events = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import logging
+
 from django.apps import AppConfig
 
 from aimon_admin.runtimes.connect import McpServerEntry, provide_mcp_servers
@@ -18,6 +20,11 @@ class RegistryConfig(AppConfig):
         home_sections.provide("registry", home.registry_section, order=home.ORDER)
         # The runtime's page lists, in its gateway.yaml, the MCP servers runtimes are served (G2).
         provide_mcp_servers(served_mcp_servers)
+        # The MCP SDK logs a server's whole URL at DEBUG ("Connecting to StreamableHTTP
+        # endpoint: …"), credentials and query token included: never below INFO, whatever
+        # LOG_LEVEL says (tests/security/test_secrets_at_rest.py).
+        logger = logging.getLogger("mcp.client.streamable_http")
+        logger.setLevel(max(logger.getEffectiveLevel(), logging.INFO))
 
 
 def served_mcp_servers() -> list[McpServerEntry]:

@@ -13,6 +13,7 @@ from typing import Any
 
 from django import forms
 
+from aimon_admin.core.encryption import Unreadable, is_unreadable
 from aimon_admin.registry.choices import (
     AnnotationTrust,
     DestructiveBehavior,
@@ -139,7 +140,7 @@ class McpServerForm(forms.Form):
                     "transport": server.transport,
                     "command": server.command,
                     "args": "\n".join(server.args or []),
-                    "url": server.url,
+                    "url": "" if is_unreadable(server.url) else server.url,
                     "timeout_seconds": server.timeout_seconds,
                     "enabled": server.enabled,
                 },
@@ -191,9 +192,13 @@ class McpServerForm(forms.Form):
             self.add_error("url", URL_REQUIRED)
         return data
 
-    def _secret(self, name: str) -> dict[str, str]:
-        """Stored values minus the removed ones, then the lines typed here on top."""
-        kept = dict(getattr(self.server, name) or {}) if self.server is not None else {}
+    def _secret(self, name: str) -> dict[str, str] | Unreadable:
+        """Stored values minus the removed ones, then the lines typed here on top. Stored
+        values no key decrypts stay as they are until lines typed here replace them all."""
+        stored = getattr(self.server, name) if self.server is not None else {}
+        if is_unreadable(stored):
+            return self.cleaned_data[name] or stored
+        kept = dict(stored or {})
         for removed in self.cleaned_data.get(f"{name}_remove") or []:
             kept.pop(removed, None)
         kept.update(self.cleaned_data[name])

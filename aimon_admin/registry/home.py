@@ -15,6 +15,10 @@ waits for review and what fails.
   the few tools they name. And it is kept in the cache for FORECAST_SECONDS, so a busy home
   does not ask again on every load (a change shows within that time).
 
+- MCP servers whose stored env, headers or URL no configured key decrypts (core.encryption):
+  every server not retired is read and its three values decrypted (a few microseconds each;
+  servers are few). Shown only when there is one: each fails its syncs until mended.
+
 With no runtime at all the section says to create one first.
 """
 
@@ -33,6 +37,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils import timezone
 
+from aimon_admin.core.encryption import is_unreadable
 from aimon_admin.core.home import Figure, Line, Section, Step
 from aimon_admin.core.plurals import counted
 from aimon_admin.registry import extensions, policy
@@ -73,6 +78,15 @@ FORECAST_HELP = (
     "With nobody to ask, the gate denies these tools' calls: review them, or add a pre-approval. "
     "Worked out again every half minute."
 )
+SECRETS_LABEL = (
+    "MCP server whose stored secrets cannot be decrypted",
+    "MCP servers whose stored secrets cannot be decrypted",
+)
+SECRETS_HELP = (
+    "No configured key opens its env, headers or URL, so it is never synced: restore the key "
+    "(AIMON_SECRETS_KEY), or enter them again on its Edit page."
+)
+SECRETS_NOTE = "stored secrets cannot be decrypted: not synced"
 NO_RUNTIME = "No runtime yet: register the agents that will call AIMON first."
 CREATE_RUNTIME = "Create a runtime"
 ADD_SERVER = "Add an MCP server"
@@ -107,6 +121,12 @@ def syncs_in_trouble(*, now: datetime | None = None) -> tuple[list[SyncTrouble],
         if run is not None and trouble:
             found.append(SyncTrouble(server, run, trouble))
     return found, servers
+
+
+def servers_with_unreadable_secrets() -> list[McpServer]:
+    """Servers not retired whose env, headers or URL no configured key decrypts, by name."""
+    servers = McpServer.objects.filter(retired_at__isnull=True).only("pk", "name", "env", "headers", "url")
+    return [server for server in servers if is_unreadable(server.env, server.headers, server.url)]
 
 
 # --- The unattended forecast ----------------------------------------------------------------
@@ -259,10 +279,24 @@ def registry_section(request: HttpRequest) -> Iterator[Section]:
     runtimes = list(
         AgentRuntime.objects.only("pk", "name", "ceiling", "exempt_at_or_below", "is_active").order_by("name")
     )
+    unreadable = servers_with_unreadable_secrets()
+    servers_url = reverse("registry:server-list")
+    # Only when there is one: a broken key is an incident, not routine work.
+    secrets = (
+        (Figure("secrets", len(unreadable), SECRETS_LABEL, servers_url, help=SECRETS_HELP),)
+        if unreadable
+        else ()
+    )
+    secret_lines = [
+        Line(server.name, reverse("registry:server-detail", args=[server.name]), note=SECRETS_NOTE)
+        for server in unreadable[:LINES_SHOWN]
+    ]
     if not runtimes:
         yield Section(
             key="registry",
             title=TITLE,
+            figures=secrets,
+            lines=tuple(secret_lines),
             first_step=Step(NO_RUNTIME, CREATE_RUNTIME, reverse("runtimes:create")),
         )
         return
@@ -275,12 +309,11 @@ def registry_section(request: HttpRequest) -> Iterator[Section]:
     forecast = unattended_forecast_cached(
         runtimes=runtimes, enabled_servers={server.pk for server in servers if server.enabled}
     )
-    lines = [_sync_line(found) for found in troubles[:LINES_SHOWN]]
+    lines = secret_lines + [_sync_line(found) for found in troubles[:LINES_SHOWN]]
     lines += [
         Line(counted(FORECAST_LINE, count, runtime=name), _worklist_url(name), note=FORECAST_NOTE)
         for name, count in forecast[:LINES_SHOWN]
     ]
-    servers_url = reverse("registry:server-list")
     yield Section(
         key="registry",
         title=TITLE,
@@ -297,6 +330,7 @@ def registry_section(request: HttpRequest) -> Iterator[Section]:
             ),
             Figure("syncs", len(troubles), SYNCS_LABEL, f"{servers_url}?sync={SYNC_FILTER}"),
             Figure("forecast", len(forecast), FORECAST_LABEL, _worklist_url(), help=FORECAST_HELP),
+            *secrets,
         ),
         lines=tuple(lines),
         links=() if servers else (Step("", ADD_SERVER, reverse("registry:server-create")),),

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator, URLValidator
+from django.core.validators import (
+    MaxLengthValidator,
+    MaxValueValidator,
+    MinValueValidator,
+    RegexValidator,
+    URLValidator,
+)
 from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Length
 from django.db.models.lookups import LessThanOrEqual
 
+from aimon_admin.core.encryption import EncryptedJSONField, EncryptedTextField
 from aimon_admin.registry.choices import (
     AnnotationTrust,
     DestructiveBehavior,
@@ -37,6 +44,7 @@ TOOL_DESCRIPTION_MAX = 10_000
 
 # A Streamable HTTP server is reached over HTTP: ftp://, file:// and host-less URLs are
 # refused when saved, not at the first sync.
+MCP_URL_MAX = 500
 MCP_URL_MESSAGE = "Use an http:// or https:// URL with a host, e.g. https://mcp.example.com/mcp."
 MCP_URL_VALIDATOR = URLValidator(schemes=["http", "https"], message=MCP_URL_MESSAGE, code="http_url")
 
@@ -54,9 +62,11 @@ class McpServer(models.Model):
     transport = models.CharField(max_length=20, choices=McpTransport.choices)
     command = models.CharField(max_length=500, blank=True, default="")
     args = models.JSONField(default=list, blank=True)
-    env = models.JSONField(default=dict, blank=True, help_text="Never sent to runtimes.")
-    url = models.URLField(max_length=500, blank=True, default="")
-    headers = models.JSONField(default=dict, blank=True, help_text="Never sent to runtimes.")
+    # Encrypted at rest (core.encryption): values for the upstream server, often API keys.
+    env = EncryptedJSONField(default=dict, blank=True, help_text="Never sent to runtimes.")
+    # Encrypted too: a URL may carry credentials or a token in its query.
+    url = EncryptedTextField(blank=True, default="", validators=[MaxLengthValidator(MCP_URL_MAX)])
+    headers = EncryptedJSONField(default=dict, blank=True, help_text="Never sent to runtimes.")
     timeout_seconds = models.PositiveIntegerField(
         default=30, validators=[MinValueValidator(1), MaxValueValidator(600)]
     )

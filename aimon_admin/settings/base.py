@@ -614,6 +614,18 @@ if AIMON_AUDIT_CHECKPOINT_S3_ENDPOINT and not re.fullmatch(
     )
 AIMON_AUDIT_CHECKPOINT_MINUTES = env_int("AIMON_AUDIT_CHECKPOINT_MINUTES", 15)
 
+# --- Secrets at rest ---------------------------------------------------------------------------
+# What the product keeps for other systems (MCP servers' env, headers and URL, channels'
+# addresses, webhooks' signing secrets) is encrypted in the database with Fernet keys kept
+# outside it: AIMON_SECRETS_KEY holds them (newest first, separated by commas), or
+# AIMON_SECRETS_KEY_FILE names a file of them, one a line (aimon_admin/core/encryption.py;
+# `manage.py secrets_key create` makes one). make run keeps a demo key beside its SQLite file.
+# A missing or malformed key stops every process at start (core.E001).
+AIMON_SECRETS_KEY = os.environ.get("AIMON_SECRETS_KEY", "").strip()
+AIMON_SECRETS_KEY_FILE = os.environ.get(
+    "AIMON_SECRETS_KEY_FILE", str(BASE_DIR / ".demo-secrets-key") if DEMO and not AIMON_SECRETS_KEY else ""
+).strip()
+
 # --- Notifications (P1-P4) --------------------------------------------------------------------
 # The address people open the product at: every message's one link starts with it.
 # Unset in production: https:// and the first name in DJANGO_ALLOWED_HOSTS.

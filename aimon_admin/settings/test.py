@@ -12,6 +12,8 @@ import shutil
 import tempfile
 
 os.environ.setdefault("DJANGO_SECRET_KEY", "test-only-secret-key-not-for-production-use-0123456789")
+# The key that encrypts stored secrets in the suite (a test of rotation overrides it).
+os.environ.setdefault("AIMON_SECRETS_KEY", "dGVzdC1vbmx5LXNlY3JldHMta2V5LW5vdC1yZWFsLTE=")
 
 from aimon_admin.settings.base import *  # noqa: F403
 

@@ -22,6 +22,7 @@ from aimon_admin.approvals.tasks import EXPIRE_TASK_NAME
 from aimon_admin.audit.tasks import VERIFY_TASK_NAME
 from aimon_admin.celery import app
 from aimon_admin.core.actors import Actor
+from aimon_admin.core.encryption import new_key
 from aimon_admin.notifications import services, tasks
 from aimon_admin.notifications.choices import NotificationEvent
 from aimon_admin.notifications.models import Delivery
@@ -55,6 +56,7 @@ def test_make_prods_worker_takes_both_queues() -> None:
         "REDIS_URL": "redis://127.0.0.1:6379/0",
         "DJANGO_SECRET_KEY": "x" * 50,
         "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
+        "AIMON_SECRETS_KEY": new_key(),
         "AIMON_NGINX": sys.executable,  # any binary: nginx is not run here
     }
     worker = prod.commands(prod.config_from(env))["worker"]

@@ -37,6 +37,7 @@ from aimon_admin.audit.choices import AuditAction
 from aimon_admin.audit.models import AuditEvent
 from aimon_admin.audit.tasks import VERIFY_TASK_NAME
 from aimon_admin.core.context import Channel
+from aimon_admin.core.encryption import new_key
 from aimon_admin.core.middleware import BODY_TOO_LARGE_MESSAGE
 from aimon_admin.runtimes.models import AgentRuntime
 from tests.audit.helpers import database_for_new_process
@@ -129,6 +130,7 @@ def test_make_prod_runs_the_script() -> None:
         ("REDIS_URL", "REDIS_URL is not set"),
         ("DJANGO_SECRET_KEY", "DJANGO_SECRET_KEY is not set"),
         ("DJANGO_ALLOWED_HOSTS", "DJANGO_ALLOWED_HOSTS is not set"),
+        ("AIMON_SECRETS_KEY", "AIMON_SECRETS_KEY_FILE (or AIMON_SECRETS_KEY) is not set"),
     ],
 )
 def test_the_script_refuses_to_start_without_what_production_needs(unset: str, named: str) -> None:
@@ -137,7 +139,9 @@ def test_the_script_refuses_to_start_without_what_production_needs(unset: str, n
         REDIS_URL="redis://redis.invalid:6379/0",
         DJANGO_SECRET_KEY="x" * 50,
         DJANGO_ALLOWED_HOSTS="aimon.example.com",
+        AIMON_SECRETS_KEY=new_key(),
     )
+    env.pop("AIMON_SECRETS_KEY_FILE", None)
     del env[unset]
     result = subprocess.run(
         [sys.executable, str(SCRIPT)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=30

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from aimon_admin.core.encryption import new_key
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -38,6 +40,7 @@ def production_env(tmp_path: Path, **overrides: str | None) -> dict[str, str]:
             "DJANGO_HSTS_PRELOAD": "0",
             "DJANGO_STATIC_ROOT": str(tmp_path / "static"),
             "DATABASE_URL": f"sqlite:///{tmp_path / 'deploy-check.sqlite3'}",
+            "AIMON_SECRETS_KEY": new_key(),
         }
     )
     for key, value in overrides.items():
@@ -77,6 +80,9 @@ def test_check_deploy_is_clean_under_production_settings(tmp_path: Path) -> None
         # An HSTS decision not made is still a reminder: only an explicit 0 silences it.
         ({"DJANGO_HSTS_INCLUDE_SUBDOMAINS": None}, "security.W005"),
         ({"DJANGO_HSTS_PRELOAD": None}, "security.W021"),
+        # No key for the stored secrets, or one that is not a key: an error naming the setting.
+        ({"AIMON_SECRETS_KEY": None}, "core.E001"),
+        ({"AIMON_SECRETS_KEY": "not-a-key"}, "AIMON_SECRETS_KEY: key 1 is not a Fernet key"),
     ],
 )
 def test_check_deploy_reports_what_production_lacks(

@@ -65,6 +65,7 @@ from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.services import audit_record
 from aimon_admin.core import metrics
 from aimon_admin.core.actors import Actor
+from aimon_admin.core.encryption import is_unreadable
 from aimon_admin.notifications import policy, selectors, senders
 from aimon_admin.notifications.choices import (
     AttemptOutcome,
@@ -82,6 +83,11 @@ SENDER = Actor.system("notifications")
 CLOSED_BEFORE_SENT = "The request was answered or closed before this was sent."
 CHANNEL_GONE = "The channel was removed."
 CHANNEL_BROKEN = "The channel is marked broken; nothing is sent there until a test succeeds."
+UNDECRYPTABLE = (
+    "The channel's stored address or signing secret cannot be decrypted with the configured keys "
+    "(a key was dropped too early, or the value was changed in the database), so nothing was sent: "
+    "restore the key, or add the channel again."
+)
 UNEXPECTED = "Unexpected error while sending ({name}); see the server log."
 DIGEST_BATCH = 100
 # A row due is left this long to the hint queued after the commit that made it due (within
@@ -354,6 +360,10 @@ class Tried:
 
 
 def _try(channel: Channel, outgoing: senders.Outgoing) -> Tried:
+    # Fail closed: never send with a secret missing (core.encryption.Unreadable); refused, so
+    # it is given up at once rather than retried.
+    if is_unreadable(channel.target, channel.secret):
+        return Tried(AttemptOutcome.REFUSED, UNDECRYPTABLE, 0)
     started = time.monotonic()
     try:
         detail = _send(channel, outgoing)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from django.db import transaction
 from django.utils import timezone
@@ -13,6 +12,7 @@ from django.utils import timezone
 from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.services import audit_record
 from aimon_admin.core.actors import Actor
+from aimon_admin.core.encryption import redact_url
 from aimon_admin.registry.choices import (
     AnnotationTrust,
     SyncStatus,
@@ -34,19 +34,6 @@ SERVER_FIELDS = ("transport", "command", "args", "env", "url", "headers", "timeo
 SECRET_FIELDS = ("env", "headers")
 
 
-def _redact_url(url: str) -> str:
-    """A URL for the audit log: credentials and query values are secrets, so they go."""
-    if not url:
-        return url
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    netloc = f"***@{host}" if parts.username or parts.password else host
-    query = "&".join(f"{key}=***" for key, _ in parse_qsl(parts.query, keep_blank_values=True))
-    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
-
-
 def _server_snapshot(server: McpServer) -> dict[str, Any]:
     """The server's settings for the audit log; env and header values are secrets, so
     only their names are recorded."""
@@ -54,7 +41,7 @@ def _server_snapshot(server: McpServer) -> dict[str, Any]:
         "transport": server.transport,
         "command": server.command,
         "args": list(server.args or []),
-        "url": _redact_url(server.url),
+        "url": redact_url(server.url),
         "timeout_seconds": server.timeout_seconds,
         "enabled": server.enabled,
         "annotation_trust": server.annotation_trust,
@@ -136,7 +123,7 @@ def mcp_server_retire(*, server: McpServer, actor: Actor) -> McpServer:
     if server.is_retired:
         raise RegistryError(MCP_SERVER_RETIRED_MESSAGE)
     before = _server_snapshot(server)
-    raw_url, url = server.url, _redact_url(server.url)
+    raw_url, url = server.url, redact_url(server.url)
     server.enabled = False
     server.retired_at = timezone.now()
     server.retired_by = actor.user

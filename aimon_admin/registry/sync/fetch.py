@@ -35,6 +35,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from pydantic import ValidationError
 
+from aimon_admin.core.encryption import is_unreadable, redact_url
 from aimon_admin.core.plurals import counted
 from aimon_admin.registry.choices import McpTransport
 from aimon_admin.registry.models import McpServer
@@ -46,6 +47,7 @@ from aimon_admin.registry.sync.messages import (
     ERROR_COMMAND_FAILED,
     ERROR_COMMAND_NOT_FOUND,
     ERROR_PROTOCOL,
+    ERROR_SECRETS_UNREADABLE,
     ERROR_SERVER_ERROR,
     ERROR_TIMED_OUT,
     ERROR_TOO_MANY_PAGES,
@@ -109,6 +111,9 @@ class _Target:
 
     @classmethod
     def of(cls, server: McpServer) -> _Target:
+        # Fail closed: never connect with a secret missing (core.encryption.Unreadable).
+        if is_unreadable(server.env, server.headers, server.url):
+            raise SyncError(ERROR_SECRETS_UNREADABLE)
         return cls(
             transport=server.transport,
             command=server.command,
@@ -313,7 +318,7 @@ def _failure_message(exc: BaseException, target: _Target, state: _FetchState) ->
     if isinstance(exc, httpx2.TransportError):
         reason = one_line(str(exc) or type(exc).__name__, 120)
         if where in (STAGE_CONNECTING, STAGE_INITIALIZE):
-            return ERROR_UNREACHABLE.format(url=target.url, reason=reason)
+            return ERROR_UNREACHABLE.format(url=redact_url(target.url), reason=reason)
         return ERROR_CLOSED.format(stage=where, detail=f"; {reason}")
     if isinstance(exc, MCPError):
         if exc.code == types.CONNECTION_CLOSED:

@@ -33,6 +33,11 @@ ERROR_SERVER_ERROR = "The server answered with error {code} {stage}: {message}{d
 ERROR_PROTOCOL = "Protocol error {stage}: {detail}."
 ERROR_TOO_MANY_TOOLS = "The server listed more than {limit} tools; nothing was stored."
 ERROR_TOO_MANY_PAGES = "The listing ran past {limit} pages; nothing was stored."
+ERROR_SECRETS_UNREADABLE = (
+    "This server's stored env, headers or URL cannot be decrypted with the configured keys (a "
+    "key was dropped too early, or the value was changed in the database), so nothing was sent "
+    "to it: restore the key, or enter them again on its Edit page."
+)
 ERROR_DISABLED = "The server is disabled; nothing was fetched."
 ERROR_STORE = "The listing could not be stored: {detail}"
 ERROR_TIME_LIMIT = "Stopped: the sync ran past the task's time limit; nothing was stored."
