@@ -31,6 +31,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
+from django.core.cache import cache
 from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.db import models, transaction
 
@@ -91,6 +92,35 @@ class Unreadable:
 def is_unreadable(*values: Any) -> bool:
     """Whether any of `values` is a stored secret no key decrypts."""
     return any(isinstance(value, Unreadable) for value in values)
+
+
+# The operator's home says which stored secrets no key opens. Finding them decrypts every row
+# of the table, so what was found (the rows' primary keys) is kept this long, under the keys in
+# force; saving or deleting a row of the table forgets it at once (`unreadable_forget`).
+UNREADABLE_KEPT_SECONDS = 300
+
+
+def _unreadable_cache_key(model: type[models.Model]) -> str:
+    ring = ",".join(key_id(key) for key in configured_keys())
+    return f"aimon:secrets:unreadable:{model._meta.label_lower}:{ring}"
+
+
+def unreadable_rows(queryset: models.QuerySet, *fields: str) -> list[models.Model]:
+    """The rows of `queryset` with a value in `fields` that no configured key decrypts. The
+    whole table is read at most once per UNREADABLE_KEPT_SECONDS (or after a change to it),
+    in chunks; the rows found are then read by primary key."""
+    cache_key = _unreadable_cache_key(queryset.model)
+    found = cache.get(cache_key)
+    if found is None:
+        rows = queryset.order_by().values_list("pk", *fields).iterator(chunk_size=2000)
+        found = [pk for pk, *values in rows if is_unreadable(*values)]
+        cache.set(cache_key, found, UNREADABLE_KEPT_SECONDS)
+    return list(queryset.filter(pk__in=found)) if found else []
+
+
+def unreadable_forget(sender: type[models.Model], **_: Any) -> None:
+    """post_save and post_delete of a model with encrypted fields: its finding is stale."""
+    cache.delete(_unreadable_cache_key(sender))
 
 
 def key_id(key: str | bytes) -> str:

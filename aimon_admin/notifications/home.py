@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 from django.http import HttpRequest
 from django.urls import reverse
 
-from aimon_admin.core.encryption import is_unreadable
+from aimon_admin.core.encryption import unreadable_rows
 from aimon_admin.core.home import Figure, Line, Section
 from aimon_admin.notifications.models import Channel
 
@@ -36,10 +36,7 @@ SECRETS_NOTE = "cannot be decrypted: nothing sent"
 
 def channels_with_unreadable_secrets() -> list[Channel]:
     """Live channels whose address or webhook secret no configured key decrypts."""
-    channels = (
-        Channel.objects.live().select_related("owner").only("pk", "kind", "name", "target", "secret", "owner")
-    )
-    return [channel for channel in channels if is_unreadable(channel.target, channel.secret)]
+    return unreadable_rows(Channel.objects.live().select_related("owner"), "target", "secret")
 
 
 def _line(channel: Channel) -> Line:

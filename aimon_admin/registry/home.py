@@ -37,7 +37,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils import timezone
 
-from aimon_admin.core.encryption import is_unreadable
+from aimon_admin.core.encryption import unreadable_rows
 from aimon_admin.core.home import Figure, Line, Section, Step
 from aimon_admin.core.plurals import counted
 from aimon_admin.registry import extensions, policy
@@ -125,8 +125,8 @@ def syncs_in_trouble(*, now: datetime | None = None) -> tuple[list[SyncTrouble],
 
 def servers_with_unreadable_secrets() -> list[McpServer]:
     """Servers not retired whose env, headers or URL no configured key decrypts, by name."""
-    servers = McpServer.objects.filter(retired_at__isnull=True).only("pk", "name", "env", "headers", "url")
-    return [server for server in servers if is_unreadable(server.env, server.headers, server.url)]
+    servers = McpServer.objects.filter(retired_at__isnull=True).order_by("name")
+    return unreadable_rows(servers, "env", "headers", "url")
 
 
 # --- The unattended forecast ----------------------------------------------------------------

@@ -469,3 +469,28 @@ def test_the_migration_step_encrypts_what_is_stored_in_clear_and_going_back_decr
     with connection.cursor() as cursor:
         cursor.execute("SELECT env FROM registry_mcpserver WHERE id = %s", [server.pk])
         assert json.loads(cursor.fetchone()[0]) == {"API_KEY": ENV_SECRET}
+
+
+@pytest.mark.django_db
+def test_the_homes_finding_of_unreadable_secrets_is_kept_until_a_row_changes(
+    approver: User, tmp_path: Path, settings: Any
+) -> None:
+    """Finding a secret no key opens decrypts the whole table: the operator's home does it at
+    most once per UNREADABLE_KEPT_SECONDS, and a save of a row forgets what was found."""
+    settings.AIMON_SECRETS_KEY, settings.AIMON_SECRETS_KEY_FILE = KEY_A, ""
+    stored = store_everything(approver, tmp_path)
+    assert registry_home.servers_with_unreadable_secrets() == []
+    with connection.cursor() as cursor:  # tampered with behind the product's back: no signal
+        cursor.execute("SELECT env FROM registry_mcpserver WHERE id = %s", [stored["stdio"].pk])
+        (token,) = cursor.fetchone()
+        flipped = token[:-6] + ("A" if token[-6] != "A" else "B") + token[-5:]
+        cursor.execute("UPDATE registry_mcpserver SET env = %s WHERE id = %s", [flipped, stored["stdio"].pk])
+    assert registry_home.servers_with_unreadable_secrets() == []  # the kept finding
+
+    McpServer.objects.get(pk=stored["http"].pk).save()  # any change through the product
+    assert registry_home.servers_with_unreadable_secrets() == [McpServer.objects.get(pk=stored["stdio"].pk)]
+    settings.AIMON_SECRETS_KEY = KEY_B  # another key set: found afresh, everything unreadable
+    assert (
+        len(registry_home.servers_with_unreadable_secrets())
+        == McpServer.objects.filter(retired_at__isnull=True).count()
+    )
