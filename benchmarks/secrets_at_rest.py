@@ -3,7 +3,7 @@
 Run by hand (never by CI), from the project root:
 
     git -C . worktree add /tmp/secrets-before <commit before encryption> --detach
-    .venv/bin/python benchmarks/secrets.py --compare-root /tmp/secrets-before
+    .venv/bin/python benchmarks/secrets_at_rest.py --compare-root /tmp/secrets-before
     git -C . worktree remove --force /tmp/secrets-before
 
 Each root (this checkout and the one compared against) is run in a child process of its own,
