@@ -18,6 +18,7 @@ from django.core.handlers.wsgi import WSGIHandler
 from django.http import HttpRequest, JsonResponse
 from django.test import Client
 from django.urls import path
+from rest_framework.test import APIClient
 
 from aimon_admin import urls as product_urls
 from aimon_admin.asgi import application as asgi_application
@@ -183,3 +184,27 @@ def test_the_lean_stack_is_a_subset_of_the_whole_chain_without_any_page_middlewa
     assert page_only <= set(settings.MIDDLEWARE)
     assert not page_only & set(settings.RUNTIME_API_MIDDLEWARE)
     assert set(settings.RUNTIME_API_MIDDLEWARE) <= set(settings.MIDDLEWARE)
+
+
+def test_the_product_s_decisions_answer_through_the_lean_stack(api: APIClient) -> None:
+    # The real routes, with a real token: the decision, the tool decision and AuthZEN.
+    skill = api.post(
+        "/api/v1/skill-decisions",
+        {"skills": ["read-file"], "session_id": "s-1"},
+        format="json",
+        HTTP_X_REQUEST_ID="lean-1",
+    )
+    tool = api.post("/api/v1/tool-decisions", {"tool": "read_note"}, format="json")
+    discovery = api.get("/.well-known/authzen-configuration")
+    for response in (skill, tool, discovery):
+        assert response.status_code == 200, response.content
+        assert "Set-Cookie" not in response
+        assert "Content-Security-Policy" not in response
+        assert response.wsgi_request.path.startswith(settings.RUNTIME_API_PREFIXES)
+        assert not hasattr(response.wsgi_request, "session")
+    assert skill[REQUEST_ID_HEADER] == "lean-1"
+    refused = APIClient().post(
+        "/api/v1/skill-decisions", {"skills": ["x"]}, format="json", HTTP_AUTHORIZATION="Bearer nope"
+    )
+    assert refused.status_code == 401
+    assert not hasattr(refused.wsgi_request, "session")
