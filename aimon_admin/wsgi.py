@@ -1,6 +1,7 @@
 """WSGI entry point: in production (make prod) granian serves it behind nginx, for every
 request/response path (decisions, pages); the long-poll and the streamed exports go to the
-ASGI entry point (asgi.py). See scripts/prod.py."""
+ASGI entry point (asgi.py). See scripts/prod.py. The runtime API's requests take their own
+lean middleware stack here as under asgi.py (core.middleware.RuntimeApiStack)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ os.environ.setdefault("DJANGO_SECRET_KEY", "benchmark-only-secret-key-not-for-pr
 from aimon_admin.settings.base import *  # noqa: F403
 
 ROOT_URLCONF = "benchmarks.urls"
-# The bare endpoints take the runtime API's short path through the middleware, as the API does.
+# The bare endpoints take the runtime API's lean stack, as the API does.
 RUNTIME_API_PREFIXES = (*RUNTIME_API_PREFIXES, "/bench/")  # noqa: F405
 DEBUG = False
 ALLOWED_HOSTS = ["127.0.0.1", "localhost"]

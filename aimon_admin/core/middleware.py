@@ -1,5 +1,5 @@
-"""Middleware: request ids, the request log, the API's body size limit, the runtime API's
-short path, styled errors and the sync stack.
+"""Middleware: request ids, the request log, the API's body size limit, the runtime API's lean
+stack, styled errors and the sync stack.
 
 The request-id, request-log and body-limit middleware are sync and async capable, so an
 async view (the approval long-poll) runs without a thread hop through them.
@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
 import time
 from collections.abc import Awaitable, Callable
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
+from django.core.handlers.base import BaseHandler
+from django.core.handlers.exception import convert_exception_to_response
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http.response import HttpResponseBase
+from django.utils.module_loading import import_string
 
 from aimon_admin.core.context import Channel, bind, new_request_id
 from aimon_admin.core.logging import log_request
@@ -132,56 +133,77 @@ class ApiBodyLimitMiddleware(_DualMiddleware):
         return None
 
 
-class RuntimeApiShortcut:
-    """The runtime API's short path through the middleware: a request under
-    `settings.RUNTIME_API_PREFIXES` (decisions, approval requests, AuthZEN), or at one of
-    `settings.PROBE_PATHS` (/healthz, /readyz), goes from here
-    straight to what `RuntimeApiLanding` sits above (the styled errors, the sync stack, the
-    view), past every page middleware between them: the content security policy, WhiteNoise,
-    sessions, CSRF's request hook, authentication, messages, htmx, axes. A bearer-token JSON
-    call uses none of them. What stays above the shortcut serves both: the request id, the
-    body limit, the security headers, and CommonMiddleware's Content-Length. Pages take the
-    whole chain.
+class RuntimeApiHandler(BaseHandler):
+    """The runtime API's own request handler: Django's, with `settings.RUNTIME_API_MIDDLEWARE`
+    for its middleware list instead of MIDDLEWARE (what `RuntimeApiStack` hands API requests
+    to). The chain is built as Django builds its own (`BaseHandler.load_middleware`: each
+    middleware run sync or async as it can, the hooks collected), from the other list."""
 
-    Django builds the chain from the bottom up, so the landing, lower in MIDDLEWARE, is built
-    first and leaves the chain below it for the shortcut (on the building thread). Measured in
-    process, a tool decision's CPU through the shortcut is ~0.8 of the whole chain's, the bare
-    endpoint's the same (docs/performance.md).
-    """
+    def __init__(self, *, is_async: bool) -> None:
+        super().__init__()
+        self.load_middleware(is_async=is_async)
+        self.respond = self._middleware_chain
+
+    def load_middleware(self, is_async: bool = False) -> None:
+        self._view_middleware = []
+        self._template_response_middleware = []
+        self._exception_middleware = []
+        handler = convert_exception_to_response(self._get_response_async if is_async else self._get_response)
+        handler_is_async = is_async
+        for middleware_path in reversed(settings.RUNTIME_API_MIDDLEWARE):
+            middleware = import_string(middleware_path)
+            can_sync = getattr(middleware, "sync_capable", True)
+            can_async = getattr(middleware, "async_capable", False)
+            middleware_is_async = can_async and (handler_is_async or not can_sync)
+            adapted = self.adapt_method_mode(
+                middleware_is_async, handler, handler_is_async, name=f"middleware {middleware_path}"
+            )
+            instance = middleware(adapted)
+            if hasattr(instance, "process_view"):
+                self._view_middleware.insert(0, self.adapt_method_mode(is_async, instance.process_view))
+            if hasattr(instance, "process_template_response"):
+                self._template_response_middleware.append(
+                    self.adapt_method_mode(is_async, instance.process_template_response)
+                )
+            if hasattr(instance, "process_exception"):
+                # Django runs exception hooks synchronously, as in its own chain.
+                self._exception_middleware.append(self.adapt_method_mode(False, instance.process_exception))
+            handler = convert_exception_to_response(instance)
+            handler_is_async = middleware_is_async
+        self._middleware_chain = self.adapt_method_mode(is_async, handler, handler_is_async)
+
+
+class RuntimeApiStack:
+    """First in MIDDLEWARE: the runtime API's lean stack. A request under
+    `settings.RUNTIME_API_PREFIXES` (decisions, approval requests, sessions, tools, AuthZEN)
+    or at one of `settings.PROBE_PATHS` (/healthz, /readyz), goes to a handler of its own
+    (`RuntimeApiHandler`), whose middleware is
+    `settings.RUNTIME_API_MIDDLEWARE` alone: the request id, its log record, the body limit, the security
+    headers and Content-Length, the styled errors (503 when the database is down) and the
+    sync stack. A bearer-token JSON call meets none of the page middleware (the content
+    security policy, WhiteNoise, sessions, CSRF, authentication, messages, clickjacking,
+    htmx, axes) nor any of their hooks. Pages take MIDDLEWARE, the whole chain.
+
+    One way under every server: granian (wsgi.py), uvicorn (asgi.py, make run) and the test
+    client all build MIDDLEWARE, so all dispatch here. Under ASGI both chains are built async,
+    each switching to sync once, at its sync stack."""
 
     sync_capable = True
-    async_capable = False
+    async_capable = True
 
     def __init__(self, get_response: Callable) -> None:
         self.get_response = get_response
         self.prefixes = tuple(settings.RUNTIME_API_PREFIXES)
         self.probes = frozenset(settings.PROBE_PATHS)
-        self.api_response = getattr(_building, "landing", None)
-        if self.api_response is None:
-            raise ImproperlyConfigured("RuntimeApiShortcut needs RuntimeApiLanding below it in MIDDLEWARE.")
-        del _building.landing
+        is_async = iscoroutinefunction(get_response)
+        self.api_response = RuntimeApiHandler(is_async=is_async).respond
+        if is_async:
+            markcoroutinefunction(self)
 
-    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+    def __call__(self, request: HttpRequest) -> HttpResponseBase | Awaitable[HttpResponseBase]:
         if request.path_info.startswith(self.prefixes) or request.path_info in self.probes:
             return self.api_response(request)
         return self.get_response(request)
-
-
-class RuntimeApiLanding:
-    """Where `RuntimeApiShortcut` lands: it hands the chain below it up to the shortcut."""
-
-    sync_capable = True
-    async_capable = False
-
-    def __init__(self, get_response: Callable) -> None:
-        self.get_response = get_response
-        _building.landing = get_response
-
-    def __call__(self, request: HttpRequest) -> HttpResponseBase:
-        return self.get_response(request)
-
-
-_building = threading.local()
 
 
 class StyledErrorMiddleware:

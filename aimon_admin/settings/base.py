@@ -107,15 +107,15 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # The runtime API's lean stack: its requests leave here for RUNTIME_API_MIDDLEWARE below.
+    "aimon_admin.core.middleware.RuntimeApiStack",
     "aimon_admin.core.middleware.RequestIdMiddleware",
     # One log record per request, timing everything below it (aimon_admin.core.logging).
     "aimon_admin.core.middleware.RequestLogMiddleware",
     "aimon_admin.core.middleware.ApiBodyLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
-    # Content-Length on every answer (the API's too), and the trailing-slash redirects.
+    # Content-Length on every answer, and the trailing-slash redirects.
     "django.middleware.common.CommonMiddleware",
-    # The runtime API skips from here to RuntimeApiLanding: none of the page middleware between.
-    "aimon_admin.core.middleware.RuntimeApiShortcut",
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -127,19 +127,30 @@ MIDDLEWARE = [
     # After every middleware that can answer on its own, so a locked-out sign-in is
     # answered with the lockout page (axes.middleware reads what its backend marked).
     "axes.middleware.AxesMiddleware",
-    "aimon_admin.core.middleware.RuntimeApiLanding",
     # A bare 405 becomes the styled error page (sync, no thread hop).
     "aimon_admin.core.middleware.StyledErrorMiddleware",
     "aimon_admin.core.middleware.SyncStackMiddleware",
 ]
 
-# The runtime API and the OpenID AuthZEN endpoints (and their discovery document): answered
-# through RuntimeApiShortcut, past the page middleware. They answer JSON, which no content
-# security policy governs (the API's docs page, /api/docs/, is a page and has one).
+# The runtime API and the OpenID AuthZEN endpoints (and their discovery document), served by
+# a handler of their own (core.middleware.RuntimeApiStack) with only RUNTIME_API_MIDDLEWARE:
+# a bearer-token JSON call needs no session, CSRF, sign-in, messages, static files or content
+# security policy (JSON answers, which no such policy governs; the API's docs page,
+# /api/docs/, is a page and has one). Token authentication is the API views' own (DRF).
 RUNTIME_API_PREFIXES = ("/api/v1/", "/access/v1/", "/.well-known/authzen-configuration")
-# The health and readiness probes (aimon_admin/health.py) take the same short path, by exact
+# The health and readiness probes (aimon_admin/health.py) take the same lean stack, by exact
 # path: no session, sign-in, CSRF or lockout check stands between a balancer and its answer.
 PROBE_PATHS = ("/healthz", "/readyz")
+RUNTIME_API_MIDDLEWARE = [
+    "aimon_admin.core.middleware.RequestIdMiddleware",
+    "aimon_admin.core.middleware.RequestLogMiddleware",
+    "aimon_admin.core.middleware.ApiBodyLimitMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    # 503 with Retry-After when the database is down, wherever it is met.
+    "aimon_admin.core.middleware.StyledErrorMiddleware",
+    "aimon_admin.core.middleware.SyncStackMiddleware",
+]
 
 ROOT_URLCONF = "aimon_admin.urls"
 WSGI_APPLICATION = "aimon_admin.wsgi.application"

@@ -1,14 +1,14 @@
-"""Does the runtime API's short path through the middleware pay? (core.middleware.RuntimeApiShortcut)
+"""Does the runtime API's lean stack pay? (core.middleware.RuntimeApiStack)
 
 Run by hand (never by CI), from the project root; needs PostgreSQL:
 
-    .venv/bin/python benchmarks/api_short_path.py [--requests 1000] [--rounds 5]
+    .venv/bin/python benchmarks/api_lean_stack.py [--requests 1000] [--rounds 5]
 
 A throwaway PostgreSQL database with a runtime, its token and an MCP server's tools (as
 benchmarks/gateway.py sets them up), then two of Django's WSGI handlers in this process (what
 granian calls in make prod, with no server or network in between): one built from
-settings.MIDDLEWARE as it is (the API takes the short path), one from the same list without
-the shortcut and its landing (every request takes the whole chain). CPU per request
+the settings as they are (the API takes its lean stack, RUNTIME_API_MIDDLEWARE), one with no
+RUNTIME_API_PREFIXES (every request takes MIDDLEWARE, the whole chain). CPU per request
 (`time.process_time`; PostgreSQL's backend is another process) of the bare endpoint
 (`/bench/baseline`, the same token lookup) and a tool decision through each, in alternating
 rounds; the medians and their ratios. Prints figures; asserts nothing but the answers.
@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks import _http, gateway  # noqa: E402
 from benchmarks.decision_profile import _environ  # noqa: E402
 
-BENCH_DB = "aimon_bench_short_path"
+BENCH_DB = "aimon_bench_lean_stack"
 DECISION = json.dumps(
     {
         "tool": "read_note",
@@ -42,24 +42,20 @@ DECISION = json.dumps(
         "principal": "alice",
     }
 ).encode()
-SHORT_PATH = (
-    "aimon_admin.core.middleware.RuntimeApiShortcut",
-    "aimon_admin.core.middleware.RuntimeApiLanding",
-)
 
 
 def handlers() -> dict[str, object]:
     from django.conf import settings
     from django.core.handlers.wsgi import WSGIHandler
 
-    short = WSGIHandler()
-    product = settings.MIDDLEWARE
-    settings.MIDDLEWARE = [name for name in product if name not in SHORT_PATH]
+    lean = WSGIHandler()
+    product = settings.RUNTIME_API_PREFIXES
+    settings.RUNTIME_API_PREFIXES = ()
     try:
         whole = WSGIHandler()
     finally:
-        settings.MIDDLEWARE = product
-    return {"short path": short, "whole chain": whole}
+        settings.RUNTIME_API_PREFIXES = product
+    return {"lean stack": lean, "whole chain": whole}
 
 
 def measure(token: str, requests: int, rounds: int) -> None:
@@ -94,8 +90,8 @@ def measure(token: str, requests: int, rounds: int) -> None:
         rounds_text = ", ".join(f"{value:.3f}" for value in values)
         print(f"{name:32} {medians[name]:.3f} ms CPU per request (rounds {rounds_text})")
     for what in ("bare endpoint", "tool decision"):
-        ratio = medians[f"{what}, short path"] / medians[f"{what}, whole chain"]
-        print(f"{what}: short path / whole chain = {ratio:.2f}")
+        ratio = medians[f"{what}, lean stack"] / medians[f"{what}, whole chain"]
+        print(f"{what}: lean stack / whole chain = {ratio:.2f}")
 
 
 def main() -> int:
@@ -108,7 +104,7 @@ def main() -> int:
     args = parser.parse_args()
     os.environ.update(DJANGO_SETTINGS_MODULE="benchmarks.settings", PYTHONPATH=str(ROOT))
     with (
-        tempfile.TemporaryDirectory(prefix="aimon_bench_short_path_") as name,
+        tempfile.TemporaryDirectory(prefix="aimon_bench_lean_stack_") as name,
         _http.throwaway_pg(args.database) as url,
     ):
         os.environ.update(DATABASE_URL=url, CELERY_TASK_ALWAYS_EAGER="1")
