@@ -41,6 +41,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from cryptography.fernet import Fernet
+
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
@@ -125,6 +127,8 @@ def clean_env(database: Path) -> dict[str, str]:
         DJANGO_SETTINGS_MODULE="aimon_admin.settings.base",
         AIMON_DEMO="1",
         DATABASE_URL=f"sqlite:///{database}",
+        # A key of its own for the stored secrets of the temporary database (never the demo's).
+        AIMON_SECRETS_KEY=Fernet.generate_key().decode(),
         PYTHONPATH=str(ROOT),
     )
     return env

@@ -11,6 +11,8 @@ from typing import Any, NoReturn
 
 from django.conf import settings
 from django.db import models
+from django.db.models import ExpressionWrapper, F
+from django.db.models.fields.json import KT
 
 from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.core.context import Channel
@@ -82,9 +84,22 @@ class AuditEvent(models.Model):
             _choices_check("channel", Channel),
             models.CheckConstraint(condition=models.Q(seq__gte=1), name="audit_event_seq_positive"),
         ]
+        # One per log filter, each ending in seq: "filter X ORDER BY seq DESC LIMIT 51" is one
+        # index range however long the log (aimon_admin/audit_pages/selectors.py).
         indexes = [
             models.Index(fields=["action", "-seq"], name="audit_action_seq"),
             models.Index(fields=["runtime", "-seq"], name="audit_runtime_seq"),
+            models.Index(fields=["level", "-seq"], name="audit_level_seq"),
+            models.Index(fields=["actor_label", "-seq"], name="audit_actor_label_seq"),
+            models.Index(fields=["session_key", "-seq"], name="audit_session_seq"),
+            models.Index(fields=["subject", "-seq"], name="audit_subject_seq"),
+            # The subject filter also matches a skill named in the details: the expression
+            # is selectors.DETAIL_SKILL's.
+            models.Index(
+                ExpressionWrapper(KT("details__skill"), output_field=models.TextField()),
+                F("seq").desc(),
+                name="audit_detail_skill_seq",
+            ),
         ]
 
     def __str__(self) -> str:

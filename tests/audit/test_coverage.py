@@ -65,7 +65,7 @@ from aimon_admin.approvals.services import chain_read as approvals_chain
 from aimon_admin.approvals.services import escalation as approvals_escalation
 from aimon_admin.approvals.services import grants as approvals_grants
 from aimon_admin.approvals.services import item_answers as approvals_items
-from aimon_admin.approvals.services import request_views
+from aimon_admin.approvals.services import request_views, revocation
 from aimon_admin.approvals.services import requests as approvals_requests
 from aimon_admin.approvals.services import sessions as approvals_sessions
 from aimon_admin.approvals.services import two_person as approvals_two_person
@@ -1479,6 +1479,19 @@ CASES: dict[str, list[Case]] = {
             run=lambda w: approvals.grant_revoke(grant=w.session_grant, actor=Actor.for_user(w.approver)),
             expect=(AuditAction.GRANT_REVOKED,),
             actor=lambda w: Actor.for_user(w.approver),
+        )
+    ],
+    "aimon_admin.approvals.services.revocation.grant_undo": [
+        Case(
+            run=lambda w: approvals.grant_undo(grant=w.session_grant, user=w.approver),
+            expect=(AuditAction.GRANT_REVOKED,),
+            actor=lambda w: Actor.for_user(w.approver),
+        )
+    ],
+    "aimon_admin.approvals.services.revocation.undo_refusal": [
+        Case(
+            run=lambda w: revocation.undo_refusal(grant=w.session_grant, user=w.approver),
+            reads="whether the answer's grant may be undone by this person now",
         )
     ],
     "aimon_admin.approvals.rules.rule_index": [
