@@ -175,6 +175,8 @@ def topology_env(env: dict[str, str], port: int, workers: int, threads: int, fol
     )
     prod_env.pop("CELERY_TASK_ALWAYS_EAGER", None)
     prod_env.setdefault("DJANGO_SECRET_KEY", "benchmark-only-secret-key-not-for-production-0123456789")
+    if not prod_env.get("AIMON_SECRETS_KEY_FILE"):
+        prod_env.setdefault("AIMON_SECRETS_KEY", "YmVuY2htYXJrLW9ubHktc2VjcmV0cy1rZXktbm90LTE=")
     return prod_env
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 
 os.environ.setdefault("DJANGO_SECRET_KEY", "benchmark-only-secret-key-not-for-production-0123456789")
+# The stored secrets' key (aimon_admin/core/encryption.py): a benchmark-only one.
+os.environ.setdefault("AIMON_SECRETS_KEY", "YmVuY2htYXJrLW9ubHktc2VjcmV0cy1rZXktbm90LTE=")
 
 from aimon_admin.settings.base import *  # noqa: F403
 
