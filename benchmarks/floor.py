@@ -13,9 +13,13 @@ turn, each measured with `wrk -t1 -cN` (closed loop), every answer checked 200:
    alone, the ceiling of anything served this way;
 2. Django with no middleware and one view answering the same JSON (benchmarks.settings_floor):
    Django's own request path;
-3. the product's bare endpoint (`/bench/baseline`: the API's path through the middleware and
-   the token lookup, nothing else);
-4. the product's skill decision (3 skills answered by three layers).
+3. the same with the token's row read by a prepared statement through the pool (`/read`):
+   Django, a pooled connection and one indexed read, the least a decision does;
+4. the product's bare endpoint with that same prepared read (`/bench/baseline-prepared`): the
+   runtime API's lean stack added;
+5. the product's bare endpoint (`/bench/baseline`: the lean stack and the token lookup as
+   the API's authentication makes it, planned by PostgreSQL at each call);
+6. the product's skill decision (3 skills answered by three layers).
 
 Printed per layer: requests/s, p99, and server CPU per request (granian's, uvicorn's and
 nginx's processes and the PostgreSQL backends, from /proc), medians of the rounds, and each
@@ -44,6 +48,13 @@ BENCH_DB = "aimon_bench_floor"
 LAYERS = (
     ("WSGI hello, no Django", "benchmarks.settings", "benchmarks.floor_apps:hello", "/hello"),
     ("Django, no middleware", "benchmarks.settings_floor", "aimon_admin.wsgi:application", "/hello"),
+    ("Django, one prepared read", "benchmarks.settings_floor", "aimon_admin.wsgi:application", "/read"),
+    (
+        "product, bare, prepared",
+        "benchmarks.settings",
+        "aimon_admin.wsgi:application",
+        servers.BASELINE_PREPARED,
+    ),
     ("product, bare endpoint", "benchmarks.settings", "aimon_admin.wsgi:application", servers.BASELINE),
     ("product, skill decision", "benchmarks.settings", "aimon_admin.wsgi:application", servers.DECISIONS),
 )

@@ -1,8 +1,11 @@
-"""The floor's two bare applications (benchmarks/floor.py), answering every path alike:
+"""The floor's bare applications (benchmarks/floor.py):
 
 * `hello`: a plain WSGI callable, no Django at all: what granian behind nginx costs alone;
-* `urlpatterns`: a URLconf whose one view answers the same small JSON, for Django with no
-  middleware (benchmarks.settings_floor): what Django's request path costs on its own.
+* `urlpatterns`: a URLconf for Django with no middleware (benchmarks.settings_floor). Its
+  `/read` is the bare endpoint whose token lookup is a prepared statement
+  (benchmarks/urls.py `baseline_prepared`): Django's request path, a pooled connection and
+  one indexed read, the least any decision does; every other path answers the same small JSON
+  with no database: what Django's request path costs on its own.
 """
 
 from __future__ import annotations
@@ -29,4 +32,12 @@ def django_hello(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"decision": "ALLOW"})
 
 
-urlpatterns = [re_path(r"", django_hello)]
+@csrf_exempt
+def django_read(request: HttpRequest) -> JsonResponse:
+    # Imported here: `hello` is served with no Django set up, and this module with it.
+    from benchmarks.urls import baseline_prepared
+
+    return baseline_prepared(request)
+
+
+urlpatterns = [re_path(r"^read$", django_read), re_path(r"", django_hello)]

@@ -120,9 +120,11 @@ PYTHON = sys.executable
 BENCH_DB = os.environ.get("LOAD_DATABASE", "aimon_bench_load")  # another name: beside someone else's run
 DEFAULT_PG = "postgres://postgres@127.0.0.1:5432/postgres"
 DEFAULT_REDIS = "redis://127.0.0.1:6379/11"
-TARGET_RATE = 1000
-TARGET_P99_MS = 10.0
-TARGET_RATIO = 0.80
+# The decision targets: sustained with p99 ≤ `--p99-limit`; p99 at half of it (`--at-target`);
+# sustained against the bare endpoint's sustained.
+TARGET_RATE = 2000
+TARGET_P99_MS = 5.0
+TARGET_RATIO = 0.85
 
 
 # --- Machine accounting ------------------------------------------------------------------------
@@ -336,11 +338,13 @@ def server_label(args: argparse.Namespace) -> str:
 
 
 def start_server(
-    args: argparse.Namespace, env: dict[str, str], port: int, root: Path = ROOT
+    args: argparse.Namespace, env: dict[str, str], port: int, root: Path = ROOT, *, other: bool = False
 ) -> subprocess.Popen:
     if args.topology:
+        workers = (args.compare_workers if other else None) or args.workers
+        threads = (args.compare_threads if other else None) or args.threads
         command = [PYTHON, str(ROOT / "benchmarks" / "topology.py"), "--port", str(port)]
-        command += ["--workers", str(args.workers), "--threads", str(args.threads)]
+        command += ["--workers", str(workers), "--threads", str(threads)]
     elif args.profile:
         command = [PYTHON, str(ROOT / "benchmarks" / "load_profile.py"), "--port", str(port)]
         command += ["--loop", args.loop, "--http", args.http, "--out", args.profile_out]
@@ -402,6 +406,7 @@ class Figures:
     best_baseline: list[float]
     cpu_ratio: list[float]
     half_p99: list[float]
+    target_p99: list[float]
     bad: int
     costs: dict[str, list[float]]
 
@@ -411,7 +416,7 @@ def measure(
 ) -> Figures:
     """Per repeat: the ladder, decisions and baseline in turn at each rate, each stopped
     after its first unsustained step; then p99 at half the decisions' best."""
-    best_decisions, best_baseline, cpu_ratio, half_p99, bad = [], [], [], [], 0
+    best_decisions, best_baseline, cpu_ratio, half_p99, target_p99, bad = [], [], [], [], [], 0
     costs: dict[str, list[float]] = {"decisions": [], "baseline": []}
     for repeat in range(args.repeats):
         print(f"repeat {repeat + 1}/{args.repeats}: ladder of {args.seconds}s steps", flush=True)
@@ -456,7 +461,8 @@ def measure(
             print(f"  at {TARGET_RATE // 2}/s (half the {TARGET_RATE:,}/s target), {args.half_seconds}s:")
             print(step.line(), flush=True)
             bad += step.wrong + step.server_errors
-    return Figures(best_decisions, best_baseline, cpu_ratio, half_p99, bad, costs)
+            target_p99.append(step.p99)
+    return Figures(best_decisions, best_baseline, cpu_ratio, half_p99, target_p99, bad, costs)
 
 
 def compare(args: argparse.Namespace, a: tuple[int, int], b: tuple[int, int], decisions: list[dict]) -> int:
@@ -474,7 +480,15 @@ def compare(args: argparse.Namespace, a: tuple[int, int], b: tuple[int, int], de
         for sa, sb in zip(steps["A"], steps["B"], strict=True)
     ]
     b_label = " ".join(
-        [*(["root " + str(args.compare_root)] if args.compare_root else []), *args.compare_env]
+        [
+            *(["root " + str(args.compare_root)] if args.compare_root else []),
+            *args.compare_env,
+            *(
+                [f"granian {args.compare_workers or args.workers}x{args.compare_threads or args.threads}"]
+                if args.compare_workers or args.compare_threads
+                else []
+            ),
+        ]
     )
     print(f"\nA: {ROOT}; B: {b_label}; {args.repeats} x {args.seconds}s at {args.start:,.0f}/s each")
     for name, runs in steps.items():
@@ -512,11 +526,14 @@ def report(args: argparse.Namespace, figures: Figures) -> bool:
     ok = d >= TARGET_RATE and bad == 0
     if half_p99:
         h = statistics.median(half_p99)
+        print(f"  (b) p99 at half that rate: {h:.2f} ms (repeats {', '.join(f'{x:.2f}' for x in half_p99)})")
+    if figures.target_p99:
+        t = statistics.median(figures.target_p99)
         print(
-            f"  (b) p99 at half that rate: {h:.2f} ms (repeats {', '.join(f'{x:.2f}' for x in half_p99)}; "
-            f"target ≤ {TARGET_P99_MS} ms)"
+            f"  (d) p99 at {TARGET_RATE // 2:,}/s: {t:.2f} ms "
+            f"(repeats {', '.join(f'{x:.2f}' for x in figures.target_p99)}; target ≤ {TARGET_P99_MS} ms)"
         )
-        ok &= h <= TARGET_P99_MS
+        ok &= t <= TARGET_P99_MS
     if not args.no_baseline:
         b = statistics.median(best_baseline)
         ratio = d / b if b else float("nan")  # nothing sustained: no ratio
@@ -585,6 +602,8 @@ def main() -> int:
     parser.add_argument(
         "--compare-env", action="append", default=[], metavar="NAME=VALUE", help="A/B: B's environment"
     )
+    parser.add_argument("--compare-workers", type=int, help="A/B with --topology: B's granian workers")
+    parser.add_argument("--compare-threads", type=int, help="A/B with --topology: B's threads per worker")
     parser.add_argument("--seed", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     # A SIGTERM stops the servers and drops the database too (the `finally` below).
@@ -636,12 +655,12 @@ def main() -> int:
             for sample in step.samples:
                 print(f"      {sample}")
             return 0
-        if args.compare_root or args.compare_env:
+        if args.compare_root or args.compare_env or args.compare_workers or args.compare_threads:
             root = Path(args.compare_root or ROOT).resolve()
             other_env = dict(env, PYTHONPATH=str(root))
             other_env.update(pair.split("=", 1) for pair in args.compare_env)
             other_port = free_port()
-            other = start_server(args, other_env, other_port, root)
+            other = start_server(args, other_env, other_port, root, other=True)
             try:
                 wait_until_up(other_port, seeded["tokens"]["bench"])
                 check_every_case(other_port, decisions + baseline)

@@ -44,6 +44,7 @@ from benchmarks import _http, skill_decisions
 
 BENCH_DB = "aimon_bench_servers"
 BASELINE = "/bench/baseline"
+BASELINE_PREPARED = "/bench/baseline-prepared"
 DECISIONS = "/api/v1/skill-decisions"
 BIN = Path(sys.executable).parent
 

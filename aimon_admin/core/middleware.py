@@ -26,6 +26,9 @@ from aimon_admin.core.logging import log_request
 logger = logging.getLogger(__name__)
 
 REQUEST_ID_HEADER = "X-Request-ID"
+# Read from META directly: `request.headers` builds a mapping of every header, which nothing
+# else on the runtime API's path needs (benchmarks/decision_profile.py: ~3% of a decision).
+_REQUEST_ID_META = "HTTP_X_REQUEST_ID"
 _VALID_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 # What a response header cannot carry back (a value the server's own parser let through).
 _UNSENDABLE = re.compile(r"[\x00\r\n]")
@@ -80,7 +83,7 @@ class RequestIdMiddleware(_DualMiddleware):
     """
 
     def before(self, request: HttpRequest) -> HttpResponse | None:
-        supplied = request.headers.get(REQUEST_ID_HEADER, "")
+        supplied = request.META.get(_REQUEST_ID_META, "")
         request_id = supplied if _VALID_REQUEST_ID.match(supplied) else new_request_id()
         request.request_id = request_id  # type: ignore[attr-defined]
         path = request.path
