@@ -232,7 +232,13 @@ def run_step(
     procs = max(1, min(args.procs, int(rate // 300) + 1))
     start_at = time.monotonic() + 1.5  # every generator process warmed and waiting
     children = []
+    reports = []
     for n in range(procs):
+        # Each generator writes its report to a file of its own: a report read over a pipe
+        # came back cut at the pipe's 64 KiB once (a 20 s step at 1,000/s).
+        handle, report = tempfile.mkstemp(prefix="aimon_load_report_", suffix=".json")
+        os.close(handle)
+        reports.append(Path(report))
         job = {
             "host": "127.0.0.1",
             "port": port,
@@ -245,12 +251,10 @@ def run_step(
             "connections": args.connections,
             "max_connections": args.max_connections,
             "timeout": 10.0,
+            "report": report,
         }
         child = subprocess.Popen(
-            [PYTHON, str(ROOT / "benchmarks" / "load_client.py")],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
+            [PYTHON, str(ROOT / "benchmarks" / "load_client.py")], stdin=subprocess.PIPE, text=True
         )
         child.stdin.write(json.dumps(job))
         child.stdin.close()
@@ -258,9 +262,12 @@ def run_step(
     time.sleep(max(0.0, start_at - time.monotonic()))
     cpu0, (busy0, total0) = session_cpu_seconds(server_session), machine_busy()
     db0 = database_cpu_seconds(BENCH_DB)
-    outs = [json.loads(child.stdout.read()) for child in children]
     for child in children:
-        child.wait()
+        if child.wait() != 0:
+            raise SystemExit(f"a load generator failed (exit status {child.returncode})")
+    outs = [json.loads(path.read_text()) for path in reports]
+    for path in reports:
+        path.unlink()
     cpu1, (busy1, total1) = session_cpu_seconds(server_session), machine_busy()
     db1 = database_cpu_seconds(BENCH_DB)
     elapsed = max(out["elapsed"] for out in outs)
@@ -411,6 +418,17 @@ class Figures:
     costs: dict[str, list[float]]
 
 
+def drain(session: int, limit: float = 60.0) -> None:
+    """Wait until the server is idle (under a tenth of a core for a second): an overloaded step
+    leaves requests queued behind nginx, which the next repeat's first step would meet."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        before = session_cpu_seconds(session)
+        time.sleep(1.0)
+        if session_cpu_seconds(session) - before < 0.1:
+            return
+
+
 def measure(
     args: argparse.Namespace, port: int, session: int, decisions: list[dict], baseline: list[dict]
 ) -> Figures:
@@ -462,6 +480,8 @@ def measure(
             print(step.line(), flush=True)
             bad += step.wrong + step.server_errors
             target_p99.append(step.p99)
+            if not step.sustained(args.p99_limit):
+                drain(session)
     return Figures(best_decisions, best_baseline, cpu_ratio, half_p99, target_p99, bad, costs)
 
 

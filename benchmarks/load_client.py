@@ -26,6 +26,7 @@ import sys
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 
@@ -337,8 +338,10 @@ def main() -> None:
     except ImportError:
         runner = asyncio.run
     out = json.dumps(runner(run(job)))
-    # The event loop may leave standard output non-blocking; the parent reads its children one
-    # after another, so a report over a pipe's 64 KiB would then fail part-way (EAGAIN).
+    if job.get("report"):  # load.py: a file of its own, read once this process has exited
+        Path(job["report"]).write_text(out)
+        return
+    # The event loop may leave standard output non-blocking: the report is written blocking.
     os.set_blocking(sys.stdout.fileno(), True)
     sys.stdout.write(out + "\n")
     sys.stdout.flush()
