@@ -26,8 +26,8 @@ from aimon_admin.core.logging import log_request
 logger = logging.getLogger(__name__)
 
 REQUEST_ID_HEADER = "X-Request-ID"
-# Read from META directly: `request.headers` builds a mapping of every header, which nothing
-# else on the runtime API's path needs (benchmarks/decision_profile.py: ~3% of a decision).
+# Read from META directly: `request.headers` builds a mapping of every header (8.7 µs a
+# request, docs/performance.md), which nothing else on the runtime API's path needs.
 _REQUEST_ID_META = "HTTP_X_REQUEST_ID"
 _VALID_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 # What a response header cannot carry back (a value the server's own parser let through).
