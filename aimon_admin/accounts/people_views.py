@@ -3,6 +3,8 @@ the sign-ins that are locked and their unlock, and the page a set-password link 
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
@@ -19,6 +21,12 @@ from aimon_admin.core.actors import Actor
 from aimon_admin.core.prg import form_from_draft, redirect_invalid
 
 PERSON_ADDED_MESSAGE = "{username} added. Pass them the link below so they can set their password."
+# Password sign-in off (AIMON_PASSWORD_SIGN_IN): nobody is added by hand. A person added here
+# could not sign in, and would hold the username their first sign-in through the provider needs.
+PEOPLE_FROM_PROVIDER_MESSAGE = (
+    "Password sign-in is off: people are added by their first sign-in through {provider}, with "
+    "the roles its claims give them."
+)
 ROLES_SAVED_MESSAGE = "Roles of {username} saved."
 NOTHING_CHANGED_MESSAGE = "Nothing changed."
 DEACTIVATED_MESSAGE = (
@@ -72,7 +80,13 @@ def people_view(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "accounts/people.html",
-        {"people": selectors.people(), "locked": len(selectors.locked_sign_ins())},
+        {
+            "people": selectors.people(),
+            "locked": len(selectors.locked_sign_ins()),
+            "from_provider": None
+            if settings.AIMON_PASSWORD_SIGN_IN
+            else PEOPLE_FROM_PROVIDER_MESSAGE.format(provider=settings.AIMON_OIDC_PROVIDER_NAME),
+        },
     )
 
 
@@ -80,6 +94,11 @@ def people_view(request: HttpRequest) -> HttpResponse:
 @login_required
 @permission_required("accounts.add_user", raise_exception=True)
 def person_create_view(request: HttpRequest) -> HttpResponse:
+    if not settings.AIMON_PASSWORD_SIGN_IN:
+        messages.error(
+            request, PEOPLE_FROM_PROVIDER_MESSAGE.format(provider=settings.AIMON_OIDC_PROVIDER_NAME)
+        )
+        return redirect("accounts:people")
     if request.method == "GET":
         # After an invalid POST (post/redirect/get), the form as typed and its errors.
         form = form_from_draft(request, "person-create", PersonCreateForm)
@@ -300,6 +319,13 @@ class SetPasswordView(PasswordResetConfirmView):
     form_class = PersonSetPasswordForm
     success_url = reverse_lazy("accounts:login")
     post_reset_login = False
+
+    def dispatch(self, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not settings.AIMON_PASSWORD_SIGN_IN:  # a link made before it was turned off
+            message = services.LINKS_OFF_MESSAGE.format(provider=settings.AIMON_OIDC_PROVIDER_NAME)
+            messages.error(self.request, message)
+            return redirect("accounts:login")
+        return super().dispatch(*args, **kwargs)
 
     def get_user(self, uidb64: str) -> User | None:
         user = super().get_user(uidb64)

@@ -47,6 +47,10 @@ OIDC_NAME_INVALID_MESSAGE = (
     "and @ . + - _, at most 150): ask an operator."
 )
 OIDC_DEACTIVATED_MESSAGE = "Your account here is deactivated: ask an operator."
+LINKS_OFF_MESSAGE = (
+    "Password sign-in is off on this site, so a set-password link would let nobody in: people "
+    "sign in through {provider}."
+)
 
 
 class UserExistsError(ValueError):
@@ -271,7 +275,10 @@ def user_password_link(*, user: User, actor: Actor) -> tuple[str, str]:
     """A set-password link's two parts for an active person: (uidb64, token), Django's
     password-reset token. It works once (setting the password changes what the token was
     made from) and for password_link_valid_hours() hours; a sign-in since it was made ends it
-    too. The audit event records that a link was made, never the token."""
+    too. The audit event records that a link was made, never the token. None is made while
+    password sign-in is off (AIMON_PASSWORD_SIGN_IN): it would let nobody in."""
+    if not settings.AIMON_PASSWORD_SIGN_IN:
+        raise AccessChangeRefusedError(LINKS_OFF_MESSAGE.format(provider=settings.AIMON_OIDC_PROVIDER_NAME))
     user = User.objects.get(pk=user.pk)
     if not user.is_active:
         raise AccessChangeRefusedError(f"{user.username} is deactivated: reactivate them first.")

@@ -17,11 +17,16 @@ from django.core.cache import cache
 from django.test import Client
 from django.urls import reverse
 
-from aimon_admin.accounts import oidc
+from aimon_admin.accounts import oidc, people_views
 from aimon_admin.accounts.models import OidcIdentity, User
 from aimon_admin.accounts.policy import CLAIM_MISSING, UNKNOWN_ROLE
 from aimon_admin.accounts.roles import Role
-from aimon_admin.accounts.services import OIDC_ACTOR_LABEL, OIDC_NAME_TAKEN_MESSAGE
+from aimon_admin.accounts.services import (
+    LINKS_OFF_MESSAGE,
+    OIDC_ACTOR_LABEL,
+    OIDC_NAME_TAKEN_MESSAGE,
+    user_password_link,
+)
 from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.models import AuditEvent
 from tests.accounts.oidc_kit import (
@@ -32,7 +37,7 @@ from tests.accounts.oidc_kit import (
     running_provider,
     sign_in_through,
 )
-from tests.conftest import PASSWORD
+from tests.conftest import PASSWORD, TEST_ACTOR
 from tests.ports import free_port
 
 pytestmark = pytest.mark.django_db
@@ -341,3 +346,46 @@ def test_with_password_sign_in_off_the_form_is_gone_and_its_post_refused(
     provider.id_token("normal")
     sign_in_through(client, provider, "lee", AT_PROVIDER)
     assert signed_in_as(client) == "lee"
+
+
+def test_with_password_sign_in_off_nobody_is_added_by_hand_and_no_link_is_made(
+    settings: Any, operator: User, approver: User
+) -> None:
+    # A person added by hand could not sign in, and would hold the username the provider's
+    # first sign-in needs; a set-password link would let nobody in.
+    uidb64, token = user_password_link(user=approver, actor=TEST_ACTOR)  # made while passwords worked
+    oidc_settings(settings, "http://127.0.0.1:9/unused", password=False)
+    told = people_views.PEOPLE_FROM_PROVIDER_MESSAGE.format(provider=PROVIDER_NAME)
+    client = Client()
+    client.force_login(operator, backend="aimon_admin.accounts.oidc.OidcBackend")
+    page = client.get(reverse("accounts:people")).content.decode()
+    assert told in page
+    assert reverse("accounts:person-create") not in page
+    for response in (
+        client.get(reverse("accounts:person-create")),
+        client.post(reverse("accounts:person-create"), {"username": "newcomer", "roles": [Role.APPROVER]}),
+    ):
+        assert response.status_code == 302
+        assert response["Location"] == reverse("accounts:people")
+        assert texts(response)[-1] == told
+    assert not User.objects.filter(username="newcomer").exists()
+    links_before = len(events(AuditAction.USER_PASSWORD_LINK_ISSUED))
+    response = client.post(reverse("accounts:person-link", args=[approver.username]))
+    refused = LINKS_OFF_MESSAGE.format(provider=PROVIDER_NAME)
+    assert texts(response)[-1] == refused
+    assert len(events(AuditAction.USER_PASSWORD_LINK_ISSUED)) == links_before
+    assert (
+        "Make a set-password link"
+        not in client.get(reverse("accounts:person", args=[approver.username])).content.decode()
+    )
+    # The link made before opens nothing and sets nothing.
+    stranger = Client()
+    response = stranger.post(
+        reverse("accounts:set-password", args=[uidb64, token]),
+        {"new_password1": "a new one 7Qp!", "new_password2": "a new one 7Qp!"},
+    )
+    assert response.status_code == 302
+    assert response["Location"] == reverse("accounts:login")
+    assert texts(response) == [refused]
+    approver.refresh_from_db()
+    assert approver.check_password(PASSWORD)
