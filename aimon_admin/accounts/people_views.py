@@ -73,6 +73,13 @@ def _make_link(request: HttpRequest, user: User) -> HttpResponse:
 # --- People ---------------------------------------------------------------------------------------
 
 
+def _added_by_provider() -> str | None:
+    """Why nobody is added by hand (password sign-in is off), or None."""
+    if settings.AIMON_PASSWORD_SIGN_IN:
+        return None
+    return PEOPLE_FROM_PROVIDER_MESSAGE.format(provider=settings.AIMON_OIDC_PROVIDER_NAME)
+
+
 @require_GET
 @login_required
 @permission_required("accounts.view_user", raise_exception=True)
@@ -83,9 +90,7 @@ def people_view(request: HttpRequest) -> HttpResponse:
         {
             "people": selectors.people(),
             "locked": len(selectors.locked_sign_ins()),
-            "from_provider": None
-            if settings.AIMON_PASSWORD_SIGN_IN
-            else PEOPLE_FROM_PROVIDER_MESSAGE.format(provider=settings.AIMON_OIDC_PROVIDER_NAME),
+            "from_provider": _added_by_provider(),
         },
     )
 
@@ -94,10 +99,9 @@ def people_view(request: HttpRequest) -> HttpResponse:
 @login_required
 @permission_required("accounts.add_user", raise_exception=True)
 def person_create_view(request: HttpRequest) -> HttpResponse:
-    if not settings.AIMON_PASSWORD_SIGN_IN:
-        messages.error(
-            request, PEOPLE_FROM_PROVIDER_MESSAGE.format(provider=settings.AIMON_OIDC_PROVIDER_NAME)
-        )
+    refusal = _added_by_provider()
+    if refusal is not None:
+        messages.error(request, refusal)
         return redirect("accounts:people")
     if request.method == "GET":
         # After an invalid POST (post/redirect/get), the form as typed and its errors.
@@ -321,9 +325,9 @@ class SetPasswordView(PasswordResetConfirmView):
     post_reset_login = False
 
     def dispatch(self, *args: Any, **kwargs: Any) -> HttpResponse:
-        if not settings.AIMON_PASSWORD_SIGN_IN:  # a link made before it was turned off
-            message = services.LINKS_OFF_MESSAGE.format(provider=settings.AIMON_OIDC_PROVIDER_NAME)
-            messages.error(self.request, message)
+        refusal = selectors.password_links_refusal()  # a link made before sign-in changed
+        if refusal is not None:
+            messages.error(self.request, refusal)
             return redirect("accounts:login")
         return super().dispatch(*args, **kwargs)
 

@@ -88,3 +88,16 @@ def locked_sign_ins(*, now: dt.datetime | None = None) -> list[LockedSignIn]:
 
 def locked_sign_ins_of(username: str) -> list[LockedSignIn]:
     return [lock for lock in locked_sign_ins() if lock.username == username]
+
+
+LINKS_OFF_MESSAGE = (
+    "Password sign-in is off on this site, so a set-password link would let nobody in: people "
+    "sign in through {provider}."
+)
+
+
+def password_links_refusal() -> str | None:
+    """Why no set-password link is made or opened now (password sign-in is off), or None."""
+    if settings.AIMON_PASSWORD_SIGN_IN:
+        return None
+    return LINKS_OFF_MESSAGE.format(provider=settings.AIMON_OIDC_PROVIDER_NAME)

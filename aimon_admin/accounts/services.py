@@ -22,7 +22,10 @@ from django.utils.http import urlsafe_base64_encode
 from aimon_admin.accounts.models import RESERVED_USERNAMES, OidcIdentity, User
 from aimon_admin.accounts.policy import ClaimedRoles
 from aimon_admin.accounts.roles import ROLE_PERMISSIONS, Role
-from aimon_admin.accounts.selectors import password_link_valid_hours
+from aimon_admin.accounts.selectors import (
+    password_link_valid_hours,
+    password_links_refusal,
+)
 from aimon_admin.audit.choices import AuditAction, AuditLevel
 from aimon_admin.audit.services import audit_record
 from aimon_admin.core.actors import Actor
@@ -47,10 +50,6 @@ OIDC_NAME_INVALID_MESSAGE = (
     "and @ . + - _, at most 150): ask an operator."
 )
 OIDC_DEACTIVATED_MESSAGE = "Your account here is deactivated: ask an operator."
-LINKS_OFF_MESSAGE = (
-    "Password sign-in is off on this site, so a set-password link would let nobody in: people "
-    "sign in through {provider}."
-)
 
 
 class UserExistsError(ValueError):
@@ -277,8 +276,9 @@ def user_password_link(*, user: User, actor: Actor) -> tuple[str, str]:
     made from) and for password_link_valid_hours() hours; a sign-in since it was made ends it
     too. The audit event records that a link was made, never the token. None is made while
     password sign-in is off (AIMON_PASSWORD_SIGN_IN): it would let nobody in."""
-    if not settings.AIMON_PASSWORD_SIGN_IN:
-        raise AccessChangeRefusedError(LINKS_OFF_MESSAGE.format(provider=settings.AIMON_OIDC_PROVIDER_NAME))
+    refusal = password_links_refusal()
+    if refusal is not None:
+        raise AccessChangeRefusedError(refusal)
     user = User.objects.get(pk=user.pk)
     if not user.is_active:
         raise AccessChangeRefusedError(f"{user.username} is deactivated: reactivate them first.")

@@ -21,8 +21,8 @@ from aimon_admin.accounts import oidc, people_views
 from aimon_admin.accounts.models import OidcIdentity, User
 from aimon_admin.accounts.policy import CLAIM_MISSING, UNKNOWN_ROLE
 from aimon_admin.accounts.roles import Role
+from aimon_admin.accounts.selectors import LINKS_OFF_MESSAGE
 from aimon_admin.accounts.services import (
-    LINKS_OFF_MESSAGE,
     OIDC_ACTOR_LABEL,
     OIDC_NAME_TAKEN_MESSAGE,
     user_password_link,
